@@ -1,0 +1,8 @@
+"""sklstruct: max-margin structured prediction for scikit-learn."""
+
+from . import _check_build  # noqa: F401  (readable error when the extensions are not built)
+from ._version import __version__
+from .learners import StructSVMCuttingPlane
+from .structures import ChainStructure, MultiClass
+
+__all__ = ["ChainStructure", "MultiClass", "StructSVMCuttingPlane", "__version__"]

@@ -1,0 +1,1 @@
+"""Compiled inference kernels for chains and their validated Python wrappers."""

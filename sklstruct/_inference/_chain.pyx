@@ -1,0 +1,500 @@
+"""Compiled dynamic programmes over batches of first-order linear chains.
+
+A batch is stored as stacked per-token state scores ``unary`` (n_tokens, n_states) and an
+``offsets`` array; sequence ``i`` covers tokens ``offsets[i]:offsets[i + 1]``. Every function
+below processes the sequences ``seq_lo:seq_hi`` only, writes into preallocated outputs and runs
+without the GIL, so that disjoint chunks of one batch can be processed by concurrent threads.
+
+The inputs are validated by :mod:`sklstruct._inference.chain`, the only caller: shapes agree,
+every sequence is non-empty, labels lie in ``[0, n_states)`` and all scores are finite.
+"""
+from libc.math cimport INFINITY, exp, log
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport free, malloc
+
+ctypedef double float64_t
+ctypedef Py_ssize_t intp_t
+
+# A rescaled sum of exponentials below this value is recomputed by an exact log-sum-exp, so
+# that log-domain results stay accurate whatever the range of the potentials.
+cdef double _TINY = 1e-280
+
+
+cdef inline intp_t _max_length(const int64_t* offsets, intp_t seq_lo,
+                               intp_t seq_hi) noexcept nogil:
+    cdef intp_t i, longest = 0
+    for i in range(seq_lo, seq_hi):
+        if offsets[i + 1] - offsets[i] > longest:
+            longest = offsets[i + 1] - offsets[i]
+    return longest
+
+
+cdef inline void _transpose(const double* matrix, intp_t n, double* out) noexcept nogil:
+    cdef intp_t a, b
+    for a in range(n):
+        for b in range(n):
+            out[b * n + a] = matrix[a * n + b]
+
+
+cdef double _path_score(const double* unary, intp_t length, intp_t n_states,
+                        const double* transition, const double* start, const double* end,
+                        const int64_t* labels) noexcept nogil:
+    """Score of one labeling: unary + transition + start + end terms."""
+    cdef intp_t t
+    cdef double score = start[labels[0]] + end[labels[length - 1]]
+    for t in range(length):
+        score += unary[t * n_states + labels[t]]
+    for t in range(1, length):
+        score += transition[labels[t - 1] * n_states + labels[t]]
+    return score
+
+
+cdef double _viterbi_sequence(const double* unary, intp_t length, intp_t n_states,
+                              const double* transition_t, const double* start,
+                              const double* end, double* delta, double* delta_next,
+                              int32_t* backpointer, int64_t* labels) noexcept nogil:
+    """Max-sum recursion on one sequence; ties go to the lower state index.
+
+    ``transition_t`` is the transposed transition matrix, so that the inner loop over the
+    previous state reads contiguous memory. Returns the best score.
+    """
+    cdef intp_t t, a, b, best_state
+    cdef double best, candidate
+    cdef double* swap
+    cdef const double* column
+    for b in range(n_states):
+        delta[b] = start[b] + unary[b]
+    for t in range(1, length):
+        for b in range(n_states):
+            column = transition_t + b * n_states
+            best = delta[0] + column[0]
+            best_state = 0
+            for a in range(1, n_states):
+                candidate = delta[a] + column[a]
+                if candidate > best:
+                    best = candidate
+                    best_state = a
+            delta_next[b] = best + unary[t * n_states + b]
+            backpointer[t * n_states + b] = <int32_t> best_state
+        swap = delta
+        delta = delta_next
+        delta_next = swap
+    best = delta[0] + end[0]
+    best_state = 0
+    for b in range(1, n_states):
+        candidate = delta[b] + end[b]
+        if candidate > best:
+            best = candidate
+            best_state = b
+    labels[length - 1] = best_state
+    for t in range(length - 1, 0, -1):
+        labels[t - 1] = backpointer[t * n_states + labels[t]]
+    return best
+
+
+def viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
+                  const float64_t[:, ::1] transition, const float64_t[::1] start,
+                  const float64_t[::1] end, int64_t[::1] labels, float64_t[::1] scores,
+                  intp_t seq_lo, intp_t seq_hi):
+    """Viterbi decoding of sequences ``seq_lo:seq_hi``, written into ``labels`` and ``scores``."""
+    cdef intp_t n_states = unary.shape[1]
+    cdef intp_t i, lo, length, max_len
+    cdef const double* unary_ptr = &unary[0, 0]
+    cdef const int64_t* offsets_ptr = &offsets[0]
+    cdef double* transition_t = NULL
+    cdef double* delta = NULL
+    cdef int32_t* backpointer = NULL
+    cdef bint failed = False
+    with nogil:
+        max_len = _max_length(offsets_ptr, seq_lo, seq_hi)
+        transition_t = <double*> malloc(n_states * n_states * sizeof(double))
+        delta = <double*> malloc(2 * n_states * sizeof(double))
+        backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
+        if transition_t == NULL or delta == NULL or backpointer == NULL:
+            failed = True
+        else:
+            _transpose(&transition[0, 0], n_states, transition_t)
+            for i in range(seq_lo, seq_hi):
+                lo = offsets_ptr[i]
+                length = offsets_ptr[i + 1] - lo
+                scores[i] = _viterbi_sequence(
+                    unary_ptr + lo * n_states, length, n_states, transition_t, &start[0],
+                    &end[0], delta, delta + n_states, backpointer, &labels[lo])
+        free(transition_t)
+        free(delta)
+        free(backpointer)
+    if failed:
+        raise MemoryError("could not allocate the Viterbi workspace")
+
+
+def margin_viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
+                         const float64_t[:, ::1] transition, const float64_t[::1] start,
+                         const float64_t[::1] end, const int64_t[::1] y,
+                         const float64_t[::1] loss_weights, int64_t[::1] labels,
+                         float64_t[::1] scores, intp_t seq_lo, intp_t seq_hi):
+    """Margin-rescaled loss-augmented decoding of sequences ``seq_lo:seq_hi``.
+
+    The weighted Hamming loss is added to the unary scores of every wrong state; ``scores``
+    receives the score of the returned labeling without the loss term.
+    """
+    cdef intp_t n_states = unary.shape[1]
+    cdef intp_t i, t, s, lo, length, max_len
+    cdef double penalty
+    cdef const double* unary_ptr = &unary[0, 0]
+    cdef const int64_t* offsets_ptr = &offsets[0]
+    cdef const int64_t* y_ptr = &y[0]
+    cdef const double* weights_ptr = &loss_weights[0]
+    cdef double* transition_t = NULL
+    cdef double* delta = NULL
+    cdef double* augmented = NULL
+    cdef int32_t* backpointer = NULL
+    cdef bint failed = False
+    with nogil:
+        max_len = _max_length(offsets_ptr, seq_lo, seq_hi)
+        transition_t = <double*> malloc(n_states * n_states * sizeof(double))
+        delta = <double*> malloc(2 * n_states * sizeof(double))
+        augmented = <double*> malloc(max_len * n_states * sizeof(double))
+        backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
+        if (transition_t == NULL or delta == NULL or augmented == NULL
+                or backpointer == NULL):
+            failed = True
+        else:
+            _transpose(&transition[0, 0], n_states, transition_t)
+            for i in range(seq_lo, seq_hi):
+                lo = offsets_ptr[i]
+                length = offsets_ptr[i + 1] - lo
+                for t in range(length):
+                    penalty = weights_ptr[y_ptr[lo + t]]
+                    for s in range(n_states):
+                        augmented[t * n_states + s] = unary_ptr[(lo + t) * n_states + s]
+                        if s != y_ptr[lo + t]:
+                            augmented[t * n_states + s] += penalty
+                _viterbi_sequence(augmented, length, n_states, transition_t, &start[0],
+                                  &end[0], delta, delta + n_states, backpointer, &labels[lo])
+                scores[i] = _path_score(unary_ptr + lo * n_states, length, n_states,
+                                        &transition[0, 0], &start[0], &end[0], &labels[lo])
+        free(transition_t)
+        free(delta)
+        free(augmented)
+        free(backpointer)
+    if failed:
+        raise MemoryError("could not allocate the loss-augmented Viterbi workspace")
+
+
+cdef void _slack_sequence(const double* unary, intp_t length, intp_t n_states,
+                          const double* transition, const double* transition_t,
+                          const double* start, const double* end, const int64_t* y,
+                          const int64_t* units, double unit, intp_t max_units,
+                          double* values, double* values_next, int32_t* backpointer,
+                          int64_t* labels) noexcept nogil:
+    """Slack-rescaled loss-augmented decoding of one sequence.
+
+    ``values[s * (max_units + 1) + k]`` is the best score of a prefix that ends in state ``s``
+    and has accumulated ``k`` loss units. The final choice maximises
+    ``k * unit * (1 + score - score(y))``, scanning ``k`` then ``s`` in increasing order and
+    keeping the first maximiser; ``y`` itself is returned when no labeling beats 0.
+    """
+    cdef intp_t stride = max_units + 1
+    cdef intp_t t, s, r, k, cost, reach, reach_next, best_state = -1, best_units = 0
+    cdef double candidate, transition_score, token_score, score_y, objective, best = 0.0
+    cdef double* row
+    cdef double* previous_row
+    cdef double* swap
+    cdef int32_t* pointer_row
+    for k in range(n_states * stride):
+        values[k] = -INFINITY
+    for s in range(n_states):
+        cost = units[y[0]] if s != y[0] else 0
+        values[s * stride + cost] = start[s] + unary[s]
+    reach = units[y[0]]
+    for t in range(1, length):
+        reach_next = reach + units[y[t]]
+        for s in range(n_states):
+            cost = units[y[t]] if s != y[t] else 0
+            row = values_next + s * stride
+            pointer_row = backpointer + (t * n_states + s) * stride
+            for k in range(reach_next + 1):
+                row[k] = -INFINITY
+                pointer_row[k] = -1
+            for r in range(n_states):
+                transition_score = transition_t[s * n_states + r]
+                previous_row = values + r * stride
+                for k in range(reach + 1):
+                    candidate = previous_row[k] + transition_score
+                    if candidate > row[k + cost]:
+                        row[k + cost] = candidate
+                        pointer_row[k + cost] = <int32_t> r
+            token_score = unary[t * n_states + s]
+            for k in range(cost, cost + reach + 1):
+                row[k] += token_score
+        swap = values
+        values = values_next
+        values_next = swap
+        reach = reach_next
+
+    score_y = _path_score(unary, length, n_states, transition, start, end, y)
+    for k in range(1, reach + 1):
+        for s in range(n_states):
+            candidate = values[s * stride + k]
+            if candidate == -INFINITY:
+                continue
+            objective = k * unit * (1.0 + candidate + end[s] - score_y)
+            if objective > best:
+                best = objective
+                best_state = s
+                best_units = k
+    if best_state < 0:
+        for t in range(length):
+            labels[t] = y[t]
+        return
+    labels[length - 1] = best_state
+    k = best_units
+    for t in range(length - 1, 0, -1):
+        s = labels[t]
+        labels[t - 1] = backpointer[(t * n_states + s) * stride + k]
+        if s != y[t]:
+            k -= units[y[t]]
+
+
+def slack_viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
+                        const float64_t[:, ::1] transition, const float64_t[::1] start,
+                        const float64_t[::1] end, const int64_t[::1] y,
+                        const int64_t[::1] loss_units, double unit, int64_t[::1] labels,
+                        float64_t[::1] scores, intp_t seq_lo, intp_t seq_hi):
+    """Slack-rescaled loss-augmented decoding of sequences ``seq_lo:seq_hi``.
+
+    The loss of state ``s`` at a token whose true state is ``c != s`` is
+    ``loss_units[c] * unit``; the dynamic programme runs over (token, state, loss units).
+    ``scores`` receives the score of the returned labeling without the loss term.
+    """
+    cdef intp_t n_states = unary.shape[1]
+    cdef intp_t i, t, lo, length, total_units, max_units = 0
+    cdef size_t cells, max_cells = 0
+    cdef const double* unary_ptr = &unary[0, 0]
+    cdef const int64_t* offsets_ptr = &offsets[0]
+    cdef const int64_t* y_ptr = &y[0]
+    cdef const int64_t* units_ptr = &loss_units[0]
+    cdef double* transition_t = NULL
+    cdef double* values = NULL
+    cdef int32_t* backpointer = NULL
+    cdef bint failed = False
+    with nogil:
+        for i in range(seq_lo, seq_hi):
+            lo = offsets_ptr[i]
+            length = offsets_ptr[i + 1] - lo
+            total_units = 0
+            for t in range(lo, lo + length):
+                total_units += units_ptr[y_ptr[t]]
+            cells = <size_t> length * n_states * (total_units + 1)
+            if total_units > max_units:
+                max_units = total_units
+            if cells > max_cells:
+                max_cells = cells
+        transition_t = <double*> malloc(n_states * n_states * sizeof(double))
+        values = <double*> malloc(2 * n_states * (max_units + 1) * sizeof(double))
+        backpointer = <int32_t*> malloc(max_cells * sizeof(int32_t))
+        if transition_t == NULL or values == NULL or backpointer == NULL:
+            failed = True
+        else:
+            _transpose(&transition[0, 0], n_states, transition_t)
+            for i in range(seq_lo, seq_hi):
+                lo = offsets_ptr[i]
+                length = offsets_ptr[i + 1] - lo
+                total_units = 0
+                for t in range(lo, lo + length):
+                    total_units += units_ptr[y_ptr[t]]
+                _slack_sequence(unary_ptr + lo * n_states, length, n_states,
+                                &transition[0, 0], transition_t, &start[0], &end[0],
+                                y_ptr + lo, units_ptr, unit, total_units, values,
+                                values + n_states * (total_units + 1), backpointer,
+                                &labels[lo])
+                scores[i] = _path_score(unary_ptr + lo * n_states, length, n_states,
+                                        &transition[0, 0], &start[0], &end[0], &labels[lo])
+        free(transition_t)
+        free(values)
+        free(backpointer)
+    if failed:
+        raise MemoryError(
+            "could not allocate the slack-rescaling workspace (n_tokens x n_states x "
+            "loss units); use smaller sequences or coarser loss weights")
+
+
+cdef void _forward_backward_sequence(
+        const double* unary, intp_t length, intp_t n_states, const double* transition,
+        const double* start, const double* end, const double* column_max,
+        const double* column_exp, const double* row_max, const double* row_exp_t,
+        double* alpha, double* beta, double* scaled, double* sums, double* work,
+        double* marginals, double* edge_sums, double* log_partition) noexcept nogil:
+    """Log-domain forward-backward on one sequence.
+
+    Messages are sums of exponentials rescaled by their maximum, multiplied by the
+    column-rescaled (forward) or row-rescaled (backward, stored transposed) exponentiated
+    transition matrix; a
+    message whose rescaled sum falls below ``_TINY`` is recomputed by an exact log-sum-exp.
+    ``scaled[t, a] = exp(alpha[t, a] - max_a alpha[t])`` and ``sums[t + 1, b]`` (zero on the
+    exact path) are kept for the pairwise marginals, which are computed as
+    ``p(y_{t+1} = b) * p(y_t = a | y_{t+1} = b, prefix)``.
+    """
+    cdef intp_t t, a, b, n = n_states
+    cdef double peak, total, value, lse, weight
+    cdef const double* previous
+    cdef double* next_scaled
+    for b in range(n):
+        alpha[b] = start[b] + unary[b]
+    for t in range(1, length):
+        previous = alpha + (t - 1) * n
+        next_scaled = scaled + (t - 1) * n
+        peak = previous[0]
+        for a in range(1, n):
+            if previous[a] > peak:
+                peak = previous[a]
+        for b in range(n):
+            work[b] = 0.0
+        for a in range(n):
+            weight = exp(previous[a] - peak)
+            next_scaled[a] = weight
+            for b in range(n):
+                work[b] += weight * column_exp[a * n + b]
+        for b in range(n):
+            if work[b] >= _TINY:
+                alpha[t * n + b] = unary[t * n + b] + peak + column_max[b] + log(work[b])
+                sums[t * n + b] = work[b]
+            else:
+                lse = previous[0] + transition[b]
+                for a in range(1, n):
+                    value = previous[a] + transition[a * n + b]
+                    if value > lse:
+                        lse = value
+                total = 0.0
+                for a in range(n):
+                    total += exp(previous[a] + transition[a * n + b] - lse)
+                alpha[t * n + b] = unary[t * n + b] + lse + log(total)
+                sums[t * n + b] = 0.0
+
+    previous = alpha + (length - 1) * n
+    peak = previous[0] + end[0]
+    for b in range(1, n):
+        if previous[b] + end[b] > peak:
+            peak = previous[b] + end[b]
+    total = 0.0
+    for b in range(n):
+        total += exp(previous[b] + end[b] - peak)
+    log_partition[0] = peak + log(total)
+
+    for b in range(n):
+        beta[(length - 1) * n + b] = end[b]
+    for t in range(length - 2, -1, -1):
+        peak = unary[(t + 1) * n] + beta[(t + 1) * n]
+        for b in range(1, n):
+            value = unary[(t + 1) * n + b] + beta[(t + 1) * n + b]
+            if value > peak:
+                peak = value
+        for a in range(n):
+            work[a] = 0.0
+        for b in range(n):
+            weight = exp(unary[(t + 1) * n + b] + beta[(t + 1) * n + b] - peak)
+            for a in range(n):
+                work[a] += weight * row_exp_t[b * n + a]
+        for a in range(n):
+            total = work[a]
+            if total >= _TINY:
+                beta[t * n + a] = peak + row_max[a] + log(total)
+            else:
+                lse = -INFINITY
+                for b in range(n):
+                    value = transition[a * n + b] + unary[(t + 1) * n + b] + beta[(t + 1) * n + b]
+                    if value > lse:
+                        lse = value
+                total = 0.0
+                for b in range(n):
+                    total += exp(transition[a * n + b] + unary[(t + 1) * n + b]
+                                 + beta[(t + 1) * n + b] - lse)
+                beta[t * n + a] = lse + log(total)
+
+    # normalising every token removes the rounding drift between alpha, beta and logZ
+    for t in range(length):
+        total = 0.0
+        for b in range(n):
+            value = exp(alpha[t * n + b] + beta[t * n + b] - log_partition[0])
+            marginals[t * n + b] = value
+            total += value
+        for b in range(n):
+            marginals[t * n + b] /= total
+
+    for t in range(length - 1):
+        for b in range(n):
+            if sums[(t + 1) * n + b] > 0.0:
+                work[b] = marginals[(t + 1) * n + b] / sums[(t + 1) * n + b]
+            else:
+                work[b] = 0.0
+        for a in range(n):
+            weight = scaled[t * n + a]
+            for b in range(n):
+                edge_sums[a * n + b] += weight * column_exp[a * n + b] * work[b]
+        for b in range(n):
+            if sums[(t + 1) * n + b] > 0.0:
+                continue
+            lse = alpha[(t + 1) * n + b] - unary[(t + 1) * n + b]
+            for a in range(n):
+                edge_sums[a * n + b] += marginals[(t + 1) * n + b] * exp(
+                    alpha[t * n + a] + transition[a * n + b] - lse)
+
+
+def forward_backward_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
+                           const float64_t[:, ::1] transition, const float64_t[::1] start,
+                           const float64_t[::1] end, float64_t[:, ::1] marginals,
+                           float64_t[:, :, ::1] edge_sums, float64_t[::1] log_partition,
+                           intp_t seq_lo, intp_t seq_hi):
+    """Forward-backward on sequences ``seq_lo:seq_hi``.
+
+    Writes node marginals, the per-sequence sums of pairwise marginals (``edge_sums`` must be
+    zero on entry) and the log-partition functions.
+    """
+    cdef intp_t n = unary.shape[1]
+    cdef intp_t i, a, b, lo, length, max_len
+    cdef const double* unary_ptr = &unary[0, 0]
+    cdef const double* transition_ptr = &transition[0, 0]
+    cdef const int64_t* offsets_ptr = &offsets[0]
+    cdef double* tables = NULL
+    cdef double* buffers = NULL
+    cdef double peak
+    cdef bint failed = False
+    with nogil:
+        max_len = _max_length(offsets_ptr, seq_lo, seq_hi)
+        # column_max, row_max, work (n each), then column_exp and transposed row_exp (n * n each)
+        tables = <double*> malloc((3 * n + 2 * n * n) * sizeof(double))
+        # alpha, beta, scaled, sums (max_len * n each)
+        buffers = <double*> malloc(4 * max_len * n * sizeof(double))
+        if tables == NULL or buffers == NULL:
+            failed = True
+        else:
+            for b in range(n):
+                peak = transition_ptr[b]
+                for a in range(1, n):
+                    if transition_ptr[a * n + b] > peak:
+                        peak = transition_ptr[a * n + b]
+                tables[b] = peak
+            for a in range(n):
+                peak = transition_ptr[a * n]
+                for b in range(1, n):
+                    if transition_ptr[a * n + b] > peak:
+                        peak = transition_ptr[a * n + b]
+                tables[n + a] = peak
+            for a in range(n):
+                for b in range(n):
+                    tables[3 * n + a * n + b] = exp(transition_ptr[a * n + b] - tables[b])
+                    tables[3 * n + n * n + b * n + a] = exp(
+                        transition_ptr[a * n + b] - tables[n + a])
+            for i in range(seq_lo, seq_hi):
+                lo = offsets_ptr[i]
+                length = offsets_ptr[i + 1] - lo
+                _forward_backward_sequence(
+                    unary_ptr + lo * n, length, n, transition_ptr, &start[0], &end[0],
+                    tables, tables + 3 * n, tables + n, tables + 3 * n + n * n,
+                    buffers, buffers + max_len * n, buffers + 2 * max_len * n,
+                    buffers + 3 * max_len * n, tables + 2 * n, &marginals[lo, 0],
+                    &edge_sums[i, 0, 0], &log_partition[i])
+        free(tables)
+        free(buffers)
+    if failed:
+        raise MemoryError("could not allocate the forward-backward workspace")

@@ -1,0 +1,434 @@
+"""Validated entry points to the batched linear-chain inference kernels.
+
+A batch of sequences is given as stacked per-token state scores ``unary`` of shape
+(n_tokens, n_states) and ``offsets`` of shape (n_sequences + 1,): sequence ``i`` covers tokens
+``offsets[i]:offsets[i + 1]``. The score of a labeling ``ybar`` of one sequence is
+
+    sum_t unary[t, ybar_t] + sum_t transition[ybar_t, ybar_{t+1}] + start[ybar_0] + end[ybar_last]
+
+and the weighted Hamming loss of ``ybar`` against the true labels ``y`` is
+``Delta(y, ybar) = sum_t loss_weights[y_t] * [ybar_t != y_t]``.
+
+These functions check their inputs, allocate the outputs and run the compiled dynamic
+programmes of :mod:`sklstruct._inference._chain`, optionally on several threads.
+"""
+
+import math
+import numbers
+from fractions import Fraction
+
+import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
+
+from sklstruct._inference import _chain
+
+__all__ = [
+    "forward_backward",
+    "loss_augmented_viterbi",
+    "sequence_scores",
+    "viterbi",
+]
+
+MAX_LOSS_UNITS = 10_000
+_MAX_DENOMINATOR = 1000
+
+
+def _as_float_array(value, name, ndim):
+    """Convert ``value`` to a C-contiguous float64 array of ``ndim`` dimensions."""
+    if value is None:
+        raise TypeError(f"{name} must be an array of numbers, got None.")
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}.")
+    if array.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got an array of shape {array.shape}.")
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    if not np.isfinite(array).all():
+        raise ValueError(f"{name} contains NaN or infinite values.")
+    return array
+
+
+def _as_int_array(value, name):
+    """Convert ``value`` to a 1-D array of an integer dtype without changing its values."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an array of integers, got dtype {array.dtype}.")
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got an array of shape {array.shape}.")
+    return array
+
+
+def _check_state_vector(value, name, n_states, default):
+    """Validate an optional per-state vector such as ``start``, ``end`` or ``loss_weights``."""
+    if value is None:
+        return np.full(n_states, default, dtype=np.float64)
+    array = _as_float_array(value, name, 1)
+    if array.shape[0] != n_states:
+        raise ValueError(
+            f"{name} must have one entry per state ({n_states}), got {array.shape[0]}."
+        )
+    return array
+
+
+def _check_chain(unary, offsets, transition, start, end):
+    """Validate a batch of chain potentials and return them as contiguous arrays."""
+    unary = _as_float_array(unary, "unary", 2)
+    n_tokens, n_states = unary.shape
+    if n_states < 1:
+        raise ValueError("unary must have at least one state (column).")
+    offsets = _as_int_array(offsets, "offsets")
+    if offsets.shape[0] < 1:
+        raise ValueError("offsets must contain at least one entry (offsets[0] == 0).")
+    if offsets[0] != 0:
+        raise ValueError(f"offsets must start at 0, got {offsets[0]}.")
+    if np.any(offsets[1:] < offsets[:-1]):
+        raise ValueError("offsets must be non-decreasing.")
+    if offsets[-1] != n_tokens:
+        raise ValueError(
+            f"offsets must end at the number of tokens ({n_tokens}), got {offsets[-1]}."
+        )
+    if np.any(offsets[1:] == offsets[:-1]):
+        empty = int(np.flatnonzero(offsets[1:] == offsets[:-1])[0])
+        raise ValueError(f"sequence {empty} is empty; every sequence needs one token.")
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    transition = _as_float_array(transition, "transition", 2)
+    if transition.shape != (n_states, n_states):
+        raise ValueError(
+            f"transition must have shape ({n_states}, {n_states}) to match unary, "
+            f"got {transition.shape}."
+        )
+    start = _check_state_vector(start, "start", n_states, 0.0)
+    end = _check_state_vector(end, "end", n_states, 0.0)
+    return unary, offsets, transition, start, end
+
+
+def _check_labels(labels, name, n_tokens, n_states):
+    """Validate per-token labels and return them as a contiguous int64 array."""
+    labels = _as_int_array(labels, name)
+    if labels.shape[0] != n_tokens:
+        raise ValueError(
+            f"{name} must have one entry per token ({n_tokens}), got {labels.shape[0]}."
+        )
+    if labels.shape[0] and (labels.min() < 0 or labels.max() >= n_states):
+        raise ValueError(f"{name} must lie in [0, {n_states}), the range of states.")
+    return np.ascontiguousarray(labels, dtype=np.int64)
+
+
+def _check_loss_weights(loss_weights, n_states):
+    weights = _check_state_vector(loss_weights, "loss_weights", n_states, 1.0)
+    if np.any(weights < 0):
+        raise ValueError("loss_weights must be non-negative.")
+    return weights
+
+
+def _loss_units(weights):
+    """Express loss weights as integer multiples of one positive unit.
+
+    Returns
+    -------
+    units : ndarray of int64, shape (n_states,)
+        ``weights / unit``, capped at ``MAX_LOSS_UNITS + 1``.
+    unit : float
+        The unit; 1.0 when every weight is zero.
+    """
+    fractions = []
+    for weight in weights:
+        fraction = Fraction(float(weight)).limit_denominator(_MAX_DENOMINATOR)
+        if abs(weight - float(fraction)) > 1e-12 * max(1.0, abs(weight)):
+            raise ValueError(
+                f"slack rescaling needs loss weights that are multiples of a common unit "
+                f"(rationals with denominators up to {_MAX_DENOMINATOR}); "
+                f"{weight!r} is not."
+            )
+        fractions.append(fraction)
+    numerator = math.gcd(*(f.numerator for f in fractions))
+    if numerator == 0:
+        return np.zeros(len(fractions), dtype=np.int64), 1.0
+    unit = Fraction(numerator, math.lcm(*(f.denominator for f in fractions)))
+    units = [min(int(f / unit), MAX_LOSS_UNITS + 1) for f in fractions]
+    return np.asarray(units, dtype=np.int64), float(unit)
+
+
+def _check_n_jobs(n_jobs):
+    if n_jobs is None:
+        return 1
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
+        raise TypeError(f"n_jobs must be None or an integer, got {n_jobs!r}.")
+    if n_jobs == 0:
+        raise ValueError("n_jobs == 0 has no meaning; use None, 1, 2, ... or -1.")
+    return effective_n_jobs(int(n_jobs))
+
+
+def _chunks(offsets, n_chunks):
+    """Split the sequences into contiguous chunks holding roughly equal numbers of tokens."""
+    n_sequences = offsets.shape[0] - 1
+    n_chunks = max(1, min(n_chunks, n_sequences))
+    targets = np.linspace(0, offsets[-1], n_chunks + 1)[1:-1]
+    bounds = np.searchsorted(offsets, targets)
+    bounds = np.unique(np.concatenate(([0], bounds, [n_sequences])))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+
+def _map_chunks(solve, unary, offsets, y, shared, n_jobs):
+    """Apply ``solve(unary, offsets, y, *shared)`` to the batch, in chunks if asked.
+
+    With several jobs, the sequences are split into contiguous chunks of similar token
+    counts that are solved by joblib workers (threads unless the active joblib backend says
+    otherwise); per-token and per-sequence outputs are then concatenated in order, so the
+    result does not depend on ``n_jobs``.
+    """
+    n_threads = _check_n_jobs(n_jobs)
+    chunks = _chunks(offsets, n_threads)
+    if len(chunks) <= 1:
+        return solve(unary, offsets, y, *shared)
+    pieces = Parallel(n_jobs=n_threads, prefer="threads")(
+        delayed(solve)(
+            unary[offsets[lo] : offsets[hi]],
+            offsets[lo : hi + 1] - offsets[lo],
+            None if y is None else y[offsets[lo] : offsets[hi]],
+            *shared,
+        )
+        for lo, hi in chunks
+    )
+    return tuple(np.concatenate(outputs) for outputs in zip(*pieces))
+
+
+def _solve_viterbi(unary, offsets, y, transition, start, end):
+    n_sequences = offsets.shape[0] - 1
+    labels = np.zeros(unary.shape[0], dtype=np.int64)
+    scores = np.zeros(n_sequences, dtype=np.float64)
+    if n_sequences:
+        _chain.viterbi_chunk(
+            unary, offsets, transition, start, end, labels, scores, 0, n_sequences
+        )
+    return labels, scores
+
+
+def _solve_margin(unary, offsets, y, transition, start, end, weights):
+    n_sequences = offsets.shape[0] - 1
+    labels = np.zeros(unary.shape[0], dtype=np.int64)
+    scores = np.zeros(n_sequences, dtype=np.float64)
+    if n_sequences:
+        _chain.margin_viterbi_chunk(
+            unary, offsets, transition, start, end, y, weights, labels, scores, 0, n_sequences
+        )
+    return labels, scores
+
+
+def _solve_slack(unary, offsets, y, transition, start, end, units, unit):
+    n_sequences = offsets.shape[0] - 1
+    labels = np.zeros(unary.shape[0], dtype=np.int64)
+    scores = np.zeros(n_sequences, dtype=np.float64)
+    if n_sequences:
+        _chain.slack_viterbi_chunk(
+            unary, offsets, transition, start, end, y, units, unit, labels, scores, 0,
+            n_sequences,
+        )
+    return labels, scores
+
+
+def _solve_forward_backward(unary, offsets, y, transition, start, end):
+    n_sequences = offsets.shape[0] - 1
+    n_states = unary.shape[1]
+    marginals = np.zeros(unary.shape, dtype=np.float64)
+    edge_sums = np.zeros((n_sequences, n_states, n_states), dtype=np.float64)
+    log_partition = np.zeros(n_sequences, dtype=np.float64)
+    if n_sequences:
+        _chain.forward_backward_chunk(
+            unary, offsets, transition, start, end, marginals, edge_sums, log_partition, 0,
+            n_sequences,
+        )
+    return marginals, edge_sums, log_partition
+
+
+def _per_sequence_sum(values, offsets):
+    """Sum per-token ``values`` over each sequence."""
+    lengths = np.diff(offsets)
+    sequence_ids = np.repeat(np.arange(lengths.shape[0]), lengths)
+    return np.bincount(sequence_ids, weights=values, minlength=lengths.shape[0])
+
+
+def _hamming(y, labels, weights, offsets):
+    return _per_sequence_sum(weights[y] * (labels != y), offsets)
+
+
+def viterbi(unary, offsets, transition, start=None, end=None, n_jobs=None):
+    """Highest-scoring labeling of every sequence in a batch (Viterbi algorithm).
+
+    Parameters
+    ----------
+    unary : array-like of shape (n_tokens, n_states)
+        Score of each state at each token.
+    offsets : array-like of int of shape (n_sequences + 1,)
+        Sequence boundaries: ``offsets[0] == 0``, ``offsets[-1] == n_tokens`` and every
+        sequence has at least one token.
+    transition : array-like of shape (n_states, n_states)
+        ``transition[a, b]`` scores state ``a`` followed by state ``b``.
+    start, end : array-like of shape (n_states,), default=None
+        Scores added for the state of the first and of the last token; None means zeros.
+    n_jobs : int, default=None
+        Number of threads; None and 1 run in the calling thread, -1 uses all processors.
+        The result does not depend on it.
+
+    Returns
+    -------
+    labels : ndarray of int64, shape (n_tokens,)
+        The argmax labeling; ties go to the lower state index.
+    scores : ndarray of float64, shape (n_sequences,)
+        Score of the returned labeling of each sequence.
+    """
+    unary, offsets, transition, start, end = _check_chain(
+        unary, offsets, transition, start, end
+    )
+    return _map_chunks(
+        _solve_viterbi, unary, offsets, None, (transition, start, end), n_jobs
+    )
+
+
+def loss_augmented_viterbi(
+    unary,
+    offsets,
+    transition,
+    start,
+    end,
+    y,
+    loss_weights=None,
+    rescale="margin",
+    n_jobs=None,
+):
+    """Most violating labeling of every sequence under the weighted Hamming loss.
+
+    With ``rescale="margin"`` the labeling maximises ``Delta(y, ybar) + score(ybar)``; with
+    ``rescale="slack"`` it maximises ``Delta(y, ybar) * (1 + score(ybar) - score(y))``
+    (slack rescaling, Tsochantaridis et al. 2005, eq. (2)). That maximum is at least 0, the
+    value of ``ybar = y``, which is returned whenever no labeling does better.
+
+    Parameters
+    ----------
+    unary : array-like of shape (n_tokens, n_states)
+        Score of each state at each token.
+    offsets : array-like of int of shape (n_sequences + 1,)
+        Sequence boundaries; every sequence has at least one token.
+    transition : array-like of shape (n_states, n_states)
+        ``transition[a, b]`` scores state ``a`` followed by state ``b``.
+    start, end : array-like of shape (n_states,) or None
+        Scores of the first and last token's state; None means zeros.
+    y : array-like of int of shape (n_tokens,)
+        True states, in ``[0, n_states)``.
+    loss_weights : array-like of shape (n_states,), default=None
+        Non-negative cost of mislabeling a token, indexed by its true state; None means ones.
+        For slack rescaling the weights must be integer multiples of a common unit
+        (rationals with denominators up to 1000) and no sequence may reach more than
+        10,000 units of loss, since the loss is an extra dimension of the dynamic programme.
+    rescale : {"margin", "slack"}, default="margin"
+        How the loss enters the objective.
+    n_jobs : int, default=None
+        Number of threads; None and 1 run in the calling thread. The result does not
+        depend on it.
+
+    Returns
+    -------
+    labels : ndarray of int64, shape (n_tokens,)
+        The maximising labeling.
+    losses : ndarray of float64, shape (n_sequences,)
+        ``Delta(y, labels)`` per sequence.
+    scores : ndarray of float64, shape (n_sequences,)
+        ``score(labels)`` per sequence, without the loss term.
+    """
+    if not isinstance(rescale, str) or rescale not in ("margin", "slack"):
+        raise ValueError(f"rescale must be 'margin' or 'slack', got {rescale!r}.")
+    unary, offsets, transition, start, end = _check_chain(
+        unary, offsets, transition, start, end
+    )
+    n_tokens, n_states = unary.shape
+    y = _check_labels(y, "y", n_tokens, n_states)
+    weights = _check_loss_weights(loss_weights, n_states)
+    if rescale == "margin":
+        solve, shared = _solve_margin, (transition, start, end, weights)
+    else:
+        units, unit = _loss_units(weights)
+        total_units = _per_sequence_sum(units[y].astype(np.float64), offsets)
+        if total_units.shape[0] and total_units.max() > MAX_LOSS_UNITS:
+            worst = int(np.argmax(total_units))
+            raise ValueError(
+                f"slack rescaling: sequence {worst} can accumulate "
+                f"{int(total_units[worst])} loss units of {unit:g}, more than "
+                f"{MAX_LOSS_UNITS}; use shorter sequences or coarser loss weights."
+            )
+        solve, shared = _solve_slack, (transition, start, end, units, unit)
+    labels, scores = _map_chunks(solve, unary, offsets, y, shared, n_jobs)
+    return labels, _hamming(y, labels, weights, offsets), scores
+
+
+def forward_backward(unary, offsets, transition, start=None, end=None, n_jobs=None):
+    """Marginals and log-partition of the chain distribution ``p(ybar) ∝ exp(score(ybar))``.
+
+    The recursions run in the log domain with rescaled sums of exponentials, so long
+    sequences and large potentials neither overflow nor underflow.
+
+    Parameters
+    ----------
+    unary : array-like of shape (n_tokens, n_states)
+        Score of each state at each token.
+    offsets : array-like of int of shape (n_sequences + 1,)
+        Sequence boundaries; every sequence has at least one token.
+    transition : array-like of shape (n_states, n_states)
+        ``transition[a, b]`` scores state ``a`` followed by state ``b``.
+    start, end : array-like of shape (n_states,), default=None
+        Scores of the first and last token's state; None means zeros.
+    n_jobs : int, default=None
+        Number of threads; None and 1 run in the calling thread. The result does not
+        depend on it.
+
+    Returns
+    -------
+    node_marginals : ndarray of float64, shape (n_tokens, n_states)
+        ``p(ybar_t = s)``.
+    edge_marginal_sums : ndarray of float64, shape (n_sequences, n_states, n_states)
+        For each sequence, ``sum_t p(ybar_t = a, ybar_{t+1} = b)`` over its consecutive
+        pairs (zeros for a sequence of one token).
+    log_partition : ndarray of float64, shape (n_sequences,)
+        ``log sum_ybar exp(score(ybar))``.
+    """
+    unary, offsets, transition, start, end = _check_chain(
+        unary, offsets, transition, start, end
+    )
+    return _map_chunks(
+        _solve_forward_backward, unary, offsets, None, (transition, start, end), n_jobs
+    )
+
+
+def sequence_scores(unary, offsets, transition, start, end, labels):
+    """Score of given labelings of every sequence in a batch.
+
+    Parameters
+    ----------
+    unary : array-like of shape (n_tokens, n_states)
+        Score of each state at each token.
+    offsets : array-like of int of shape (n_sequences + 1,)
+        Sequence boundaries; every sequence has at least one token.
+    transition : array-like of shape (n_states, n_states)
+        ``transition[a, b]`` scores state ``a`` followed by state ``b``.
+    start, end : array-like of shape (n_states,) or None
+        Scores of the first and last token's state; None means zeros.
+    labels : array-like of int of shape (n_tokens,)
+        States in ``[0, n_states)``.
+
+    Returns
+    -------
+    scores : ndarray of float64, shape (n_sequences,)
+        ``score(labels)`` per sequence.
+    """
+    unary, offsets, transition, start, end = _check_chain(
+        unary, offsets, transition, start, end
+    )
+    n_tokens, n_states = unary.shape
+    labels = _check_labels(labels, "labels", n_tokens, n_states)
+    per_token = unary[np.arange(n_tokens), labels]
+    # the transition into token t + 1, unless t + 1 starts a new sequence
+    into_next = np.zeros(n_tokens, dtype=np.float64)
+    into_next[:-1] = transition[labels[:-1], labels[1:]]
+    into_next[offsets[1:] - 1] = 0.0
+    scores = _per_sequence_sum(per_token + into_next, offsets)
+    scores += start[labels[offsets[:-1]]] + end[labels[offsets[1:] - 1]]
+    return scores

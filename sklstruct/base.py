@@ -1,0 +1,255 @@
+"""The estimator base shared by every learner: input handling, labels, predict and score.
+
+Learners subclass :class:`BaseStructuredClassifier` and implement ``_fit_batch``; everything a
+user touches (input forms, label encoding, output forms, ``score``, ``objective``) lives here.
+"""
+
+import numbers
+from abc import abstractmethod
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d
+
+from .structures import BaseStructure, ChainStructure, MultiClass
+from .utils._sequences import (
+    SequenceBatch,
+    check_lengths,
+    check_token_matrix,
+    flatten_labels,
+    offsets_from_lengths,
+    split_flat,
+    stack_sequences,
+)
+from .utils._sklearn_compat import Interval, StrOptions, validate_data
+
+
+
+def _is_sequence_list(X):
+    """A list/tuple whose elements are 2-D (arrays, sparse matrices or nested lists)."""
+    if not isinstance(X, (list, tuple)) or len(X) == 0:
+        return isinstance(X, (list, tuple)) and len(X) == 0
+    first = X[0]
+    return sp.issparse(first) or np.ndim(first) == 2
+
+
+class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
+    """Common base of sklstruct's learners.
+
+    Input forms accepted by ``fit``, ``predict``, ``score`` and the other methods:
+
+    - a list of per-sequence feature matrices (numpy 2-D or scipy.sparse, one row per token)
+      with ``y`` a list of 1-D label arrays;
+    - a flat ``X`` of shape (n_tokens, n_features) with ``lengths=`` and a flat ``y``;
+    - a plain 2-D ``X`` with 1-D ``y`` and no ``lengths``: multiclass classification.
+
+    Outputs follow the input form.
+    """
+
+    _parameter_constraints = {
+        "structure": [StrOptions({"auto"}), BaseStructure],
+        "C": [Interval(numbers.Real, 0, None, closed="neither")],
+        "tol": [Interval(numbers.Real, 0, None, closed="neither")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_jobs": [numbers.Integral, None],
+        "verbose": ["verbose"],
+    }
+
+    def _rescale(self):
+        """The rescaling of the structured hinge used by :meth:`objective`."""
+        return getattr(self, "rescale", "margin")
+
+    # ------------------------------------------------------------------ input handling
+    def _validate_input(self, X, y=None, lengths=None, *, reset):
+        """Convert any accepted input form to a :class:`SequenceBatch` (+ flat labels)."""
+        if _is_sequence_list(X):
+            if lengths is not None:
+                raise ValueError("lengths= is only used with a flat X, not a list of sequences.")
+            stacked, seq_lengths = stack_sequences(X)
+            stacked = validate_data(
+                self, stacked, reset=reset, accept_sparse="csr", dtype=np.float64, order="C",
+                ensure_all_finite=True,
+            )
+            form = "list"
+            y_flat = None if y is None else flatten_labels(y, seq_lengths)
+        elif lengths is not None:
+            if y is None:
+                stacked = validate_data(self, X, reset=reset, accept_sparse="csr",
+                                        dtype=np.float64, order="C")
+                y_flat = None
+            else:
+                stacked, y_flat = validate_data(self, X, y, reset=reset, accept_sparse="csr",
+                                                dtype=np.float64, order="C")
+            seq_lengths = check_lengths(lengths, stacked.shape[0])
+            form = "flat"
+        else:
+            if y is None:
+                stacked = validate_data(self, X, reset=reset, accept_sparse="csr",
+                                        dtype=np.float64, order="C")
+                y_flat = None
+            else:
+                stacked, y_flat = validate_data(self, X, y, reset=reset, accept_sparse="csr",
+                                                dtype=np.float64, order="C")
+            seq_lengths = np.ones(stacked.shape[0], dtype=np.int64)
+            form = "multiclass"
+        stacked = check_token_matrix(stacked)
+        batch = SequenceBatch(stacked, offsets_from_lengths(seq_lengths))
+        return batch, y_flat, form
+
+    def _format_output(self, values, batch, form):
+        """Per-token values in the form of the input (list of arrays, or flat)."""
+        if form == "list":
+            return split_flat(values, batch.offsets)
+        return values
+
+    def _resolve_structure(self, form):
+        if self.structure == "auto":
+            return MultiClass() if form == "multiclass" else ChainStructure()
+        return self.structure
+
+    # ------------------------------------------------------------------ fit
+    def _fit(self, X, y, lengths=None):
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None."
+            )
+        batch, y_flat, form = self._validate_input(X, y, lengths, reset=True)
+        y_flat = column_or_1d(y_flat, warn=True) if form != "list" else y_flat
+        check_classification_targets(y_flat)
+        self.classes_, Y = np.unique(y_flat, return_inverse=True)
+        if self.classes_.shape[0] < 2:
+            raise ValueError(
+                "Classifier can't train when only one class is present: "
+                f"y holds the single class {self.classes_[0]!r}."
+            )
+        structure = self._resolve_structure(form)
+        self.structure_ = structure.bind(
+            batch.X.shape[1], self.classes_.shape[0], self.classes_, Y
+        )
+        Y = Y.astype(np.intp)
+        self.w_ = self._fit_batch(batch, Y)
+        return self
+
+    @abstractmethod
+    def _fit_batch(self, batch, Y):
+        """Optimise on a validated batch with encoded labels; return the flat weights."""
+
+    # ------------------------------------------------------------------ fitted parameters
+    @property
+    def coef_(self):
+        """Per-class weights on token features, shape (n_classes, n_features)."""
+        check_is_fitted(self)
+        return self.structure_.split_weights(self.w_)[0]
+
+    @property
+    def transition_(self):
+        """Transition scores ``T[a, b]`` of a chain model, shape (n_classes, n_classes)."""
+        check_is_fitted(self)
+        if not isinstance(self.structure_, ChainStructure):
+            raise AttributeError("transition_ exists only for chain structures.")
+        return self.structure_.pairwise_parameters(self.w_)[0]
+
+    # ------------------------------------------------------------------ prediction
+    def _predict_encoded(self, X, lengths):
+        check_is_fitted(self)
+        batch, _, form = self._validate_input(X, None, lengths, reset=False)
+        return batch, self.structure_.decode(batch, self.w_, n_jobs=self.n_jobs), form
+
+    def predict(self, X, lengths=None):
+        """Predicted labels, in the form of ``X``.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+
+        Returns
+        -------
+        y : list of ndarray or ndarray of shape (n_tokens,)
+        """
+        batch, Y, form = self._predict_encoded(X, lengths)
+        return self._format_output(self.classes_[Y], batch, form)
+
+    def decision_function(self, X, lengths=None):
+        """Per-token class scores ``X W^T`` (unary part of the model's score).
+
+        For the multiclass form this is the score of every class, shape (n_samples, n_classes)
+        (for two classes, the score difference of class 1 over class 0, as ``LinearSVC``);
+        for sequences, a list (or flat array) of (n_tokens, n_classes) arrays.
+        """
+        check_is_fitted(self)
+        batch, _, form = self._validate_input(X, None, lengths, reset=False)
+        scores = self.structure_.unary_potentials(batch, self.w_)
+        if form == "multiclass" and scores.shape[1] == 2:
+            return scores[:, 1] - scores[:, 0]
+        return self._format_output(scores, batch, form)
+
+    def predict_marginals(self, X, lengths=None):
+        """Per-token class probabilities under ``p(y|x) ∝ exp(w . Psi(x, y))``.
+
+        Computed by forward-backward on the model's scores (softmax for multiclass).
+
+        Returns
+        -------
+        marginals : list of ndarray of shape (n_tokens, n_classes), or ndarray
+        """
+        check_is_fitted(self)
+        batch, _, form = self._validate_input(X, None, lengths, reset=False)
+        node, _, _ = self.structure_.marginals(batch, self.w_, n_jobs=self.n_jobs)
+        return self._format_output(node, batch, form)
+
+    def score(self, X, y, lengths=None, sample_weight=None):
+        """Token accuracy (plain accuracy for the multiclass form).
+
+        Labels in ``y`` that were never seen in training count as errors.
+        """
+        batch, Y, form = self._predict_encoded(X, lengths)
+        if form == "list":
+            y_flat = flatten_labels(y, batch.lengths)
+        else:
+            y_flat = column_or_1d(y)
+            if y_flat.shape[0] != batch.n_tokens:
+                raise ValueError(f"y has {y_flat.shape[0]} labels for {batch.n_tokens} tokens.")
+        correct = (self.classes_[Y] == y_flat).astype(np.float64)
+        if sample_weight is not None:
+            return float(np.average(correct, weights=sample_weight))
+        return float(correct.mean())
+
+    # ------------------------------------------------------------------ objective
+    def _encode_known(self, y_flat):
+        index = np.searchsorted(self.classes_, y_flat)
+        index = np.clip(index, 0, self.classes_.shape[0] - 1)
+        if not np.all(self.classes_[index] == y_flat):
+            raise ValueError("y contains labels that were not seen in fit.")
+        return index.astype(np.intp)
+
+    def _structured_hinge(self, batch, Y, w, rescale):
+        """Per-sequence structured hinge losses ``H_i(w)`` (DESIGN section 1)."""
+        structure = self.structure_
+        unary = structure.unary_potentials(batch, w)
+        _, losses, scores = structure.loss_augmented_decode(
+            batch, w, Y, rescale=rescale, n_jobs=self.n_jobs, unary=unary
+        )
+        true_scores = structure.score_labels(batch, w, Y, unary=unary)
+        if rescale == "margin":
+            return np.maximum(losses + scores - true_scores, 0.0)
+        return np.maximum(losses * (1.0 + scores - true_scores), 0.0)
+
+    def objective(self, X, y, lengths=None):
+        """The training objective ``1/2 ||w||^2 + C sum_i H_i(w)`` at the fitted weights.
+
+        ``H_i`` is the structured hinge loss of DESIGN section 1 with this learner's rescaling.
+        """
+        check_is_fitted(self)
+        batch, y_flat, form = self._validate_input(X, y, lengths, reset=False)
+        Y = self._encode_known(np.asarray(y_flat))
+        hinge = self._structured_hinge(batch, Y, self.w_, self._rescale())
+        return 0.5 * float(self.w_ @ self.w_) + self.C * float(hinge.sum())
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags

@@ -1,0 +1,17 @@
+"""Sequence-labelling data sets: local loaders and an embedded sample."""
+
+from ._loaders import (
+    get_data_home,
+    load_conll2000,
+    load_conll2002,
+    load_ocr_letters,
+    load_ocr_sample,
+)
+
+__all__ = [
+    "get_data_home",
+    "load_conll2000",
+    "load_conll2002",
+    "load_ocr_letters",
+    "load_ocr_sample",
+]

@@ -1,0 +1,378 @@
+"""Loaders for the sequence-labelling benchmark data sets.
+
+The loaders read local files only; they never download anything. The files
+are looked up under a data home directory with this layout::
+
+    <data_home>/conll2000/train.txt.gz
+    <data_home>/conll2000/test.txt.gz
+    <data_home>/conll2002/esp.train.gz   (also esp.testa.gz, esp.testb.gz)
+    <data_home>/ocr_letters/letter.data.gz
+"""
+
+import gzip
+import numbers
+import os
+import warnings
+from importlib import resources
+
+import numpy as np
+from sklearn.utils import Bunch
+
+from . import _descr
+
+_N_PIXELS = 128
+_N_FOLDS = 10
+_OCR_SAMPLE_FILE = "ocr_sample.npz"
+
+
+def get_data_home(data_home=None):
+    """Return the directory in which the loaders look for data files.
+
+    Parameters
+    ----------
+    data_home : str or path-like, default=None
+        The directory to use. When None, the environment variable
+        ``SKLSTRUCT_DATA`` is used if it is set, else ``~/sklstruct_data``.
+
+    Returns
+    -------
+    data_home : str
+        The directory, with ``~`` expanded. It is not created.
+
+    Examples
+    --------
+    >>> from sklstruct.datasets import get_data_home
+    >>> get_data_home("/tmp/my_data")
+    '/tmp/my_data'
+    """
+    if data_home is None:
+        default = os.path.join("~", "sklstruct_data")
+        data_home = os.environ.get("SKLSTRUCT_DATA", default)
+    return os.path.expanduser(os.fspath(data_home))
+
+
+def _data_file(data_home, *parts):
+    """Return the path of a data file, or raise a FileNotFoundError."""
+    home = get_data_home(data_home)
+    path = os.path.join(home, *parts)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"Data file not found: {path!r}. sklstruct loaders never download "
+            f"data; place the file at that path (data_home={home!r}, set by "
+            "the data_home argument, else the SKLSTRUCT_DATA environment "
+            "variable, else ~/sklstruct_data)."
+        )
+    return path
+
+
+def _check_folds(folds):
+    """Validate ``folds`` and return the selected fold numbers, or None."""
+    if folds is None:
+        return None
+    if isinstance(folds, numbers.Integral) and not isinstance(folds, bool):
+        folds = [folds]
+    elif isinstance(folds, (str, bytes)) or not hasattr(folds, "__iter__"):
+        raise TypeError(
+            f"folds must be None, an int or an iterable of ints; got {folds!r}."
+        )
+    selected = list(folds)
+    for fold in selected:
+        if not isinstance(fold, numbers.Integral) or isinstance(fold, bool):
+            raise TypeError(f"folds must contain ints; got {fold!r}.")
+        if not 0 <= fold < _N_FOLDS:
+            raise ValueError(
+                f"folds must be between 0 and {_N_FOLDS - 1}; got {fold!r}."
+            )
+    if not selected:
+        raise ValueError("folds must select at least one fold; got an empty iterable.")
+    return np.unique(np.asarray(selected, dtype=np.int64))
+
+
+def _parse_ocr_letters(path):
+    """Parse ``letter.data.gz`` into per-letter columns sorted by letter id.
+
+    Returns
+    -------
+    letters : ndarray of shape (n_letters,), dtype '<U1'
+    word_id : ndarray of shape (n_letters,), dtype int64
+    fold : ndarray of shape (n_letters,), dtype int64
+    pixels : ndarray of shape (n_letters, 128), dtype int64
+    """
+    # Each line is split into id, letter and the purely numeric remainder;
+    # numpy parses all remainders in one call.
+    with gzip.open(path, "rt", encoding="ascii") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    if not lines:
+        raise ValueError(f"{path} holds no letters.")
+    parts = [line.split("\t", 2) for line in lines]
+    if any(len(p) != 3 for p in parts):
+        raise ValueError(f"{path}: malformed line (expected 134 tab-separated fields).")
+    n_letters = len(parts)
+    n_numeric = 4 + _N_PIXELS
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            numeric = np.fromstring(
+                "\t".join(p[2] for p in parts), dtype=np.int64, sep="\t"
+            )
+        except ValueError as exc:
+            raise ValueError(f"{path}: non-numeric pixel or index field.") from exc
+    if numeric.size != n_letters * n_numeric:
+        raise ValueError(
+            f"{path}: expected {n_numeric + 2} fields per line with integer "
+            "values after the letter column."
+        )
+    numeric = numeric.reshape(n_letters, n_numeric)
+    ids = np.array([p[0] for p in parts]).astype(np.int64)
+    letters = np.array([p[1] for p in parts])
+    if letters.dtype != np.dtype("<U1") or not np.all(
+        (letters >= "a") & (letters <= "z")
+    ):
+        raise ValueError(f"{path}: the letter column must hold letters 'a' to 'z'.")
+    order = np.argsort(ids, kind="stable")
+    pixels = numeric[order, 4:]
+    if pixels.min() < 0 or pixels.max() > 1:
+        raise ValueError(f"{path}: pixel values must be 0 or 1.")
+    return letters[order], numeric[order, 1], numeric[order, 3], pixels
+
+
+def _ocr_bunch(letters, lengths, folds, pixels, descr):
+    """Build the OCR Bunch from stacked letters and per-word lengths."""
+    splits = np.cumsum(lengths)[:-1]
+    text = "".join(letters.tolist())
+    starts = np.concatenate([[0], splits]).tolist()
+    stops = np.cumsum(lengths).tolist()
+    return Bunch(
+        data=np.split(pixels.astype(np.float64), splits),
+        target=np.split(letters, splits),
+        folds=np.asarray(folds, dtype=np.int64),
+        words=[text[a:b] for a, b in zip(starts, stops)],
+        DESCR=descr,
+    )
+
+
+def load_ocr_letters(data_home=None, *, folds=None):
+    """Load the OCR handwritten letters data set (Kassel / Taskar).
+
+    Each sample is a word: a sequence of 16 x 8 binary letter images, labelled
+    with the letters 'a' to 'z'. The file ``ocr_letters/letter.data.gz`` is
+    read from ``data_home``; nothing is downloaded.
+
+    Parameters
+    ----------
+    data_home : str or path-like, default=None
+        Directory holding the data sets; see :func:`get_data_home`.
+    folds : int or iterable of int, default=None
+        Folds (0 to 9) whose words are returned. None returns every word.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        Dictionary-like object with the following attributes.
+
+        data : list of ndarray of shape (n_letters, 128), dtype float64
+            Pixels (0 or 1) of each word's letters, in reading order.
+        target : list of ndarray of shape (n_letters,), dtype '<U1'
+            Letters of each word.
+        folds : ndarray of shape (n_words,), dtype int64
+            Fold of each word.
+        words : list of str
+            Each word as a string.
+        DESCR : str
+            Description of the data set.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the data file is not under ``data_home``.
+
+    Examples
+    --------
+    >>> from sklstruct.datasets import load_ocr_letters
+    >>> ocr = load_ocr_letters(folds=1)  # doctest: +SKIP
+    >>> len(ocr.data), ocr.data[0].shape  # doctest: +SKIP
+    (704, (9, 128))
+    """
+    selected = _check_folds(folds)
+    path = _data_file(data_home, "ocr_letters", "letter.data.gz")
+    letters, word_id, fold, pixels = _parse_ocr_letters(path)
+    if np.any(np.diff(word_id) < 0):
+        raise ValueError(f"{path}: the letters of each word must be contiguous.")
+    starts = np.flatnonzero(np.diff(word_id, prepend=word_id[0] - 1))
+    lengths = np.diff(np.append(starts, word_id.size))
+    word_folds = fold[starts]
+    if np.any(np.repeat(word_folds, lengths) != fold):
+        raise ValueError(f"{path}: all letters of a word must be in the same fold.")
+    if selected is not None:
+        keep = np.isin(word_folds, selected)
+        letter_keep = np.repeat(keep, lengths)
+        letters, pixels = letters[letter_keep], pixels[letter_keep]
+        lengths, word_folds = lengths[keep], word_folds[keep]
+    return _ocr_bunch(letters, lengths, word_folds, pixels, _descr.OCR_LETTERS)
+
+
+def load_ocr_sample():
+    """Load the small OCR sample shipped with sklstruct.
+
+    300 words of the OCR handwritten letters data set (see
+    :func:`load_ocr_letters`): 150 of fold 0 and 150 of fold 1, so that one
+    fold can be used for training and the other for testing. No data home is
+    needed.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        Dictionary-like object with the same attributes as the one returned
+        by :func:`load_ocr_letters`: ``data``, ``target``, ``folds``,
+        ``words`` and ``DESCR``.
+
+    Examples
+    --------
+    >>> from sklstruct.datasets import load_ocr_sample
+    >>> ocr = load_ocr_sample()
+    >>> len(ocr.data), ocr.data[0].shape[1]
+    (300, 128)
+    >>> sorted(set(ocr.folds.tolist()))
+    [0, 1]
+    """
+    resource = resources.files(__package__).joinpath("data", _OCR_SAMPLE_FILE)
+    with resource.open("rb") as f, np.load(f, allow_pickle=False) as npz:
+        lengths = npz["lengths"].astype(np.intp)
+        n_letters = int(lengths.sum())
+        pixels = np.unpackbits(npz["pixels"], axis=1, count=_N_PIXELS)
+        letters = (npz["letters"] + ord("a")).view("S1").astype("<U1")
+        folds = npz["folds"]
+    if pixels.shape[0] != n_letters or letters.shape[0] != n_letters:
+        raise ValueError(f"{_OCR_SAMPLE_FILE} is corrupt: inconsistent array sizes.")
+    return _ocr_bunch(letters, lengths, folds, pixels, _descr.OCR_SAMPLE)
+
+
+def _read_conll(path):
+    """Read a CoNLL file with ``word POS tag`` lines and blank-line breaks."""
+    words, pos, target = [], [], []
+    sent_words, sent_pos, sent_tags = [], [], []
+
+    def end_sentence():
+        if sent_words:
+            words.append(sent_words.copy())
+            pos.append(sent_pos.copy())
+            target.append(np.array(sent_tags))
+            sent_words.clear()
+            sent_pos.clear()
+            sent_tags.clear()
+
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line_number, line in enumerate(f, start=1):
+            fields = line.split()
+            if not fields or fields[0] == "-DOCSTART-":
+                end_sentence()
+                continue
+            if len(fields) != 3:
+                raise ValueError(
+                    f"{path}, line {line_number}: expected 3 columns "
+                    f"(word POS tag), got {len(fields)}."
+                )
+            sent_words.append(fields[0])
+            sent_pos.append(fields[1])
+            sent_tags.append(fields[2])
+    end_sentence()
+    return words, pos, target
+
+
+def _check_option(name, value, allowed):
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{name} must be one of {sorted(allowed)}; got {value!r}.")
+
+
+def load_conll2000(data_home=None, *, subset="train"):
+    """Load the CoNLL-2000 text chunking data set.
+
+    The files ``conll2000/train.txt.gz`` and ``conll2000/test.txt.gz`` are
+    read from ``data_home``; nothing is downloaded.
+
+    Parameters
+    ----------
+    data_home : str or path-like, default=None
+        Directory holding the data sets; see :func:`get_data_home`.
+    subset : {"train", "test"}, default="train"
+        Which split to load.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        Dictionary-like object with the following attributes.
+
+        words : list of list of str
+            Tokens of each sentence.
+        pos : list of list of str
+            Part-of-speech tag of each token.
+        target : list of ndarray of str
+            IOB2 chunk tag of each token (``"B-NP"``, ``"I-NP"``, ``"O"``...).
+        DESCR : str
+            Description of the data set.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the data file is not under ``data_home``.
+
+    Examples
+    --------
+    >>> from sklstruct.datasets import load_conll2000
+    >>> conll = load_conll2000(subset="test")  # doctest: +SKIP
+    >>> len(conll.words)  # doctest: +SKIP
+    2012
+    """
+    _check_option("subset", subset, {"train", "test"})
+    path = _data_file(data_home, "conll2000", f"{subset}.txt.gz")
+    words, pos, target = _read_conll(path)
+    return Bunch(words=words, pos=pos, target=target, DESCR=_descr.CONLL2000)
+
+
+def load_conll2002(data_home=None, *, subset="train", language="esp"):
+    """Load the CoNLL-2002 named entity recognition data set.
+
+    The file ``conll2002/<language>.<subset>.gz`` is read from ``data_home``;
+    nothing is downloaded. ``-DOCSTART-`` lines are skipped.
+
+    Parameters
+    ----------
+    data_home : str or path-like, default=None
+        Directory holding the data sets; see :func:`get_data_home`.
+    subset : {"train", "testa", "testb"}, default="train"
+        Which split to load; ``testa`` is the development set.
+    language : {"esp", "ned"}, default="esp"
+        Spanish or Dutch.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        Dictionary-like object with the following attributes.
+
+        words : list of list of str
+            Tokens of each sentence.
+        pos : list of list of str
+            Part-of-speech tag of each token.
+        target : list of ndarray of str
+            IOB2 named-entity tag of each token (``"B-PER"``, ``"I-LOC"``,
+            ``"O"``...).
+        DESCR : str
+            Description of the data set.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the data file is not under ``data_home``.
+
+    Examples
+    --------
+    >>> from sklstruct.datasets import load_conll2002
+    >>> ner = load_conll2002(subset="testa")  # doctest: +SKIP
+    >>> len(ner.words)  # doctest: +SKIP
+    1915
+    """
+    _check_option("subset", subset, {"train", "testa", "testb"})
+    _check_option("language", language, {"esp", "ned"})
+    path = _data_file(data_home, "conll2002", f"{language}.{subset}.gz")
+    words, pos, target = _read_conll(path)
+    return Bunch(words=words, pos=pos, target=target, DESCR=_descr.CONLL2002)

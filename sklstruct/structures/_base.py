@@ -1,0 +1,154 @@
+"""The oracle interface every structure provides (DESIGN section 2).
+
+A structure owns the joint feature map, the loss and the inference oracles; it knows nothing
+about optimisation. All structures here share one layout of the joint feature vector::
+
+    w = [ W.ravel()  (n_states x n_features, "unary" weights on token features),
+          theta      (n_pairwise parameters: transitions, start/end biases, ...) ]
+
+so that ``Psi(x, y) = [ onehot(y)^T X, pairwise_statistics(y) ]``. The unary part of any
+(expected) joint feature is therefore one matrix product ``M^T X`` with ``M`` a token x state
+matrix (one-hot labels or marginals), which is what lets the learners keep sufficient statistics
+instead of parameter-sized vectors.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.utils.extmath import safe_sparse_dot
+
+
+class BaseStructure(BaseEstimator):
+    """Base class of structures: configuration in ``__init__``, dimensions bound by ``bind``."""
+
+    #: whether the structure provides the ``marginals`` (exp-) oracle
+    has_marginals = True
+
+    def bind(self, n_features, n_states, classes=None, y=None):
+        """Return a copy of this structure bound to the data dimensions.
+
+        Parameters
+        ----------
+        n_features : int
+        n_states : int
+        classes : ndarray of shape (n_states,), default=None
+            The label values (used to resolve a ``class_weight`` dict).
+        y : ndarray of shape (n_tokens,), default=None
+            Encoded training labels (used by ``class_weight="balanced"``).
+        """
+        bound = self.__class__(**self.get_params(deep=False))
+        bound.n_features_ = int(n_features)
+        bound.n_states_ = int(n_states)
+        bound.loss_weights_ = _resolve_class_weight(
+            getattr(self, "class_weight", None), n_states, classes, y
+        )
+        return bound
+
+    # ----------------------------------------------------------------- parameter layout
+    @property
+    def n_pairwise_(self):
+        return 0
+
+    @property
+    def size_joint_feature_(self):
+        return self.n_states_ * self.n_features_ + self.n_pairwise_
+
+    def split_weights(self, w):
+        """Views ``(W, theta)`` of a flat weight vector: unary (S, d) and pairwise parts."""
+        n_unary = self.n_states_ * self.n_features_
+        return w[:n_unary].reshape(self.n_states_, self.n_features_), w[n_unary:]
+
+    # ----------------------------------------------------------------- features
+    def unary_potentials(self, batch, w):
+        """Token x state scores ``X W^T``, shape (n_tokens, n_states)."""
+        W, _ = self.split_weights(w)
+        return np.ascontiguousarray(safe_sparse_dot(batch.X, W.T, dense_output=True))
+
+    def unary_features(self, batch, token_state_weights):
+        """``M^T X`` of shape (n_states, n_features) for a token x state matrix ``M``.
+
+        ``M`` may be dense or sparse; with one-hot labels this is the unary part of the
+        summed joint feature, with marginals it is its expectation.
+        """
+        out = safe_sparse_dot(batch.X.T, token_state_weights, dense_output=True)
+        return np.asarray(out).T
+
+    def onehot(self, labels, weights=None):
+        """Sparse one-hot token x state matrix of ``labels`` (optionally weighted)."""
+        n = labels.shape[0]
+        data = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+        return sp.csr_matrix((data, (np.arange(n), labels)), shape=(n, self.n_states_))
+
+    def pairwise_statistics(self, batch, Y):
+        """Per-sequence pairwise part of ``Psi``, shape (n_sequences, n_pairwise)."""
+        return np.zeros((batch.n_sequences, 0))
+
+    def joint_feature(self, batch, Y):
+        """Summed joint feature ``sum_i Psi(x_i, y_i)`` over the batch, shape (size,)."""
+        unary = self.unary_features(batch, self.onehot(Y))
+        return np.concatenate([unary.ravel(), self.pairwise_statistics(batch, Y).sum(axis=0)])
+
+    def expected_joint_feature(self, batch, node_marginals, pairwise_marginals):
+        """Summed expected joint feature from node and per-sequence pairwise marginals."""
+        unary = self.unary_features(batch, node_marginals)
+        return np.concatenate([unary.ravel(), np.asarray(pairwise_marginals).sum(axis=0)])
+
+    # ----------------------------------------------------------------- loss
+    def loss(self, batch, Y_true, Y_pred):
+        """Per-sequence weighted Hamming loss ``sum_t c[y_t] [y_t != ybar_t]``."""
+        mismatch = (Y_true != Y_pred) * self.loss_weights_[Y_true]
+        return np.add.reduceat(mismatch, batch.offsets[:-1]) if mismatch.size else \
+            np.zeros(batch.n_sequences)
+
+    def score_labels(self, batch, w, Y, unary=None):
+        """Per-sequence model score ``w . Psi(x_i, y_i)``."""
+        if unary is None:
+            unary = self.unary_potentials(batch, w)
+        token = unary[np.arange(Y.shape[0]), Y]
+        scores = np.add.reduceat(token, batch.offsets[:-1])
+        _, theta = self.split_weights(w)
+        if theta.size:
+            scores = scores + self.pairwise_statistics(batch, Y) @ theta
+        return scores
+
+
+def _resolve_class_weight(class_weight, n_states, classes, y):
+    """Per-state loss weights from a ``class_weight`` specification."""
+    if class_weight is None:
+        return np.ones(n_states)
+    if isinstance(class_weight, str):
+        if class_weight != "balanced":
+            raise ValueError(
+                f"class_weight must be None, 'balanced', a dict or an array; got {class_weight!r}."
+            )
+        if y is None:
+            return np.ones(n_states)
+        counts = np.bincount(y, minlength=n_states).astype(np.float64)
+        weights = np.ones(n_states)
+        seen = counts > 0
+        weights[seen] = counts.sum() / (seen.sum() * counts[seen])
+        return weights
+    if isinstance(class_weight, dict):
+        weights = np.ones(n_states)
+        if classes is None:
+            raise ValueError("A class_weight dict needs the class labels.")
+        index = {c: i for i, c in enumerate(classes)}
+        for label, value in class_weight.items():
+            if label not in index:
+                raise ValueError(f"class_weight has label {label!r}, which is not in the data.")
+            weights[index[label]] = value
+    else:
+        weights = np.asarray(class_weight, dtype=np.float64)
+        if weights.shape != (n_states,):
+            raise ValueError(
+                f"class_weight array must have one weight per class ({n_states}), "
+                f"got shape {weights.shape}."
+            )
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError("class_weight values must be finite and non-negative.")
+    return weights.astype(np.float64)
+
+
+def check_rescale(rescale):
+    if rescale not in ("margin", "slack"):
+        raise ValueError(f"rescale must be 'margin' or 'slack', got {rescale!r}.")

@@ -1,0 +1,204 @@
+"""The batch representation of sequence data and its validation.
+
+Every estimator converts its input once into a :class:`SequenceBatch`: one stacked token matrix
+(CSR or C-ordered dense, float64) plus an ``offsets`` array, so that oracles run over the whole
+batch in compiled code.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import check_array
+
+
+@dataclass(frozen=True)
+class SequenceBatch:
+    """A batch of sequences stored as one token matrix plus offsets.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse.csr_matrix of shape (n_tokens, n_features)
+        Stacked token features.
+    offsets : ndarray of shape (n_sequences + 1,), dtype int64
+        Sequence ``i`` spans rows ``offsets[i]:offsets[i + 1]``.
+    """
+
+    X: object
+    offsets: np.ndarray
+
+    @property
+    def n_tokens(self):
+        return int(self.offsets[-1])
+
+    @property
+    def n_sequences(self):
+        return self.offsets.shape[0] - 1
+
+    @property
+    def lengths(self):
+        return np.diff(self.offsets)
+
+    @property
+    def sequence_index(self):
+        """Index of the sequence of every token, shape (n_tokens,)."""
+        return np.repeat(np.arange(self.n_sequences), self.lengths)
+
+    def take(self, indices):
+        """The sub-batch made of the sequences ``indices`` (in that order)."""
+        indices = np.asarray(indices, dtype=np.intp)
+        lengths = self.lengths[indices]
+        rows = token_rows(self.offsets, indices)
+        return SequenceBatch(self.X[rows], offsets_from_lengths(lengths))
+
+
+def offsets_from_lengths(lengths):
+    """Offsets (n + 1,) from sequence lengths (n,)."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def token_rows(offsets, indices):
+    """Row indices of the tokens of sequences ``indices``, concatenated in that order."""
+    starts = offsets[:-1][indices]
+    lengths = offsets[1:][indices] - starts
+    if lengths.sum() == 0:
+        return np.zeros(0, dtype=np.intp)
+    shift = np.repeat(starts - offsets_from_lengths(lengths)[:-1], lengths)
+    return (np.arange(lengths.sum()) + shift).astype(np.intp)
+
+
+def lengths_to_groups(lengths):
+    """Group labels (one per token) for splitting flat data by sequence.
+
+    Use them with :class:`~sklearn.model_selection.GroupKFold` when the data is given in the
+    flat ``X`` + ``lengths`` form.
+
+    Parameters
+    ----------
+    lengths : array-like of shape (n_sequences,)
+
+    Returns
+    -------
+    groups : ndarray of shape (sum(lengths),)
+
+    Examples
+    --------
+    >>> lengths_to_groups([2, 3])
+    array([0, 0, 1, 1, 1])
+    """
+    lengths = check_lengths(lengths, None)
+    return np.repeat(np.arange(len(lengths)), lengths)
+
+
+def check_lengths(lengths, n_tokens):
+    """Validate a ``lengths`` array (positive integers summing to ``n_tokens``)."""
+    arr = np.asarray(lengths)
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise ValueError("lengths must be a non-empty 1-D array of sequence lengths.")
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError(f"lengths must hold integers, got dtype {arr.dtype}.")
+    arr = arr.astype(np.int64)
+    if np.any(arr <= 0):
+        raise ValueError("Every sequence must contain at least one token (lengths must be > 0).")
+    if n_tokens is not None and arr.sum() != n_tokens:
+        raise ValueError(
+            f"sum(lengths) = {arr.sum()} does not match the number of rows of X ({n_tokens})."
+        )
+    return arr
+
+
+def is_sequence_list(X):
+    """Whether ``X`` is the list-of-sequences form."""
+    return isinstance(X, (list, tuple))
+
+
+def stack_sequences(X):
+    """Stack a list of per-sequence matrices; return the stacked matrix and lengths.
+
+    Raises clear errors for an empty list, a non-2-D element, an empty sequence or a feature
+    count that differs between sequences.
+    """
+    if len(X) == 0:
+        raise ValueError("X is an empty list: at least one sequence is required.")
+    any_sparse = False
+    widths = set()
+    blocks = []
+    for i, x in enumerate(X):
+        if sp.issparse(x):
+            any_sparse = True
+            block = x
+        else:
+            try:
+                block = np.asarray(x)
+            except ValueError as exc:
+                raise ValueError(f"Sequence {i} of X is not a rectangular array.") from exc
+            if block.dtype.kind not in "biuf" or block.dtype.kind == "O":
+                # let check_array convert object arrays of numbers or raise a clear error later
+                pass
+        if block.ndim != 2:
+            raise ValueError(
+                f"Each sequence of X must be a 2-D array (n_tokens, n_features); "
+                f"sequence {i} has {block.ndim} dimension(s)."
+            )
+        if block.shape[0] == 0:
+            raise ValueError(f"Sequence {i} of X is empty; every sequence needs a token.")
+        widths.add(block.shape[1])
+        blocks.append(block)
+    if len(widths) > 1:
+        raise ValueError(
+            f"All sequences must have the same number of features; found {sorted(widths)}."
+        )
+    lengths = np.array([b.shape[0] for b in blocks], dtype=np.int64)
+    if any_sparse:
+        stacked = sp.vstack([sp.csr_matrix(b) for b in blocks], format="csr")
+    else:
+        stacked = np.concatenate([np.asarray(b) for b in blocks], axis=0) if len(blocks) > 1 \
+            else blocks[0]
+    return stacked, lengths
+
+
+def check_token_matrix(X):
+    """Validate a stacked token matrix: finite, numeric, CSR or C-ordered float64."""
+    X = check_array(
+        X, accept_sparse="csr", dtype=np.float64, order="C", ensure_all_finite=True,
+        input_name="X",
+    )
+    if sp.issparse(X):
+        X.sort_indices()
+    return X
+
+
+def split_flat(values, offsets):
+    """Split a flat per-token array into a list of per-sequence arrays."""
+    return np.split(values, offsets[1:-1])
+
+
+def flatten_labels(y, lengths):
+    """Concatenate per-sequence label arrays, checking their lengths against ``lengths``."""
+    if not isinstance(y, (list, tuple)):
+        raise TypeError(
+            "With X given as a list of sequences, y must be a list of 1-D label arrays."
+        )
+    if len(y) != len(lengths):
+        raise ValueError(
+            f"X has {len(lengths)} sequences but y has {len(y)} label sequences."
+        )
+    parts = []
+    for i, (yi, n) in enumerate(zip(y, lengths)):
+        arr = np.asarray(yi)
+        if arr.ndim != 1:
+            raise ValueError(f"Labels of sequence {i} must be 1-D, got shape {arr.shape}.")
+        if arr.shape[0] != n:
+            raise ValueError(
+                f"Sequence {i} has {n} tokens but {arr.shape[0]} labels."
+            )
+        parts.append(arr)
+    kinds = {p.dtype.kind for p in parts}
+    if len(kinds) > 1 and not kinds <= {"i", "u"} and not kinds <= {"U", "S"}:
+        parts = [p.astype(object) for p in parts]
+    return np.concatenate(parts)

@@ -1,0 +1,101 @@
+"""Every bad input of DESIGN section 6 gives a clear ValueError/TypeError, never a crash."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sklstruct import ChainStructure, StructSVMCuttingPlane
+
+GOOD_X = [np.ones((3, 2)), np.zeros((2, 2))]
+GOOD_Y = [np.array([0, 1, 0]), np.array([1, 1])]
+
+
+def fit(X, y, **kw):
+    lengths = kw.pop("lengths", None)
+    params = {"max_iter": 50, **kw}
+    return StructSVMCuttingPlane(**params).fit(X, y, lengths=lengths)
+
+
+@pytest.mark.parametrize(
+    "X, y, match",
+    [
+        ([np.ones((3, 2)), np.ones((2, 3))], GOOD_Y, "same number of features"),
+        (GOOD_X, [np.array([0, 1]), np.array([1, 1])], "3 tokens but 2 labels"),
+        (GOOD_X, [np.array([0, 1, 0])], "2 sequences but y has 1"),
+        ([np.ones((3, 2)), np.ones((0, 2))], [np.array([0, 1, 0]), np.array([])], "empty"),
+        ([], [], "at least one sequence"),
+        ([np.ones((3, 2)), np.ones((2, 2, 1))], GOOD_Y, "2-D"),
+        ([np.array([[1.0, np.nan], [0, 1], [1, 1]]), np.ones((2, 2))], GOOD_Y, "NaN"),
+        ([np.array([[1.0, np.inf], [0, 1], [1, 1]]), np.ones((2, 2))], GOOD_Y, "infinity"),
+        (GOOD_X, [np.zeros(3), np.zeros(2)], "only one class"),
+        ([np.array([["a", "b"]] * 3, dtype=object), np.ones((2, 2))], GOOD_Y, "could not convert|numeric"),
+        (GOOD_X, [np.array([[0, 1, 0]]), np.array([1, 1])], "1-D"),
+        (GOOD_X, np.array([0, 1, 0, 1, 1]), "list of 1-D label arrays"),
+        ([sp.csr_matrix(np.ones((3, 2))), sp.csr_matrix(np.ones((2, 3)))], GOOD_Y, "same number"),
+    ],
+)
+def test_bad_sequence_input(X, y, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "lengths, match",
+    [
+        ([3, 3], "does not match"),
+        ([5, 0], "at least one token"),
+        ([2.5, 2.5], "integers"),
+        ([], "non-empty"),
+        ([[3, 2]], "1-D"),
+    ],
+)
+def test_bad_lengths(lengths, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        fit(np.ones((5, 2)), np.array([0, 1, 0, 1, 1]), lengths=lengths)
+
+
+def test_lengths_with_list_input():
+    with pytest.raises(ValueError, match="lengths"):
+        fit(GOOD_X, GOOD_Y, lengths=[3, 2])
+
+
+@pytest.mark.parametrize("C", [0, -1.0, np.inf * 0])
+def test_bad_C(C):
+    with pytest.raises(ValueError, match="C"):
+        fit(GOOD_X, GOOD_Y, C=C)
+
+
+@pytest.mark.parametrize("param, value", [("tol", 0), ("max_iter", 0), ("rescale", "both")])
+def test_bad_params(param, value):
+    with pytest.raises(ValueError, match=param):
+        fit(GOOD_X, GOOD_Y, **{param: value})
+
+
+def test_wrong_feature_count_at_predict():
+    model = fit(GOOD_X, GOOD_Y)
+    with pytest.raises(ValueError, match="features"):
+        model.predict([np.ones((2, 3))])
+    with pytest.raises(ValueError, match="features"):
+        model.predict(np.ones((4, 3)))
+
+
+def test_unfitted_predict():
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        StructSVMCuttingPlane().predict(GOOD_X)
+
+
+def test_bad_class_weight():
+    with pytest.raises(ValueError, match="class_weight"):
+        fit(GOOD_X, GOOD_Y, structure=ChainStructure(class_weight=[1.0, -1.0]))
+    with pytest.raises(ValueError, match="class_weight"):
+        fit(GOOD_X, GOOD_Y, structure=ChainStructure(class_weight={7: 1.0}))
+    with pytest.raises(ValueError, match="class_weight"):
+        fit(GOOD_X, GOOD_Y, structure=ChainStructure(class_weight=[1.0, np.nan]))
+
+
+def test_unknown_labels_in_objective():
+    model = fit(GOOD_X, GOOD_Y)
+    with pytest.raises(ValueError, match="not seen"):
+        model.objective(GOOD_X, [np.array([0, 1, 5]), np.array([1, 1])])

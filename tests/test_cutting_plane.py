@@ -1,0 +1,94 @@
+"""StructSVMCuttingPlane against exact optima computed by enumeration."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from sklstruct import ChainStructure, MultiClass, StructSVMCuttingPlane
+from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
+
+from ._enumeration import exact_optimum, primal_objective
+from .conftest import make_chain_data
+
+
+def _batch_and_labels(model, X, y):
+    batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
+    return batch, model._encode_known(np.concatenate(y))
+
+
+@pytest.mark.parametrize("rescale", ["margin", "slack"])
+@pytest.mark.parametrize(
+    "structure",
+    [ChainStructure(start_end=False), ChainStructure(start_end=True),
+     ChainStructure(class_weight=[1.0, 2.0, 0.5])],
+)
+@pytest.mark.parametrize("C", [0.1, 2.0])
+def test_reaches_exact_optimum_on_tiny_chains(structure, rescale, C):
+    X, y = make_chain_data(n_sequences=6, n_states=3, n_features=3, max_length=4, seed=7)
+    model = StructSVMCuttingPlane(structure, C=C, rescale=rescale, tol=1e-6).fit(X, y)
+    batch, Y = _batch_and_labels(model, X, y)
+    lower, upper, _ = exact_optimum(model.structure_, batch, Y, C, rescale)
+    # the reference is itself certified: the optimum lies in [lower, upper]
+    assert 0 <= upper - lower < 1e-8 * max(1.0, upper)
+    ours = primal_objective(model.structure_, batch, Y, model.w_, C, rescale)
+    gap = model.history_["gap"][-1]
+    assert ours >= lower - 1e-9
+    assert ours - upper <= gap + 1e-9
+    assert gap <= C * batch.n_sequences * model.tol + 1e-9
+    # the learner's own objective() agrees with enumeration, and with history
+    assert model.objective(X, y) == pytest.approx(ours, rel=1e-10, abs=1e-10)
+    assert model.history_["primal"][-1] == pytest.approx(ours, rel=1e-10, abs=1e-10)
+
+
+def test_reaches_exact_optimum_multiclass():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(25, 4))
+    y = rng.integers(0, 4, size=25)
+    for rescale in ("margin", "slack"):
+        model = StructSVMCuttingPlane(C=0.7, rescale=rescale, tol=1e-7).fit(X, y)
+        batch = SequenceBatch(X, offsets_from_lengths(np.ones(25, dtype=int)))
+        lower, upper, _ = exact_optimum(model.structure_, batch, y, 0.7, rescale)
+        assert 0 <= upper - lower < 1e-8 * max(1.0, upper)
+        ours = model.objective(X, y)
+        assert lower - 1e-9 <= ours <= upper + model.history_["gap"][-1] + 1e-9
+
+
+def test_history_is_a_certificate():
+    X, y = make_chain_data(n_sequences=30, seed=2)
+    model = StructSVMCuttingPlane(C=1.0, tol=1e-4).fit(X, y)
+    h = model.history_
+    assert set(h) >= {"primal", "dual", "gap", "time", "oracle_calls"}
+    assert len(h["primal"]) == model.n_iter_
+    np.testing.assert_allclose(h["gap"], h["primal"] - h["dual"])
+    assert np.all(h["gap"] >= -1e-9)
+    assert np.all(np.diff(h["dual"]) >= -1e-6 * max(1.0, abs(h["dual"][-1])))
+    assert np.all(np.diff(h["time"]) >= 0)
+    np.testing.assert_array_equal(h["oracle_calls"], np.arange(1, model.n_iter_ + 1))
+
+
+def test_max_iter_warns():
+    X, y = make_chain_data(n_sequences=30, seed=2)
+    with pytest.warns(ConvergenceWarning):
+        model = StructSVMCuttingPlane(C=10.0, tol=1e-8, max_iter=3).fit(X, y)
+    assert model.n_iter_ == 3
+
+
+def test_sparse_and_dense_give_the_same_model():
+    X, y = make_chain_data(n_sequences=20, seed=4)
+    Xs, _ = make_chain_data(n_sequences=20, seed=4, sparse=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        dense = StructSVMCuttingPlane(tol=1e-5).fit(X, y)
+        sparse = StructSVMCuttingPlane(tol=1e-5).fit(Xs, y)
+    # both are certified to their gaps, so their objectives agree within them
+    gap = max(dense.history_["gap"][-1], sparse.history_["gap"][-1])
+    assert abs(dense.objective(X, y) - sparse.objective(Xs, y)) <= gap + 1e-9
+    assert abs(dense.objective(Xs, y) - dense.objective(X, y)) < 1e-9
+
+
+def test_multiclass_structure_rejects_sequences():
+    X, y = make_chain_data(n_sequences=5, seed=0, max_length=4)
+    with pytest.raises(ValueError, match="one sample per sequence"):
+        StructSVMCuttingPlane(MultiClass()).fit(X, y)

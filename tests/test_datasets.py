@@ -1,0 +1,319 @@
+import gzip
+import os
+
+import numpy as np
+import pytest
+
+from sklstruct.datasets import (
+    get_data_home,
+    load_conll2000,
+    load_conll2002,
+    load_ocr_letters,
+    load_ocr_sample,
+)
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA_HOME = os.path.join(PROJECT_ROOT, "..", "shared", "data")
+SAMPLE_FILE = os.path.join(
+    PROJECT_ROOT, "sklstruct", "datasets", "data", "ocr_sample.npz"
+)
+
+needs_data = pytest.mark.skipif(
+    not os.path.isdir(DATA_HOME), reason=f"benchmark data not found at {DATA_HOME}"
+)
+
+
+@pytest.fixture(scope="module")
+def ocr():
+    if not os.path.isdir(DATA_HOME):
+        pytest.skip(f"benchmark data not found at {DATA_HOME}")
+    return load_ocr_letters(DATA_HOME)
+
+
+def _write_gz(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _check_ocr_bunch(bunch):
+    n_words = len(bunch.data)
+    assert len(bunch.target) == len(bunch.words) == bunch.folds.shape[0] == n_words
+    assert bunch.folds.dtype == np.int64
+    assert isinstance(bunch.DESCR, str) and bunch.DESCR
+    for pixels, letters, word in zip(bunch.data, bunch.target, bunch.words):
+        assert pixels.dtype == np.float64
+        assert pixels.shape == (len(word), 128)
+        assert letters.dtype == np.dtype("<U1")
+        assert "".join(letters) == word
+    pixels = np.concatenate(bunch.data)
+    assert set(np.unique(pixels)) <= {0.0, 1.0}
+
+
+# --------------------------------------------------------------------------
+# OCR letters
+
+
+@needs_data
+def test_ocr_letters_counts(ocr):
+    _check_ocr_bunch(ocr)
+    assert len(ocr.data) == 6877
+    assert sum(len(w) for w in ocr.words) == 52152
+    assert ocr.words[0] == "ommanding"
+    assert np.bincount(ocr.folds).tolist() == [
+        626, 704, 684, 698, 693, 651, 739, 717, 690, 675
+    ]
+    letters = np.concatenate(ocr.target)
+    assert np.sum(letters == "a") == 4034
+    assert np.sum(letters == "z") == 1094
+    assert np.mean(np.concatenate(ocr.data)) == pytest.approx(0.2197, abs=1e-4)
+
+
+@needs_data
+def test_ocr_letters_fold_selection(ocr):
+    fold1 = load_ocr_letters(DATA_HOME, folds=1)
+    _check_ocr_bunch(fold1)
+    assert len(fold1.data) == 704
+    assert sum(len(x) for x in fold1.data) == 5375
+    assert np.all(fold1.folds == 1)
+
+    several = load_ocr_letters(DATA_HOME, folds=(2, 0))
+    expected = np.flatnonzero(np.isin(ocr.folds, [0, 2]))
+    assert len(several.data) == expected.size == 626 + 684
+    assert several.words == [ocr.words[i] for i in expected]
+    for i, pixels in zip(expected[::97], several.data[::97]):
+        np.testing.assert_array_equal(pixels, ocr.data[i])
+
+
+@pytest.mark.parametrize("folds", [10, -1, [0, 10], range(5, 12)])
+def test_ocr_letters_bad_fold_value(folds, tmp_path):
+    with pytest.raises(ValueError, match="between 0 and 9"):
+        load_ocr_letters(tmp_path, folds=folds)
+
+
+@pytest.mark.parametrize("folds", ["1", 1.0, [0, 1.5], True, [None]])
+def test_ocr_letters_bad_fold_type(folds, tmp_path):
+    with pytest.raises(TypeError, match="folds"):
+        load_ocr_letters(tmp_path, folds=folds)
+
+
+def test_ocr_letters_empty_folds(tmp_path):
+    with pytest.raises(ValueError, match="at least one fold"):
+        load_ocr_letters(tmp_path, folds=[])
+
+
+def _letter_line(letter_id, letter, next_id, word_id, position, fold, pixels):
+    fields = [letter_id, letter, next_id, word_id, position, fold, *pixels]
+    return "\t".join(str(f) for f in fields)
+
+
+def _small_ocr_lines(rng):
+    """Three words ('ab', 'cde', 'f') in folds 3, 5 and 3."""
+    words = [("ab", 3), ("cde", 5), ("f", 3)]
+    lines, pixels, letter_id = [], [], 1
+    for word_id, (word, fold) in enumerate(words, start=1):
+        for position, letter in enumerate(word, start=1):
+            pix = rng.integers(0, 2, 128)
+            next_id = letter_id + 1 if position < len(word) else -1
+            lines.append(
+                _letter_line(letter_id, letter, next_id, word_id, position, fold, pix)
+            )
+            pixels.append(pix)
+            letter_id += 1
+    return lines, np.array(pixels, dtype=np.float64)
+
+
+def test_ocr_letters_parses_small_file_in_id_order(tmp_path):
+    rng = np.random.default_rng(0)
+    lines, pixels = _small_ocr_lines(rng)
+    shuffled = [lines[i] for i in rng.permutation(len(lines))]
+    _write_gz(tmp_path / "ocr_letters" / "letter.data.gz", "\n".join(shuffled) + "\n")
+
+    bunch = load_ocr_letters(tmp_path)
+    _check_ocr_bunch(bunch)
+    assert bunch.words == ["ab", "cde", "f"]
+    assert bunch.folds.tolist() == [3, 5, 3]
+    np.testing.assert_array_equal(np.concatenate(bunch.data), pixels)
+
+    fold3 = load_ocr_letters(str(tmp_path), folds=[3])
+    assert fold3.words == ["ab", "f"]
+    np.testing.assert_array_equal(fold3.data[1], pixels[5:6])
+
+
+def test_ocr_letters_rejects_malformed_file(tmp_path):
+    rng = np.random.default_rng(0)
+    lines, _ = _small_ocr_lines(rng)
+    path = tmp_path / "ocr_letters" / "letter.data.gz"
+
+    _write_gz(path, "\n".join(lines[:2] + [lines[2].replace("\t0\t", "\tx\t", 1)]))
+    with pytest.raises(ValueError, match="letter.data"):
+        load_ocr_letters(tmp_path)
+
+    _write_gz(path, "\n")
+    with pytest.raises(ValueError, match="no letters"):
+        load_ocr_letters(tmp_path)
+
+    broken = lines[0].split("\t")
+    broken[3] = "2"  # letter 1 in word 2, then letter 2 back in word 1
+    _write_gz(path, "\n".join([("\t".join(broken))] + lines[1:]))
+    with pytest.raises(ValueError, match="contiguous"):
+        load_ocr_letters(tmp_path)
+
+
+# --------------------------------------------------------------------------
+# Embedded OCR sample (never skipped)
+
+
+def test_ocr_sample():
+    sample = load_ocr_sample()
+    _check_ocr_bunch(sample)
+    assert len(sample.data) == 300
+    assert np.bincount(sample.folds).tolist() == [150, 150]
+    assert len(set(np.concatenate(sample.target))) >= 20
+    assert os.path.getsize(SAMPLE_FILE) < 100_000
+    with np.load(SAMPLE_FILE, allow_pickle=False) as npz:
+        assert npz["pixels"].dtype == np.uint8
+        assert npz["letters"].dtype == np.uint8
+        assert int(npz["lengths"].sum()) == sum(len(w) for w in sample.words)
+
+
+@needs_data
+def test_ocr_sample_matches_full_data(ocr):
+    sample = load_ocr_sample()
+    with np.load(SAMPLE_FILE, allow_pickle=False) as npz:
+        index = npz["word_ids"].astype(np.intp) - 1
+    assert np.all(np.diff(index) > 0)
+    assert sample.words == [ocr.words[i] for i in index]
+    np.testing.assert_array_equal(sample.folds, ocr.folds[index])
+    for i, pixels in zip(index, sample.data):
+        np.testing.assert_array_equal(pixels, ocr.data[i])
+
+
+# --------------------------------------------------------------------------
+# CoNLL-2000 and CoNLL-2002
+
+
+def _check_conll_bunch(bunch):
+    assert len(bunch.words) == len(bunch.pos) == len(bunch.target)
+    for words, pos, tags in zip(bunch.words, bunch.pos, bunch.target):
+        assert len(words) == len(pos) == tags.shape[0] > 0
+        assert isinstance(words[0], str) and isinstance(pos[0], str)
+        assert tags.dtype.kind == "U"
+    assert isinstance(bunch.DESCR, str) and bunch.DESCR
+
+
+@needs_data
+@pytest.mark.parametrize(
+    "subset, n_sentences, n_tokens, n_chunks",
+    [("train", 8936, 211727, 106978), ("test", 2012, 47377, 23852)],
+)
+def test_conll2000_counts(subset, n_sentences, n_tokens, n_chunks):
+    conll = load_conll2000(DATA_HOME, subset=subset)
+    _check_conll_bunch(conll)
+    assert len(conll.words) == n_sentences
+    assert sum(len(w) for w in conll.words) == n_tokens
+    tags = np.concatenate(conll.target)
+    assert np.char.startswith(tags, "B-").sum() == n_chunks
+    if subset == "train":
+        assert conll.words[0][:2] == ["Confidence", "in"]
+        assert conll.pos[0][:2] == ["NN", "IN"]
+        assert conll.target[0][:2].tolist() == ["B-NP", "B-PP"]
+        assert len(np.unique(tags)) == 22
+    else:
+        assert "I-LST" in set(tags.tolist())
+
+
+@needs_data
+@pytest.mark.parametrize(
+    "subset, n_sentences, n_tokens, n_entities, max_length",
+    [
+        ("train", 8323, 264715, 18797, 1238),
+        ("testa", 1915, 52923, 4351, 141),
+        ("testb", 1517, 51533, 3558, 202),
+    ],
+)
+def test_conll2002_counts(subset, n_sentences, n_tokens, n_entities, max_length):
+    ner = load_conll2002(DATA_HOME, subset=subset, language="esp")
+    _check_conll_bunch(ner)
+    assert len(ner.words) == n_sentences
+    assert sum(len(w) for w in ner.words) == n_tokens
+    assert max(len(w) for w in ner.words) == max_length
+    tags = np.concatenate(ner.target)
+    assert np.char.startswith(tags, "B-").sum() == n_entities
+    assert len(np.unique(tags)) == 9
+
+
+def test_conll2002_skips_docstart(tmp_path):
+    text = (
+        "-DOCSTART- -DOCSTART- O\n\n"
+        "El DA O\nReal NC B-ORG\nMadrid NC I-ORG\n\n"
+        "-DOCSTART- -DOCSTART- O\n"
+        "Ganó VMI O\n"
+        "\n\n"
+    )
+    _write_gz(tmp_path / "conll2002" / "esp.testa.gz", text)
+    ner = load_conll2002(tmp_path, subset="testa")
+    assert ner.words == [["El", "Real", "Madrid"], ["Ganó"]]
+    assert ner.pos == [["DA", "NC", "NC"], ["VMI"]]
+    assert [t.tolist() for t in ner.target] == [["O", "B-ORG", "I-ORG"], ["O"]]
+
+
+def test_conll_file_without_trailing_blank_line(tmp_path):
+    _write_gz(tmp_path / "conll2000" / "test.txt.gz", "He PRP B-NP\nran VBD B-VP")
+    conll = load_conll2000(tmp_path, subset="test")
+    assert conll.words == [["He", "ran"]]
+
+
+def test_conll_malformed_line(tmp_path):
+    _write_gz(tmp_path / "conll2000" / "train.txt.gz", "He PRP B-NP\nran VBD\n\n")
+    with pytest.raises(ValueError, match="line 2: expected 3 columns"):
+        load_conll2000(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "loader, kwargs",
+    [
+        (load_conll2000, {"subset": "dev"}),
+        (load_conll2000, {"subset": "TRAIN"}),
+        (load_conll2002, {"subset": "test"}),
+        (load_conll2002, {"language": "eng"}),
+        (load_conll2002, {"subset": None}),
+    ],
+)
+def test_conll_bad_options(loader, kwargs, tmp_path):
+    with pytest.raises(ValueError, match="must be one of"):
+        loader(tmp_path, **kwargs)
+
+
+# --------------------------------------------------------------------------
+# data_home resolution and missing files
+
+
+@pytest.mark.parametrize(
+    "loader, kwargs, relative",
+    [
+        (load_ocr_letters, {}, ("ocr_letters", "letter.data.gz")),
+        (load_conll2000, {"subset": "test"}, ("conll2000", "test.txt.gz")),
+        (load_conll2002, {"subset": "testb"}, ("conll2002", "esp.testb.gz")),
+    ],
+)
+def test_missing_file_message(loader, kwargs, relative, tmp_path):
+    expected = os.path.join(str(tmp_path), *relative)
+    with pytest.raises(FileNotFoundError) as excinfo:
+        loader(tmp_path, **kwargs)
+    message = str(excinfo.value)
+    assert expected in message
+    assert "never download" in message
+
+
+def test_data_home_resolution(monkeypatch, tmp_path):
+    monkeypatch.setenv("SKLSTRUCT_DATA", str(tmp_path / "from_env"))
+    assert get_data_home() == str(tmp_path / "from_env")
+    assert get_data_home(tmp_path / "explicit") == str(tmp_path / "explicit")
+    with pytest.raises(FileNotFoundError, match="from_env"):
+        load_conll2000()
+
+    monkeypatch.delenv("SKLSTRUCT_DATA")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert get_data_home() == os.path.join(str(tmp_path / "home"), "sklstruct_data")
+    assert not os.path.exists(get_data_home())

@@ -1,0 +1,151 @@
+"""The scikit-learn contract: common checks, clone, pickle, Pipeline, search, CV."""
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV, GroupKFold, KFold, cross_validate
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sklstruct import ChainStructure, MultiClass, StructSVMCuttingPlane
+from sklstruct.metrics import chunk_f1_scorer, token_accuracy_scorer
+from sklstruct.utils import lengths_to_groups
+
+from .conftest import make_chain_data
+
+# No check is expected to fail for the multiclass form.
+EXPECTED_FAILED_CHECKS = {}
+
+
+@parametrize_with_checks(
+    [StructSVMCuttingPlane(max_iter=200, tol=1e-2)],
+    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
+)
+def test_sklearn_common_checks(estimator, check):
+    check(estimator)
+
+
+@pytest.fixture
+def chain_data():
+    return make_chain_data(n_sequences=40, seed=1)
+
+
+def test_clone_and_params(chain_data):
+    model = StructSVMCuttingPlane(ChainStructure(start_end=False), C=0.5)
+    assert model.get_params()["C"] == 0.5
+    model.set_params(C=2.0, structure__start_end=True)
+    assert model.C == 2.0 and model.structure.start_end
+    X, y = chain_data
+    model.fit(X, y)
+    fresh = clone(model)
+    assert not hasattr(fresh, "w_")
+    assert fresh.get_params()["C"] == 2.0
+    # the user's structure is never mutated by fit
+    assert not hasattr(model.structure, "n_states_")
+
+
+def test_pickle_round_trip(chain_data):
+    X, y = chain_data
+    model = StructSVMCuttingPlane(C=1.0).fit(X, y)
+    restored = pickle.loads(pickle.dumps(model))
+    for a, b in zip(model.predict(X), restored.predict(X)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(model.w_, restored.w_)
+
+
+def test_pipeline_with_per_sequence_transformer(chain_data):
+    X, y = chain_data
+    scale = FunctionTransformer(lambda seqs: [2.0 * s for s in seqs])
+    pipe = make_pipeline(scale, StructSVMCuttingPlane(C=1.0)).fit(X, y)
+    assert pipe.score(X, y) > 0.5
+    assert len(pipe.predict(X)) == len(X)
+
+
+def test_grid_search_over_C_with_sequence_scorer(chain_data):
+    X, y = chain_data
+    search = GridSearchCV(
+        StructSVMCuttingPlane(), {"C": [0.01, 1.0]}, cv=KFold(3), scoring=token_accuracy_scorer
+    ).fit(X, y)
+    assert search.best_params_["C"] in (0.01, 1.0)
+    assert len(search.predict(X)) == len(X)
+
+
+def test_grid_search_chunk_f1_scorer():
+    rng = np.random.default_rng(0)
+    tags = np.array(["B-NP", "I-NP", "O"])
+    X, y = [], []
+    for _ in range(30):
+        labels = tags[rng.integers(0, 3, size=rng.integers(2, 7))]
+        labels[0] = "B-NP" if labels[0] == "I-NP" else labels[0]
+        X.append(np.eye(3)[np.searchsorted(tags, labels)] + 0.1 * rng.normal(size=(len(labels), 3)))
+        y.append(labels)
+    search = GridSearchCV(StructSVMCuttingPlane(), {"C": [0.1, 10.0]}, cv=3,
+                          scoring=chunk_f1_scorer).fit(X, y)
+    assert search.best_score_ > 0.8
+
+
+def test_cross_validate_list_and_flat_forms(chain_data):
+    X, y = chain_data
+    res = cross_validate(StructSVMCuttingPlane(), X, y, cv=3)
+    assert res["test_score"].shape == (3,)
+    lengths = [len(s) for s in y]
+    Xf, yf = np.vstack(X), np.concatenate(y)
+    groups = lengths_to_groups(lengths)
+    model = StructSVMCuttingPlane().fit(Xf, yf, lengths=lengths)
+    flat_pred = model.predict(Xf, lengths=lengths)
+    list_pred = StructSVMCuttingPlane().fit(X, y).predict(X)
+    np.testing.assert_array_equal(flat_pred, np.concatenate(list_pred))
+    assert len(list(GroupKFold(3).split(Xf, yf, groups))) == 3
+
+
+def test_length_one_chains_equal_multiclass():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 5))
+    y = rng.integers(0, 3, size=40)
+    y[:3] = [0, 1, 2]
+    mc = StructSVMCuttingPlane(C=1.0, tol=1e-6).fit(X, y)
+    chain = StructSVMCuttingPlane(ChainStructure(start_end=False), C=1.0, tol=1e-6).fit(
+        [row[None, :] for row in X], [np.array([v]) for v in y]
+    )
+    np.testing.assert_allclose(chain.coef_, mc.coef_, atol=1e-6)
+    # transitions never fire in length-1 chains, so they stay at zero
+    np.testing.assert_allclose(chain.transition_, 0.0, atol=1e-12)
+    np.testing.assert_array_equal(np.concatenate(chain.predict([r[None] for r in X])),
+                                  mc.predict(X))
+
+
+def test_sequence_prediction_independent_of_batch(chain_data):
+    X, y = chain_data
+    model = StructSVMCuttingPlane().fit(X, y)
+    together = model.predict(X)
+    order = np.random.default_rng(0).permutation(len(X))
+    permuted = model.predict([X[i] for i in order])
+    for k, i in enumerate(order):
+        np.testing.assert_array_equal(permuted[k], together[i])
+        np.testing.assert_array_equal(model.predict([X[i]])[0], together[i])
+
+
+def test_label_permutation_gives_permuted_predictions(chain_data):
+    X, y = chain_data
+    names = np.array(["zeta", "alpha", "mid"])
+    base = StructSVMCuttingPlane(tol=1e-5).fit(X, y)
+    renamed = StructSVMCuttingPlane(tol=1e-5).fit(X, [names[s] for s in y])
+    for a, b in zip(base.predict(X), renamed.predict(X)):
+        np.testing.assert_array_equal(names[a], b)
+
+
+def test_decision_function_and_marginals(chain_data):
+    X, y = chain_data
+    model = StructSVMCuttingPlane().fit(X, y)
+    scores = model.decision_function(X)
+    marg = model.predict_marginals(X)
+    assert len(scores) == len(X) and scores[0].shape == (len(X[0]), 3)
+    for m in marg:
+        np.testing.assert_allclose(m.sum(axis=1), 1.0)
+        assert np.all(m >= 0)
+    mc = StructSVMCuttingPlane(MultiClass()).fit(np.vstack(X), np.concatenate(y))
+    probs = mc.predict_marginals(np.vstack(X))
+    np.testing.assert_array_equal(mc.classes_[np.argmax(probs, axis=1)], mc.predict(np.vstack(X)))
