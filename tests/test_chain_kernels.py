@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from joblib import parallel_config
 
 from sklstruct._inference import _reference as ref
 from sklstruct._inference.chain import (
@@ -403,3 +404,13 @@ def test_bad_labels_for_sequence_scores():
             arguments["unary"], arguments["offsets"], arguments["transition"], None, None,
             np.array([0, 1, 5, 0, 1]),
         )
+
+
+def test_process_backend_gives_the_same_result():
+    rng = np.random.default_rng(8)
+    unary, offsets, transition, start, end, y = _random_batch(rng, 50, 4)
+    serial = forward_backward(unary, offsets, transition, start, end)
+    with parallel_config(backend="loky"):
+        parallel = forward_backward(unary, offsets, transition, start, end, n_jobs=2)
+    for got, want in zip(parallel, serial):
+        np.testing.assert_array_equal(got, want)

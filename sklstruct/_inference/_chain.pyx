@@ -2,8 +2,8 @@
 
 A batch is stored as stacked per-token state scores ``unary`` (n_tokens, n_states) and an
 ``offsets`` array; sequence ``i`` covers tokens ``offsets[i]:offsets[i + 1]``. Every function
-below processes the sequences ``seq_lo:seq_hi`` only, writes into preallocated outputs and runs
-without the GIL, so that disjoint chunks of one batch can be processed by concurrent threads.
+below processes a whole batch, writes into preallocated outputs and runs without the GIL, so
+that chunks of one batch can be processed by concurrent threads.
 
 The inputs are validated by :mod:`sklstruct._inference.chain`, the only caller: shapes agree,
 every sequence is non-empty, labels lie in ``[0, n_states)`` and all scores are finite.
@@ -20,10 +20,9 @@ ctypedef Py_ssize_t intp_t
 cdef double _TINY = 1e-280
 
 
-cdef inline intp_t _max_length(const int64_t* offsets, intp_t seq_lo,
-                               intp_t seq_hi) noexcept nogil:
+cdef inline intp_t _max_length(const int64_t* offsets, intp_t n_sequences) noexcept nogil:
     cdef intp_t i, longest = 0
-    for i in range(seq_lo, seq_hi):
+    for i in range(n_sequences):
         if offsets[i + 1] - offsets[i] > longest:
             longest = offsets[i + 1] - offsets[i]
     return longest
@@ -92,12 +91,12 @@ cdef double _viterbi_sequence(const double* unary, intp_t length, intp_t n_state
     return best
 
 
-def viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
+def viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                   const float64_t[:, ::1] transition, const float64_t[::1] start,
-                  const float64_t[::1] end, int64_t[::1] labels, float64_t[::1] scores,
-                  intp_t seq_lo, intp_t seq_hi):
-    """Viterbi decoding of sequences ``seq_lo:seq_hi``, written into ``labels`` and ``scores``."""
+                  const float64_t[::1] end, int64_t[::1] labels, float64_t[::1] scores):
+    """Viterbi decoding of every sequence, written into ``labels`` and ``scores``."""
     cdef intp_t n_states = unary.shape[1]
+    cdef intp_t n_sequences = offsets.shape[0] - 1
     cdef intp_t i, lo, length, max_len
     cdef const double* unary_ptr = &unary[0, 0]
     cdef const int64_t* offsets_ptr = &offsets[0]
@@ -106,7 +105,7 @@ def viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
     cdef int32_t* backpointer = NULL
     cdef bint failed = False
     with nogil:
-        max_len = _max_length(offsets_ptr, seq_lo, seq_hi)
+        max_len = _max_length(offsets_ptr, n_sequences)
         transition_t = <double*> malloc(n_states * n_states * sizeof(double))
         delta = <double*> malloc(2 * n_states * sizeof(double))
         backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
@@ -114,7 +113,7 @@ def viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
             failed = True
         else:
             _transpose(&transition[0, 0], n_states, transition_t)
-            for i in range(seq_lo, seq_hi):
+            for i in range(n_sequences):
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
                 scores[i] = _viterbi_sequence(
@@ -127,17 +126,18 @@ def viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
         raise MemoryError("could not allocate the Viterbi workspace")
 
 
-def margin_viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
+def margin_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                          const float64_t[:, ::1] transition, const float64_t[::1] start,
                          const float64_t[::1] end, const int64_t[::1] y,
                          const float64_t[::1] loss_weights, int64_t[::1] labels,
-                         float64_t[::1] scores, intp_t seq_lo, intp_t seq_hi):
-    """Margin-rescaled loss-augmented decoding of sequences ``seq_lo:seq_hi``.
+                         float64_t[::1] scores):
+    """Margin-rescaled loss-augmented decoding of every sequence.
 
     The weighted Hamming loss is added to the unary scores of every wrong state; ``scores``
     receives the score of the returned labeling without the loss term.
     """
     cdef intp_t n_states = unary.shape[1]
+    cdef intp_t n_sequences = offsets.shape[0] - 1
     cdef intp_t i, t, s, lo, length, max_len
     cdef double penalty
     cdef const double* unary_ptr = &unary[0, 0]
@@ -150,7 +150,7 @@ def margin_viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offse
     cdef int32_t* backpointer = NULL
     cdef bint failed = False
     with nogil:
-        max_len = _max_length(offsets_ptr, seq_lo, seq_hi)
+        max_len = _max_length(offsets_ptr, n_sequences)
         transition_t = <double*> malloc(n_states * n_states * sizeof(double))
         delta = <double*> malloc(2 * n_states * sizeof(double))
         augmented = <double*> malloc(max_len * n_states * sizeof(double))
@@ -160,7 +160,7 @@ def margin_viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offse
             failed = True
         else:
             _transpose(&transition[0, 0], n_states, transition_t)
-            for i in range(seq_lo, seq_hi):
+            for i in range(n_sequences):
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
                 for t in range(length):
@@ -256,18 +256,19 @@ cdef void _slack_sequence(const double* unary, intp_t length, intp_t n_states,
             k -= units[y[t]]
 
 
-def slack_viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
+def slack_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                         const float64_t[:, ::1] transition, const float64_t[::1] start,
                         const float64_t[::1] end, const int64_t[::1] y,
                         const int64_t[::1] loss_units, double unit, int64_t[::1] labels,
-                        float64_t[::1] scores, intp_t seq_lo, intp_t seq_hi):
-    """Slack-rescaled loss-augmented decoding of sequences ``seq_lo:seq_hi``.
+                        float64_t[::1] scores):
+    """Slack-rescaled loss-augmented decoding of every sequence.
 
     The loss of state ``s`` at a token whose true state is ``c != s`` is
     ``loss_units[c] * unit``; the dynamic programme runs over (token, state, loss units).
     ``scores`` receives the score of the returned labeling without the loss term.
     """
     cdef intp_t n_states = unary.shape[1]
+    cdef intp_t n_sequences = offsets.shape[0] - 1
     cdef intp_t i, t, lo, length, total_units, max_units = 0
     cdef size_t cells, max_cells = 0
     cdef const double* unary_ptr = &unary[0, 0]
@@ -279,7 +280,7 @@ def slack_viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offset
     cdef int32_t* backpointer = NULL
     cdef bint failed = False
     with nogil:
-        for i in range(seq_lo, seq_hi):
+        for i in range(n_sequences):
             lo = offsets_ptr[i]
             length = offsets_ptr[i + 1] - lo
             total_units = 0
@@ -297,7 +298,7 @@ def slack_viterbi_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offset
             failed = True
         else:
             _transpose(&transition[0, 0], n_states, transition_t)
-            for i in range(seq_lo, seq_hi):
+            for i in range(n_sequences):
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
                 total_units = 0
@@ -440,17 +441,17 @@ cdef void _forward_backward_sequence(
                     alpha[t * n + a] + transition[a * n + b] - lse)
 
 
-def forward_backward_chunk(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
+def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                            const float64_t[:, ::1] transition, const float64_t[::1] start,
                            const float64_t[::1] end, float64_t[:, ::1] marginals,
-                           float64_t[:, :, ::1] edge_sums, float64_t[::1] log_partition,
-                           intp_t seq_lo, intp_t seq_hi):
-    """Forward-backward on sequences ``seq_lo:seq_hi``.
+                           float64_t[:, :, ::1] edge_sums, float64_t[::1] log_partition):
+    """Forward-backward on every sequence.
 
     Writes node marginals, the per-sequence sums of pairwise marginals (``edge_sums`` must be
     zero on entry) and the log-partition functions.
     """
     cdef intp_t n = unary.shape[1]
+    cdef intp_t n_sequences = offsets.shape[0] - 1
     cdef intp_t i, a, b, lo, length, max_len
     cdef const double* unary_ptr = &unary[0, 0]
     cdef const double* transition_ptr = &transition[0, 0]
@@ -460,7 +461,7 @@ def forward_backward_chunk(const float64_t[:, ::1] unary, const int64_t[::1] off
     cdef double peak
     cdef bint failed = False
     with nogil:
-        max_len = _max_length(offsets_ptr, seq_lo, seq_hi)
+        max_len = _max_length(offsets_ptr, n_sequences)
         # column_max, row_max, work (n each), then column_exp and transposed row_exp (n * n each)
         tables = <double*> malloc((3 * n + 2 * n * n) * sizeof(double))
         # alpha, beta, scaled, sums (max_len * n each)
@@ -485,7 +486,7 @@ def forward_backward_chunk(const float64_t[:, ::1] unary, const int64_t[::1] off
                     tables[3 * n + a * n + b] = exp(transition_ptr[a * n + b] - tables[b])
                     tables[3 * n + n * n + b * n + a] = exp(
                         transition_ptr[a * n + b] - tables[n + a])
-            for i in range(seq_lo, seq_hi):
+            for i in range(n_sequences):
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
                 _forward_backward_sequence(

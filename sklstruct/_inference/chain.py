@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 
-from sklstruct._inference import _chain
+from . import _chain
 
 __all__ = [
     "forward_backward",
@@ -198,8 +198,8 @@ def _solve_viterbi(unary, offsets, y, transition, start, end):
     labels = np.zeros(unary.shape[0], dtype=np.int64)
     scores = np.zeros(n_sequences, dtype=np.float64)
     if n_sequences:
-        _chain.viterbi_chunk(
-            unary, offsets, transition, start, end, labels, scores, 0, n_sequences
+        _chain.viterbi_batch(
+            unary, offsets, transition, start, end, labels, scores
         )
     return labels, scores
 
@@ -209,8 +209,8 @@ def _solve_margin(unary, offsets, y, transition, start, end, weights):
     labels = np.zeros(unary.shape[0], dtype=np.int64)
     scores = np.zeros(n_sequences, dtype=np.float64)
     if n_sequences:
-        _chain.margin_viterbi_chunk(
-            unary, offsets, transition, start, end, y, weights, labels, scores, 0, n_sequences
+        _chain.margin_viterbi_batch(
+            unary, offsets, transition, start, end, y, weights, labels, scores
         )
     return labels, scores
 
@@ -220,9 +220,8 @@ def _solve_slack(unary, offsets, y, transition, start, end, units, unit):
     labels = np.zeros(unary.shape[0], dtype=np.int64)
     scores = np.zeros(n_sequences, dtype=np.float64)
     if n_sequences:
-        _chain.slack_viterbi_chunk(
-            unary, offsets, transition, start, end, y, units, unit, labels, scores, 0,
-            n_sequences,
+        _chain.slack_viterbi_batch(
+            unary, offsets, transition, start, end, y, units, unit, labels, scores
         )
     return labels, scores
 
@@ -234,9 +233,8 @@ def _solve_forward_backward(unary, offsets, y, transition, start, end):
     edge_sums = np.zeros((n_sequences, n_states, n_states), dtype=np.float64)
     log_partition = np.zeros(n_sequences, dtype=np.float64)
     if n_sequences:
-        _chain.forward_backward_chunk(
-            unary, offsets, transition, start, end, marginals, edge_sums, log_partition, 0,
-            n_sequences,
+        _chain.forward_backward_batch(
+            unary, offsets, transition, start, end, marginals, edge_sums, log_partition
         )
     return marginals, edge_sums, log_partition
 
@@ -267,8 +265,8 @@ def viterbi(unary, offsets, transition, start=None, end=None, n_jobs=None):
     start, end : array-like of shape (n_states,), default=None
         Scores added for the state of the first and of the last token; None means zeros.
     n_jobs : int, default=None
-        Number of threads; None and 1 run in the calling thread, -1 uses all processors.
-        The result does not depend on it.
+        Number of joblib workers, threads unless a joblib backend is configured; None and 1
+        run in the calling thread, -1 uses all processors. The result does not depend on it.
 
     Returns
     -------
@@ -323,8 +321,8 @@ def loss_augmented_viterbi(
     rescale : {"margin", "slack"}, default="margin"
         How the loss enters the objective.
     n_jobs : int, default=None
-        Number of threads; None and 1 run in the calling thread. The result does not
-        depend on it.
+        Number of joblib workers, threads unless a joblib backend is configured; None and 1
+        run in the calling thread, -1 uses all processors. The result does not depend on it.
 
     Returns
     -------
@@ -377,8 +375,8 @@ def forward_backward(unary, offsets, transition, start=None, end=None, n_jobs=No
     start, end : array-like of shape (n_states,), default=None
         Scores of the first and last token's state; None means zeros.
     n_jobs : int, default=None
-        Number of threads; None and 1 run in the calling thread. The result does not
-        depend on it.
+        Number of joblib workers, threads unless a joblib backend is configured; None and 1
+        run in the calling thread, -1 uses all processors. The result does not depend on it.
 
     Returns
     -------

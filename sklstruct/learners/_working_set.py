@@ -2,100 +2,124 @@
 
 A constraint direction ``g = sum_i s_i (Psi(x_i, y_i) - Psi(x_i, ybar_i))`` is kept through the
 tokens where ``ybar`` differs from ``y`` (their index, the wrong label and the per-token scale
-``s_i``) plus its small pairwise part. Inner products with any weight vector then cost one
-unary-score computation and a gather, and ``w = sum_k alpha_k g_k`` is one sparse product
-``M^T X`` -- so a working set of hundreds of constraints over millions of parameters stays cheap.
+``s_i``) plus its small pairwise part. All constraints share flat arrays, so the inner products
+of a new direction with every stored one are one unary-score computation, a gather and a
+``bincount``, and ``w = sum_k alpha_k g_k`` is one product ``M^T X`` with a dense token x state
+matrix ``M``. A working set of hundreds of constraints over millions of parameters stays cheap.
+
+When the parameter vector is small (``size * 8 bytes`` under ``DENSE_BYTES_PER_CONSTRAINT``),
+the directions are also kept as dense rows, and Gram rows and combinations become plain
+matrix-vector products.
 """
 
 import numpy as np
-import scipy.sparse as sp
 
-
-class ConstraintDirection:
-    """One constraint direction ``g`` and its offset ``c`` (``w . g >= c - xi``)."""
-
-    __slots__ = ("tokens", "labels", "scale", "pairwise", "offset")
-
-    def __init__(self, tokens, labels, scale, pairwise, offset):
-        self.tokens = tokens
-        self.labels = labels
-        self.scale = scale
-        self.pairwise = pairwise
-        self.offset = offset
-
-    @classmethod
-    def from_labelings(cls, structure, batch, Y, Ybar, sequence_scale, offset):
-        """Direction ``sum_i s_i (Psi(y_i) - Psi(ybar_i))`` for per-sequence scales ``s_i``."""
-        differs = np.flatnonzero(Y != Ybar)
-        token_scale = sequence_scale[batch.sequence_index[differs]]
-        pairwise = sequence_scale @ (
-            structure.pairwise_statistics(batch, Y) - structure.pairwise_statistics(batch, Ybar)
-        )
-        return cls(differs, Ybar[differs].astype(np.int32), token_scale, pairwise, float(offset))
-
-    def dot_unary(self, Y, unary):
-        """``g_unary . v`` given ``unary = X V^T`` for the unary part ``V`` of ``v``."""
-        t = self.tokens
-        return float(self.scale @ (unary[t, Y[t]] - unary[t, self.labels]))
+DENSE_BYTES_PER_CONSTRAINT = 2**19
 
 
 class WorkingSet:
-    """A growing/shrinking set of constraints with its Gram matrix kept up to date."""
+    """A set of cutting-plane constraints ``w . g_k >= c_k - xi`` with their Gram matrix.
+
+    Parameters
+    ----------
+    structure : bound structure
+    batch : SequenceBatch
+    Y : ndarray of shape (n_tokens,)
+        Encoded true labels.
+    """
 
     def __init__(self, structure, batch, Y):
         self.structure = structure
         self.batch = batch
         self.Y = Y
-        self.constraints = []
+        self.tokens = np.zeros(0, dtype=np.int64)
+        self.labels = np.zeros(0, dtype=np.int32)
+        self.scale = np.zeros(0)
+        self.owner = np.zeros(0, dtype=np.int32)
+        self.pairwise = np.zeros((0, structure.n_pairwise_))
+        self.offsets = np.zeros(0)
         self.gram = np.zeros((0, 0))
+        size = structure.size_joint_feature_
+        self.directions = np.zeros((0, size)) if 8 * size <= DENSE_BYTES_PER_CONSTRAINT \
+            else None
 
     def __len__(self):
-        return len(self.constraints)
+        return self.offsets.shape[0]
 
-    @property
-    def offsets(self):
-        return np.array([c.offset for c in self.constraints])
+    def _token_state_matrix(self, tokens, labels, values):
+        """Dense (n_tokens, n_states) ``M`` with ``+v`` at ``(t, y_t)`` and ``-v`` at ``(t, l)``."""
+        n_states = self.structure.n_states_
+        size = self.batch.n_tokens * n_states
+        M = np.bincount(tokens * n_states + self.Y[tokens], weights=values, minlength=size)
+        M -= np.bincount(tokens * n_states + labels, weights=values, minlength=size)
+        return M.reshape(self.batch.n_tokens, n_states)
 
-    def dense_direction(self, constraint):
-        """The full direction vector of one constraint, shape (size_joint_feature,)."""
-        return self._combination([(1.0, constraint)])
-
-    def add(self, constraint):
-        """Append a constraint and grow the Gram matrix by one row and column."""
-        g = self.dense_direction(constraint)
-        unary = self.structure.unary_potentials(self.batch, g)
-        row = np.array(
-            [c.dot_unary(self.Y, unary) + c.pairwise @ constraint.pairwise
-             for c in self.constraints] + [float(g @ g)]
+    def _direction(self, tokens, labels, values, pairwise):
+        unary = self.structure.unary_features(
+            self.batch, self._token_state_matrix(tokens, labels, values)
         )
-        k = len(self.constraints)
+        return np.concatenate([unary.ravel(), pairwise])
+
+    def add(self, Ybar, sequence_scale, offset):
+        """Add ``g = sum_i s_i (Psi(y_i) - Psi(ybar_i))`` with offset ``c``.
+
+        The Gram matrix grows by one row and column: the new direction's inner products with
+        the stored ones come from the unary scores it induces, gathered at their tokens.
+        """
+        structure, batch, Y = self.structure, self.batch, self.Y
+        tokens = np.flatnonzero(Y != Ybar)
+        labels = Ybar[tokens].astype(np.int32)
+        scale = sequence_scale[batch.sequence_index[tokens]]
+        pairwise = structure.pairwise_statistics(batch, Y, sequence_scale) - \
+            structure.pairwise_statistics(batch, Ybar, sequence_scale)
+        g = self._direction(tokens, labels, scale, pairwise)
+        k = len(self)
+        row = np.empty(k + 1)
+        if self.directions is not None:
+            if k == self.directions.shape[0]:
+                grown = np.zeros((max(2 * k, 16), g.shape[0]))
+                grown[:k] = self.directions
+                self.directions = grown
+            self.directions[k] = g
+            row[:k] = self.directions[:k] @ g
+        elif k:
+            unary = structure.unary_potentials(batch, g)
+            t = self.tokens
+            gathered = self.scale * (unary[t, Y[t]] - unary[t, self.labels])
+            row[:k] = np.bincount(self.owner, weights=gathered, minlength=k) + \
+                self.pairwise @ pairwise
+        row[k] = g @ g
         gram = np.empty((k + 1, k + 1))
         gram[:k, :k] = self.gram
         gram[k, :] = row
         gram[:, k] = row
         self.gram = gram
-        self.constraints.append(constraint)
+        if self.directions is None:
+            self.tokens = np.concatenate([self.tokens, tokens])
+            self.labels = np.concatenate([self.labels, labels])
+            self.scale = np.concatenate([self.scale, scale])
+            self.owner = np.concatenate([self.owner, np.full(tokens.shape[0], k, dtype=np.int32)])
+        self.pairwise = np.vstack([self.pairwise, pairwise])
+        self.offsets = np.append(self.offsets, float(offset))
 
     def remove(self, keep):
         """Keep only the constraints whose mask entry is true (rows/columns dropped)."""
         keep = np.asarray(keep, dtype=bool)
-        self.constraints = [c for c, k in zip(self.constraints, keep) if k]
+        new_index = np.cumsum(keep) - 1
+        on_tokens = keep[self.owner]
+        self.tokens = self.tokens[on_tokens]
+        self.labels = self.labels[on_tokens]
+        self.scale = self.scale[on_tokens]
+        self.owner = new_index[self.owner[on_tokens]].astype(np.int32)
+        self.pairwise = self.pairwise[keep]
+        self.offsets = self.offsets[keep]
         self.gram = self.gram[np.ix_(keep, keep)]
+        if self.directions is not None:
+            self.directions = self.directions[: keep.shape[0]][keep]
 
     def combine(self, alpha):
         """``w = sum_k alpha_k g_k`` as a flat weight vector."""
-        return self._combination([(a, c) for a, c in zip(alpha, self.constraints) if a > 0])
-
-    def _combination(self, weighted):
-        structure, batch = self.structure, self.batch
-        if not weighted:
-            return np.zeros(structure.size_joint_feature_)
-        rows = np.concatenate([np.concatenate([c.tokens, c.tokens]) for _, c in weighted])
-        cols = np.concatenate([np.concatenate([self.Y[c.tokens], c.labels]) for _, c in weighted])
-        vals = np.concatenate([a * np.concatenate([c.scale, -c.scale]) for a, c in weighted])
-        D = sp.csr_matrix((vals, (rows, cols)), shape=(batch.n_tokens, structure.n_states_))
-        unary = structure.unary_features(batch, D)
-        pairwise = np.zeros(structure.n_pairwise_)
-        for a, c in weighted:
-            pairwise += a * c.pairwise
-        return np.concatenate([unary.ravel(), pairwise])
+        if self.directions is not None:
+            return alpha @ self.directions[: alpha.shape[0]]
+        values = alpha[self.owner] * self.scale
+        return self._direction(self.tokens, self.labels, values, alpha @ self.pairwise)

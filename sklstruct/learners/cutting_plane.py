@@ -11,7 +11,7 @@ from ..base import BaseStructuredClassifier
 from ..utils._sklearn_compat import StrOptions, _fit_context
 from ._history import History
 from ._qp import solve_capped_simplex_qp
-from ._working_set import ConstraintDirection, WorkingSet
+from ._working_set import WorkingSet
 
 
 class StructSVMCuttingPlane(BaseStructuredClassifier):
@@ -148,9 +148,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
             if violation <= self.tol * n:
                 converged = True
                 break
-            working_set.add(ConstraintDirection.from_labelings(
-                structure, batch, Y, Ybar, scale, offset=float(losses.sum())
-            ))
+            working_set.add(Ybar, scale, offset=float(losses.sum()))
             alpha = np.append(alpha, 0.0)
             alpha, _, _ = solve_capped_simplex_qp(
                 working_set.gram, working_set.offsets, C, alpha0=alpha, tol=qp_tol

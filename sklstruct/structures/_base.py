@@ -67,26 +67,32 @@ class BaseStructure(BaseEstimator):
     def unary_features(self, batch, token_state_weights):
         """``M^T X`` of shape (n_states, n_features) for a token x state matrix ``M``.
 
-        ``M`` may be dense or sparse; with one-hot labels this is the unary part of the
-        summed joint feature, with marginals it is its expectation.
+        With one-hot labels this is the unary part of the summed joint feature, with marginals
+        it is its expectation.
         """
-        out = safe_sparse_dot(batch.X.T, token_state_weights, dense_output=True)
-        return np.asarray(out).T
+        M = token_state_weights
+        if sp.issparse(M):
+            M = M.toarray()
+        return np.ascontiguousarray(safe_sparse_dot(M.T, batch.X, dense_output=True))
 
-    def onehot(self, labels, weights=None):
-        """Sparse one-hot token x state matrix of ``labels`` (optionally weighted)."""
-        n = labels.shape[0]
-        data = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
-        return sp.csr_matrix((data, (np.arange(n), labels)), shape=(n, self.n_states_))
+    def onehot(self, labels):
+        """Dense one-hot token x state matrix of ``labels``."""
+        M = np.zeros((labels.shape[0], self.n_states_))
+        M[np.arange(labels.shape[0]), labels] = 1.0
+        return M
 
-    def pairwise_statistics(self, batch, Y):
-        """Per-sequence pairwise part of ``Psi``, shape (n_sequences, n_pairwise)."""
-        return np.zeros((batch.n_sequences, 0))
+    def pairwise_statistics(self, batch, Y, weights=None):
+        """Pairwise part of ``sum_i weights_i Psi(x_i, y_i)``, shape (n_pairwise,)."""
+        return np.zeros(0)
+
+    def pairwise_scores(self, batch, Y, theta):
+        """Per-sequence pairwise part of the score ``theta . Psi(x_i, y_i)``."""
+        return np.zeros(batch.n_sequences)
 
     def joint_feature(self, batch, Y):
         """Summed joint feature ``sum_i Psi(x_i, y_i)`` over the batch, shape (size,)."""
         unary = self.unary_features(batch, self.onehot(Y))
-        return np.concatenate([unary.ravel(), self.pairwise_statistics(batch, Y).sum(axis=0)])
+        return np.concatenate([unary.ravel(), self.pairwise_statistics(batch, Y)])
 
     def expected_joint_feature(self, batch, node_marginals, pairwise_marginals):
         """Summed expected joint feature from node and per-sequence pairwise marginals."""
@@ -105,11 +111,8 @@ class BaseStructure(BaseEstimator):
         if unary is None:
             unary = self.unary_potentials(batch, w)
         token = unary[np.arange(Y.shape[0]), Y]
-        scores = np.add.reduceat(token, batch.offsets[:-1])
         _, theta = self.split_weights(w)
-        if theta.size:
-            scores = scores + self.pairwise_statistics(batch, Y) @ theta
-        return scores
+        return np.add.reduceat(token, batch.offsets[:-1]) + self.pairwise_scores(batch, Y, theta)
 
 
 def _resolve_class_weight(class_weight, n_states, classes, y):

@@ -46,22 +46,36 @@ class ChainStructure(BaseStructure):
             return transition, theta[S * S: S * S + S], theta[S * S + S:]
         return transition, None, None
 
-    def pairwise_statistics(self, batch, Y):
-        """Per sequence: transition counts (S*S), start and end indicators (S each)."""
-        S = self.n_states_
-        n_seq = batch.n_sequences
-        seq = batch.sequence_index
+    def _inner_pairs(self, batch, Y):
+        """Sequence index, left and right label of every within-sequence token pair."""
         inner = np.ones(max(Y.shape[0] - 1, 0), dtype=bool)
         inner[batch.offsets[1:-1] - 1] = False
-        idx = (seq[:-1][inner] * S + Y[:-1][inner]) * S + Y[1:][inner]
-        trans = np.bincount(idx, minlength=n_seq * S * S).reshape(n_seq, S * S).astype(float)
-        if not self.start_end:
-            return trans
-        first = np.zeros((n_seq, S))
-        first[np.arange(n_seq), Y[batch.offsets[:-1]]] = 1.0
-        last = np.zeros((n_seq, S))
-        last[np.arange(n_seq), Y[batch.offsets[1:] - 1]] = 1.0
-        return np.hstack([trans, first, last])
+        return batch.sequence_index[:-1][inner], Y[:-1][inner], Y[1:][inner]
+
+    def pairwise_statistics(self, batch, Y, weights=None):
+        """Pairwise part of ``sum_i weights_i Psi(x_i, y_i)``.
+
+        Transition counts (S*S, row-major ``a * S + b``), then start and end indicator counts
+        (S each) when ``start_end`` is set.
+        """
+        S = self.n_states_
+        seq, left, right = self._inner_pairs(batch, Y)
+        pair_weights = None if weights is None else weights[seq]
+        stats = [np.bincount(left * S + right, weights=pair_weights, minlength=S * S)]
+        if self.start_end:
+            stats.append(np.bincount(Y[batch.offsets[:-1]], weights=weights, minlength=S))
+            stats.append(np.bincount(Y[batch.offsets[1:] - 1], weights=weights, minlength=S))
+        return np.concatenate(stats).astype(np.float64)
+
+    def pairwise_scores(self, batch, Y, theta):
+        """Per-sequence transition (and start/end) part of the score."""
+        S = self.n_states_
+        seq, left, right = self._inner_pairs(batch, Y)
+        scores = np.bincount(seq, weights=theta[left * S + right], minlength=batch.n_sequences)
+        if self.start_end:
+            scores += theta[S * S + Y[batch.offsets[:-1]]]
+            scores += theta[S * S + S + Y[batch.offsets[1:] - 1]]
+        return scores
 
     def decode(self, batch, w, n_jobs=None, unary=None):
         """Viterbi labels of every token, shape (n_tokens,)."""

@@ -1,0 +1,71 @@
+"""Shared helpers of the benchmark scripts: paths, timing and peak memory, table printing."""
+
+import argparse
+import json
+import os
+import threading
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_DATA_HOME = os.path.join(ROOT, "..", "shared", "data")
+
+
+def parser(description):
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--data-home", default=DEFAULT_DATA_HOME)
+    p.add_argument("--json", default=None, help="write the result rows to this JSON file")
+    return p
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class PeakMemory:
+    """Peak resident memory above the level at entry, sampled every 5 ms (bytes)."""
+
+    def __enter__(self):
+        self.base = _rss_bytes()
+        self.peak = self.base
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        self.start = time.perf_counter()
+        return self
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _rss_bytes())
+            time.sleep(0.005)
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.start
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_bytes())
+        self.peak_mb = (self.peak - self.base) / 2**20
+
+
+def print_table(rows, columns):
+    widths = [max(len(c), *(len(_fmt(r.get(c))) for r in rows)) for c in columns]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    for r in rows:
+        print("  ".join(_fmt(r.get(c)).ljust(w) for c, w in zip(columns, widths)))
+
+
+def _fmt(value):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.6g}"
+    return str(value)
+
+
+def write_json(path, rows):
+    if path:
+        with open(path, "w") as f:
+            json.dump(rows, f, indent=2, default=lambda o: o.tolist()
+                      if isinstance(o, np.ndarray) else float(o))
