@@ -110,7 +110,12 @@ def test_length_one_chains_equal_multiclass():
     chain = StructSVMCuttingPlane(ChainStructure(start_end=False), C=1.0, tol=1e-6).fit(
         [row[None, :] for row in X], [np.array([v]) for v in y]
     )
-    np.testing.assert_allclose(chain.coef_, mc.coef_, atol=1e-6)
+    # P is 1-strongly convex, so ||w - w*||^2 <= 2 (P(w) - P*) <= 2 gap for each model
+    bound = np.sqrt(2 * chain.history_["gap"][-1]) + np.sqrt(2 * mc.history_["gap"][-1])
+    assert np.linalg.norm(chain.coef_ - mc.coef_) <= bound
+    assert abs(chain.history_["primal"][-1] - mc.history_["primal"][-1]) <= max(
+        chain.history_["gap"][-1], mc.history_["gap"][-1]
+    )
     # transitions never fire in length-1 chains, so they stay at zero
     np.testing.assert_allclose(chain.transition_, 0.0, atol=1e-12)
     np.testing.assert_array_equal(np.concatenate(chain.predict([r[None] for r in X])),
