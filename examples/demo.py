@@ -33,7 +33,7 @@ def main():
     predicted = model.predict(X_test)
 
     start = time.perf_counter()
-    letters = LinearSVC(C=0.1 / n_letters * len(train), dual=True, max_iter=10000)
+    letters = LinearSVC(C=0.1, max_iter=10000)
     letters.fit(np.vstack(X_train), np.concatenate(y_train))
     svc_time = time.perf_counter() - start
     flat_pred = letters.predict(np.vstack(X_test))

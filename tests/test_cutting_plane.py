@@ -92,3 +92,52 @@ def test_multiclass_structure_rejects_sequences():
     X, y = make_chain_data(n_sequences=5, seed=0, max_length=4)
     with pytest.raises(ValueError, match="one sample per sequence"):
         StructSVMCuttingPlane(MultiClass()).fit(X, y)
+
+
+@pytest.mark.parametrize("start_end", [False, True])
+def test_labeling_storage_matches_dense_storage(monkeypatch, start_end):
+    from sklstruct.learners import _working_set
+    from sklstruct.learners._working_set import WorkingSet
+
+    X, y = make_chain_data(n_sequences=12, seed=5)
+    model = StructSVMCuttingPlane(ChainStructure(start_end=start_end), max_iter=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    batch, Y = _batch_and_labels(model, X, y)
+    structure = model.structure_
+    rng = np.random.default_rng(0)
+    sets = [WorkingSet(structure, batch, Y)]
+    monkeypatch.setattr(_working_set, "DENSE_BYTES_PER_CONSTRAINT", 0)
+    sets.append(WorkingSet(structure, batch, Y))
+    assert sets[0].dense and not sets[1].dense
+    directions = []
+    for k in range(6):
+        Ybar = np.where(rng.random(Y.shape[0]) < 0.4, rng.integers(0, 3, Y.shape[0]), Y)
+        scale = rng.uniform(0.5, 2.0, batch.n_sequences)
+        for ws in sets:
+            ws.add(Ybar, scale, offset=float(k))
+        directions.append(sum(
+            scale[i] * (structure.joint_feature(batch.take([i]), Y[slice(batch.offsets[i], batch.offsets[i + 1])])
+                        - structure.joint_feature(batch.take([i]), Ybar[slice(batch.offsets[i], batch.offsets[i + 1])]))
+            for i in range(batch.n_sequences)
+        ))
+    directions = np.array(directions)
+    keep = np.array([True, False, True, True, False, True])
+    for ws in sets:
+        np.testing.assert_allclose(ws.gram, directions @ directions.T, rtol=1e-10, atol=1e-10)
+        ws.remove(keep)
+        np.testing.assert_allclose(ws.gram, (directions @ directions.T)[np.ix_(keep, keep)],
+                                   rtol=1e-10, atol=1e-10)
+        alpha = rng.uniform(0, 1, keep.sum())
+        np.testing.assert_allclose(ws.combine(alpha), alpha @ directions[keep], atol=1e-10)
+        np.testing.assert_array_equal(ws.offsets, np.arange(6.0)[keep])
+
+
+def test_constraint_removal_keeps_the_optimum():
+    X, y = make_chain_data(n_sequences=25, seed=6)
+    keep_all = StructSVMCuttingPlane(tol=1e-5, inactive_window=10**6).fit(X, y)
+    prune = StructSVMCuttingPlane(tol=1e-5, inactive_window=3).fit(X, y)
+    assert np.any(np.diff(prune.history_["n_constraints"]) < 0)
+    gap = max(keep_all.history_["gap"][-1], prune.history_["gap"][-1])
+    assert abs(keep_all.objective(X, y) - prune.objective(X, y)) <= gap + 1e-9

@@ -2,19 +2,46 @@
 
 A constraint direction ``g = sum_i s_i (Psi(x_i, y_i) - Psi(x_i, ybar_i))`` is kept through the
 tokens where ``ybar`` differs from ``y`` (their index, the wrong label and the per-token scale
-``s_i``) plus its small pairwise part. All constraints share flat arrays, so the inner products
-of a new direction with every stored one are one unary-score computation, a gather and a
-``bincount``, and ``w = sum_k alpha_k g_k`` is one product ``M^T X`` with a dense token x state
+``s_i``) plus its small pairwise part. All constraints share flat, growable arrays, so the inner
+products of a new direction with every stored one are one unary-score computation, a gather and
+a ``bincount``, and ``w = sum_k alpha_k g_k`` is one product ``M^T X`` with a dense token x state
 matrix ``M``. A working set of hundreds of constraints over millions of parameters stays cheap.
 
-When the parameter vector is small (``size * 8 bytes`` under ``DENSE_BYTES_PER_CONSTRAINT``),
-the directions are also kept as dense rows, and Gram rows and combinations become plain
+When the parameter vector is small (``size * 8 bytes`` at most ``DENSE_BYTES_PER_CONSTRAINT``),
+the directions are kept as dense rows instead, and Gram rows and combinations become plain
 matrix-vector products.
 """
 
 import numpy as np
 
 DENSE_BYTES_PER_CONSTRAINT = 2**19
+
+
+class _GrowableArray:
+    """An array grown along axis 0 by amortised doubling; ``data`` is the used part."""
+
+    def __init__(self, shape_tail=(), dtype=np.float64):
+        self._store = np.zeros((16, *shape_tail), dtype=dtype)
+        self._used = 0
+
+    @property
+    def data(self):
+        return self._store[: self._used]
+
+    def extend(self, rows):
+        needed = self._used + rows.shape[0]
+        if needed > self._store.shape[0]:
+            grown = np.zeros((max(needed, 2 * self._store.shape[0]), *self._store.shape[1:]),
+                             dtype=self._store.dtype)
+            grown[: self._used] = self.data
+            self._store = grown
+        self._store[self._used: needed] = rows
+        self._used = needed
+
+    def select(self, mask):
+        kept = self.data[mask]
+        self._store[: kept.shape[0]] = kept
+        self._used = kept.shape[0]
 
 
 class WorkingSet:
@@ -32,19 +59,26 @@ class WorkingSet:
         self.structure = structure
         self.batch = batch
         self.Y = Y
-        self.tokens = np.zeros(0, dtype=np.int64)
-        self.labels = np.zeros(0, dtype=np.int32)
-        self.scale = np.zeros(0)
-        self.owner = np.zeros(0, dtype=np.int32)
-        self.pairwise = np.zeros((0, structure.n_pairwise_))
-        self.offsets = np.zeros(0)
         self.gram = np.zeros((0, 0))
+        self._offsets = _GrowableArray()
+        self._pairwise = _GrowableArray((structure.n_pairwise_,))
         size = structure.size_joint_feature_
-        self.directions = np.zeros((0, size)) if 8 * size <= DENSE_BYTES_PER_CONSTRAINT \
-            else None
+        self.dense = 8 * size <= DENSE_BYTES_PER_CONSTRAINT
+        if self.dense:
+            self._directions = _GrowableArray((size,))
+        else:
+            self._tokens = _GrowableArray(dtype=np.int64)
+            self._labels = _GrowableArray(dtype=np.int32)
+            self._scale = _GrowableArray()
+            self._owner = _GrowableArray(dtype=np.int64)
 
     def __len__(self):
-        return self.offsets.shape[0]
+        return self._offsets.data.shape[0]
+
+    @property
+    def offsets(self):
+        """The constraint offsets ``c_k``."""
+        return self._offsets.data
 
     def _token_state_matrix(self, tokens, labels, values):
         """Dense (n_tokens, n_states) ``M`` with ``+v`` at ``(t, y_t)`` and ``-v`` at ``(t, l)``."""
@@ -63,8 +97,7 @@ class WorkingSet:
     def add(self, Ybar, sequence_scale, offset):
         """Add ``g = sum_i s_i (Psi(y_i) - Psi(ybar_i))`` with offset ``c``.
 
-        The Gram matrix grows by one row and column: the new direction's inner products with
-        the stored ones come from the unary scores it induces, gathered at their tokens.
+        The Gram matrix grows by one row and column.
         """
         structure, batch, Y = self.structure, self.batch, self.Y
         tokens = np.flatnonzero(Y != Ybar)
@@ -75,51 +108,50 @@ class WorkingSet:
         g = self._direction(tokens, labels, scale, pairwise)
         k = len(self)
         row = np.empty(k + 1)
-        if self.directions is not None:
-            if k == self.directions.shape[0]:
-                grown = np.zeros((max(2 * k, 16), g.shape[0]))
-                grown[:k] = self.directions
-                self.directions = grown
-            self.directions[k] = g
-            row[:k] = self.directions[:k] @ g
-        elif k:
-            unary = structure.unary_potentials(batch, g)
-            t = self.tokens
-            gathered = self.scale * (unary[t, Y[t]] - unary[t, self.labels])
-            row[:k] = np.bincount(self.owner, weights=gathered, minlength=k) + \
-                self.pairwise @ pairwise
+        if self.dense:
+            row[:k] = self._directions.data @ g
+            self._directions.extend(g[None, :])
+        else:
+            if k:
+                unary = structure.unary_potentials(batch, g)
+                t = self._tokens.data
+                gathered = self._scale.data * (unary[t, Y[t]] - unary[t, self._labels.data])
+                row[:k] = np.bincount(self._owner.data, weights=gathered, minlength=k) + \
+                    self._pairwise.data @ pairwise
+            self._tokens.extend(tokens)
+            self._labels.extend(labels)
+            self._scale.extend(scale)
+            self._owner.extend(np.full(tokens.shape[0], k, dtype=np.int64))
         row[k] = g @ g
         gram = np.empty((k + 1, k + 1))
         gram[:k, :k] = self.gram
         gram[k, :] = row
         gram[:, k] = row
         self.gram = gram
-        if self.directions is None:
-            self.tokens = np.concatenate([self.tokens, tokens])
-            self.labels = np.concatenate([self.labels, labels])
-            self.scale = np.concatenate([self.scale, scale])
-            self.owner = np.concatenate([self.owner, np.full(tokens.shape[0], k, dtype=np.int32)])
-        self.pairwise = np.vstack([self.pairwise, pairwise])
-        self.offsets = np.append(self.offsets, float(offset))
+        self._pairwise.extend(pairwise[None, :])
+        self._offsets.extend(np.array([float(offset)]))
 
     def remove(self, keep):
-        """Keep only the constraints whose mask entry is true (rows/columns dropped)."""
+        """Keep only the constraints whose mask entry is true (Gram rows/columns dropped)."""
         keep = np.asarray(keep, dtype=bool)
-        new_index = np.cumsum(keep) - 1
-        on_tokens = keep[self.owner]
-        self.tokens = self.tokens[on_tokens]
-        self.labels = self.labels[on_tokens]
-        self.scale = self.scale[on_tokens]
-        self.owner = new_index[self.owner[on_tokens]].astype(np.int32)
-        self.pairwise = self.pairwise[keep]
-        self.offsets = self.offsets[keep]
+        if not self.dense:
+            on_tokens = keep[self._owner.data]
+            new_index = np.cumsum(keep) - 1
+            owner = new_index[self._owner.data[on_tokens]]
+            for array in (self._tokens, self._labels, self._scale):
+                array.select(on_tokens)
+            self._owner.select(on_tokens)
+            self._owner.data[:] = owner
+        else:
+            self._directions.select(keep)
+        self._pairwise.select(keep)
+        self._offsets.select(keep)
         self.gram = self.gram[np.ix_(keep, keep)]
-        if self.directions is not None:
-            self.directions = self.directions[: keep.shape[0]][keep]
 
     def combine(self, alpha):
         """``w = sum_k alpha_k g_k`` as a flat weight vector."""
-        if self.directions is not None:
-            return alpha @ self.directions[: alpha.shape[0]]
-        values = alpha[self.owner] * self.scale
-        return self._direction(self.tokens, self.labels, values, alpha @ self.pairwise)
+        if self.dense:
+            return alpha @ self._directions.data
+        values = alpha[self._owner.data] * self._scale.data
+        return self._direction(self._tokens.data, self._labels.data, values,
+                               alpha @ self._pairwise.data)

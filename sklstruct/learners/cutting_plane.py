@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ..base import BaseStructuredClassifier
-from ..utils._sklearn_compat import StrOptions, _fit_context
+from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ._history import History
 from ._qp import solve_capped_simplex_qp
 from ._working_set import WorkingSet
@@ -47,6 +47,10 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         Per-example violation tolerance (the paper's epsilon).
     max_iter : int, default=1000
         Maximum number of cutting-plane iterations (oracle calls).
+    inactive_window : int, default=50
+        A constraint whose dual variable stayed zero for this many iterations is removed from
+        the working set (seed 002, section 4). Removal never changes the optimum of the final
+        QP, only its size.
     n_jobs : int, default=None
         Threads for the separation oracle.
     verbose : int, default=0
@@ -80,15 +84,17 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     _parameter_constraints = {
         **BaseStructuredClassifier._parameter_constraints,
         "rescale": [StrOptions({"margin", "slack"})],
+        "inactive_window": [Interval(numbers.Integral, 1, None, closed="left")],
     }
 
     def __init__(self, structure="auto", *, C=1.0, rescale="margin", tol=1e-3, max_iter=1000,
-                 n_jobs=None, verbose=0):
+                 inactive_window=50, n_jobs=None, verbose=0):
         self.structure = structure
         self.C = C
         self.rescale = rescale
         self.tol = tol
         self.max_iter = max_iter
+        self.inactive_window = inactive_window
         self.n_jobs = n_jobs
         self.verbose = verbose
 
@@ -117,6 +123,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         history = History(extra_fields=("n_constraints",))
         w = np.zeros(structure.size_joint_feature_)
         alpha = np.zeros(0)
+        last_active = np.zeros(0, dtype=np.int64)
         qp_tol = 0.1 * self.tol * n
         converged = False
         for iteration in range(1, self.max_iter + 1):
@@ -150,9 +157,15 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
                 break
             working_set.add(Ybar, scale, offset=float(losses.sum()))
             alpha = np.append(alpha, 0.0)
+            last_active = np.append(last_active, iteration)
             alpha, _, _ = solve_capped_simplex_qp(
                 working_set.gram, working_set.offsets, C, alpha0=alpha, tol=qp_tol
             )
+            last_active[alpha > 0] = iteration
+            stale = iteration - last_active >= self.inactive_window
+            if stale.any():
+                working_set.remove(~stale)
+                alpha, last_active = alpha[~stale], last_active[~stale]
             w = working_set.combine(alpha)
         if not converged:
             warnings.warn(
