@@ -9,6 +9,7 @@ MODULES = [
     "sklstruct._check_build._check_build",
     "sklstruct._inference._chain",
     "sklstruct._inference._qp",
+    "sklstruct._inference._constraints",
 ]
 DEBUG = os.environ.get("SKLSTRUCT_CYTHON_DEBUG", "0") == "1"
 

@@ -14,6 +14,8 @@ matrix-vector products.
 
 import numpy as np
 
+from .._inference._constraints import constraint_dots, scatter_constraints
+
 DENSE_BYTES_PER_CONSTRAINT = 2**19
 
 
@@ -67,8 +69,9 @@ class WorkingSet:
         if self.dense:
             self._directions = _GrowableArray((size,))
         else:
-            self._tokens = _GrowableArray(dtype=np.int64)
-            self._labels = _GrowableArray(dtype=np.int32)
+            # flat indices t * n_states + state of the true and the wrong state of each entry
+            self._true_index = _GrowableArray(dtype=np.int64)
+            self._wrong_index = _GrowableArray(dtype=np.int64)
             self._scale = _GrowableArray()
             self._owner = _GrowableArray(dtype=np.int64)
 
@@ -80,19 +83,10 @@ class WorkingSet:
         """The constraint offsets ``c_k``."""
         return self._offsets.data
 
-    def _token_state_matrix(self, tokens, labels, values):
-        """Dense (n_tokens, n_states) ``M`` with ``+v`` at ``(t, y_t)`` and ``-v`` at ``(t, l)``."""
-        n_states = self.structure.n_states_
-        size = self.batch.n_tokens * n_states
-        M = np.bincount(tokens * n_states + self.Y[tokens], weights=values, minlength=size)
-        M -= np.bincount(tokens * n_states + labels, weights=values, minlength=size)
-        return M.reshape(self.batch.n_tokens, n_states)
-
-    def _direction(self, tokens, labels, values, pairwise):
-        unary = self.structure.unary_features(
-            self.batch, self._token_state_matrix(tokens, labels, values)
-        )
-        return np.concatenate([unary.ravel(), pairwise])
+    def _direction(self, M, pairwise):
+        """Flat direction ``[M^T X, pairwise]`` for a flat token x state matrix ``M``."""
+        M = M.reshape(self.batch.n_tokens, self.structure.n_states_)
+        return np.concatenate([self.structure.unary_features(self.batch, M).ravel(), pairwise])
 
     def add(self, Ybar, sequence_scale, offset):
         """Add ``g = sum_i s_i (Psi(y_i) - Psi(ybar_i))`` with offset ``c``.
@@ -100,12 +94,17 @@ class WorkingSet:
         The Gram matrix grows by one row and column.
         """
         structure, batch, Y = self.structure, self.batch, self.Y
+        n_states = structure.n_states_
         tokens = np.flatnonzero(Y != Ybar)
-        labels = Ybar[tokens].astype(np.int32)
+        true_index = tokens * n_states + Y[tokens]
+        wrong_index = tokens * n_states + Ybar[tokens]
         scale = sequence_scale[batch.sequence_index[tokens]]
         pairwise = structure.pairwise_statistics(batch, Y, sequence_scale) - \
             structure.pairwise_statistics(batch, Ybar, sequence_scale)
-        g = self._direction(tokens, labels, scale, pairwise)
+        M = np.zeros(batch.n_tokens * n_states)
+        M[true_index] = scale
+        M[wrong_index] = -scale
+        g = self._direction(M, pairwise)
         k = len(self)
         row = np.empty(k + 1)
         if self.dense:
@@ -113,13 +112,12 @@ class WorkingSet:
             self._directions.extend(g[None, :])
         else:
             if k:
-                unary = structure.unary_potentials(batch, g)
-                t = self._tokens.data
-                gathered = self._scale.data * (unary[t, Y[t]] - unary[t, self._labels.data])
-                row[:k] = np.bincount(self._owner.data, weights=gathered, minlength=k) + \
-                    self._pairwise.data @ pairwise
-            self._tokens.extend(tokens)
-            self._labels.extend(labels)
+                unary = structure.unary_potentials(batch, g).ravel()
+                row[:k] = self._pairwise.data @ pairwise
+                constraint_dots(unary, self._true_index.data, self._wrong_index.data,
+                                self._scale.data, self._owner.data, row)
+            self._true_index.extend(true_index)
+            self._wrong_index.extend(wrong_index)
             self._scale.extend(scale)
             self._owner.extend(np.full(tokens.shape[0], k, dtype=np.int64))
         row[k] = g @ g
@@ -138,7 +136,7 @@ class WorkingSet:
             on_tokens = keep[self._owner.data]
             new_index = np.cumsum(keep) - 1
             owner = new_index[self._owner.data[on_tokens]]
-            for array in (self._tokens, self._labels, self._scale):
+            for array in (self._true_index, self._wrong_index, self._scale):
                 array.select(on_tokens)
             self._owner.select(on_tokens)
             self._owner.data[:] = owner
@@ -152,6 +150,7 @@ class WorkingSet:
         """``w = sum_k alpha_k g_k`` as a flat weight vector."""
         if self.dense:
             return alpha @ self._directions.data
-        values = alpha[self._owner.data] * self._scale.data
-        return self._direction(self._tokens.data, self._labels.data, values,
-                               alpha @ self._pairwise.data)
+        M = np.zeros(self.batch.n_tokens * self.structure.n_states_)
+        scatter_constraints(M, self._true_index.data, self._wrong_index.data, self._scale.data,
+                            self._owner.data, np.ascontiguousarray(alpha, dtype=np.float64))
+        return self._direction(M, alpha @ self._pairwise.data)
