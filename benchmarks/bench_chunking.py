@@ -6,7 +6,7 @@ suffixes, shape flags, POS bigrams). Reports fit time, peak memory (resident set
 before fitting), test chunk F1 (conlleval semantics) and token accuracy; the peers run in the
 same process when installed.
 
-    python benchmarks/bench_chunking.py [--C 0.05] [--tol 1e-2] [--skip-peers]
+    python benchmarks/bench_chunking.py [--C 0.05] [--tol 0.1] [--skip-peers]
 """
 
 import numpy as np
@@ -23,8 +23,8 @@ def featurize(data):
 
 
 def run_sklstruct(args, X_train, y_train, X_test):
-    model = StructSVMCuttingPlane(C=args.C, tol=args.tol, n_jobs=args.n_jobs,
-                                  verbose=args.verbose)
+    model = StructSVMCuttingPlane(C=args.C, tol=args.tol, cache_size=args.cache_size,
+                                  n_jobs=args.n_jobs, verbose=args.verbose)
     with PeakMemory() as m:
         model.fit(X_train, y_train)
     row = {"model": f"StructSVMCuttingPlane C={args.C} tol={args.tol}", "fit_s": m.seconds,
@@ -59,7 +59,9 @@ def run_linear_svc(X_train, y_train, X_test):
 def main():
     p = parser(__doc__)
     p.add_argument("--C", type=float, default=0.05)
-    p.add_argument("--tol", type=float, default=1e-2)
+    p.add_argument("--tol", type=float, default=0.1)
+    p.add_argument("--cache-size", type=int, default=0,
+                   help="label cache per example (Viterbi is cheaper than evaluating a cache)")
     p.add_argument("--n-jobs", type=int, default=None)
     p.add_argument("--verbose", type=int, default=0)
     p.add_argument("--skip-peers", action="store_true")

@@ -95,8 +95,16 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             seq_lengths = np.ones(stacked.shape[0], dtype=np.int64)
             form = "multiclass"
         stacked = check_token_matrix(stacked)
+        if reset:
+            self._fit_token_map(stacked)
+        if getattr(self, "token_map_", None) is not None:
+            stacked = self.token_map_.transform(stacked)
         batch = SequenceBatch(stacked, offsets_from_lengths(seq_lengths))
         return batch, y_flat, form
+
+    def _fit_token_map(self, X):
+        """Fit the token feature map (``token_map_``; ``None`` for a linear model)."""
+        self.token_map_ = None
 
     def _format_output(self, values, batch, form):
         """Per-token values in the form of the input (list of arrays, or flat)."""

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from .._kernel_map import LowRankKernelMap
 from ..base import BaseStructuredClassifier
 from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ._history import History
@@ -59,6 +60,23 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         A constraint whose dual variable stayed zero for this many iterations is removed from
         the working set (seed 002, section 4). Removal never changes the optimum of the final
         QP, only its size.
+    kernel : {"linear", "rbf", "poly"} or callable, default="linear"
+        Kernel on token feature vectors. A non-linear kernel is used through a low-rank basis
+        of ``n_basis`` tokens (seed 002, section 3.3, OP8/OP9): every token is mapped to its
+        kernel values with the basis, whitened by the basis kernel matrix, and the chain is
+        trained linearly on that map, so the work outside the oracle is ``O(n k + k^3)``.
+    gamma : float, default=None
+        Kernel coefficient of "rbf" and "poly" (``None``: ``1 / n_features``).
+    degree : int, default=3
+        Degree of the "poly" kernel.
+    coef0 : float, default=1.0
+        Independent term of the "poly" kernel.
+    n_basis : int, default=1000
+        Number of basis tokens drawn at random from the training tokens.
+    basis : array-like of shape (k, n_features), default=None
+        User-given basis tokens (then ``n_basis`` is ignored).
+    random_state : int, RandomState instance or None, default=None
+        Draws the kernel basis.
     n_jobs : int, default=None
         Threads for the separation oracle.
     verbose : int, default=0
@@ -79,6 +97,9 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         iterations served by the label cache, where the exact hinge losses are not computed;
         the last iteration always calls the oracle, so its gap is a certificate.
     n_features_in_ : int
+    token_map_ : LowRankKernelMap or None
+        The fitted kernel feature map (``None`` for the linear kernel); ``coef_`` then holds
+        weights on its ``k`` basis features.
 
     Examples
     --------
@@ -95,11 +116,20 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         **BaseStructuredClassifier._parameter_constraints,
         "rescale": [StrOptions({"margin", "slack"})],
         "cache_size": [Interval(numbers.Integral, 0, None, closed="left")],
+        "kernel": [StrOptions({"linear", "rbf", "poly"}), callable],
+        "gamma": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "degree": [Interval(numbers.Integral, 1, None, closed="left")],
+        "coef0": [numbers.Real],
+        "n_basis": [Interval(numbers.Integral, 1, None, closed="left")],
+        "basis": ["array-like", None],
+        "random_state": ["random_state"],
         "inactive_window": [Interval(numbers.Integral, 1, None, closed="left")],
     }
 
     def __init__(self, structure="auto", *, C=1.0, rescale="margin", tol=1e-3, max_iter=1000,
-                 cache_size=10, inactive_window=50, n_jobs=None, verbose=0):
+                 cache_size=10, inactive_window=50, kernel="linear", gamma=None, degree=3,
+                 coef0=1.0, n_basis=1000, basis=None, random_state=None, n_jobs=None,
+                 verbose=0):
         self.structure = structure
         self.C = C
         self.rescale = rescale
@@ -107,6 +137,13 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         self.max_iter = max_iter
         self.cache_size = cache_size
         self.inactive_window = inactive_window
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.n_basis = n_basis
+        self.basis = basis
+        self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
 
@@ -126,6 +163,15 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         self : object
         """
         return self._fit(X, y, lengths)
+
+    def _fit_token_map(self, X):
+        if self.kernel == "linear":
+            self.token_map_ = None
+        else:
+            self.token_map_ = LowRankKernelMap(
+                self.kernel, self.gamma, self.degree, self.coef0, self.n_basis, self.basis,
+                self.random_state,
+            ).fit(X)
 
     def _separate(self, batch, Y, w, unary, cache, slack, oracle_violation):
         """The next 1-slack constraint, and whether the separation oracle produced it.
