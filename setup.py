@@ -10,6 +10,7 @@ MODULES = [
     "sklstruct._inference._chain",
     "sklstruct._inference._qp",
     "sklstruct._inference._constraints",
+    "sklstruct.learners._block_qp",
 ]
 DEBUG = os.environ.get("SKLSTRUCT_CYTHON_DEBUG", "0") == "1"
 

@@ -18,6 +18,7 @@ def _batch_and_labels(model, X, y):
     return batch, model._encode_known(np.concatenate(y))
 
 
+@pytest.mark.parametrize("variant", ["1-slack", "n-slack"])
 @pytest.mark.parametrize("rescale", ["margin", "slack"])
 @pytest.mark.parametrize(
     "structure",
@@ -25,9 +26,10 @@ def _batch_and_labels(model, X, y):
      ChainStructure(class_weight=[1.0, 2.0, 0.5])],
 )
 @pytest.mark.parametrize("C", [0.1, 2.0])
-def test_reaches_exact_optimum_on_tiny_chains(structure, rescale, C):
+def test_reaches_exact_optimum_on_tiny_chains(structure, rescale, C, variant):
     X, y = make_chain_data(n_sequences=6, n_states=3, n_features=3, max_length=4, seed=7)
-    model = StructSVMCuttingPlane(structure, C=C, rescale=rescale, tol=1e-6).fit(X, y)
+    model = StructSVMCuttingPlane(structure, C=C, variant=variant, rescale=rescale, tol=1e-6,
+                                  batch_size=4).fit(X, y)
     batch, Y = _batch_and_labels(model, X, y)
     lower, upper, _ = exact_optimum(model.structure_, batch, Y, C, rescale)
     # the reference is itself certified: the optimum lies in [lower, upper]
@@ -36,7 +38,8 @@ def test_reaches_exact_optimum_on_tiny_chains(structure, rescale, C):
     gap = model.history_["gap"][-1]
     assert ours >= lower - 1e-9
     assert ours - upper <= gap + 1e-9
-    assert gap <= 1.1 * C * batch.n_sequences * model.tol + 1e-9
+    assert gap <= 1.1 * C * batch.n_sequences * model.tol * (1 if variant == "1-slack" else 2) \
+        + 1e-9
     # the learner's own objective() agrees with enumeration, and with history
     assert model.objective(X, y) == pytest.approx(ours, rel=1e-10, abs=1e-10)
     assert model.history_["primal"][-1] == pytest.approx(ours, rel=1e-10, abs=1e-10)
@@ -65,7 +68,7 @@ def test_history_is_a_certificate():
     assert np.all(h["gap"] >= -1e-9)
     assert np.all(np.diff(h["dual"]) >= -1e-6 * max(1.0, abs(h["dual"][-1])))
     assert np.all(np.diff(h["time"]) >= 0)
-    np.testing.assert_array_equal(h["oracle_calls"], np.arange(1, model.n_iter_ + 1))
+    np.testing.assert_array_equal(h["oracle_calls"], 30 * np.arange(1, model.n_iter_ + 1))
 
 
 def test_label_cache_saves_oracle_calls_and_keeps_the_certificate():
@@ -74,7 +77,7 @@ def test_label_cache_saves_oracle_calls_and_keeps_the_certificate():
     cached = StructSVMCuttingPlane(C=1.0, tol=1e-4, cache_size=10).fit(X, y)
     h = cached.history_
     assert h["oracle_calls"][-1] < plain.history_["oracle_calls"][-1]
-    assert h["oracle_calls"][-1] < cached.n_iter_
+    assert h["oracle_calls"][-1] < 40 * cached.n_iter_
     assert np.all(np.diff(h["oracle_calls"]) >= 0)
     # iterations served by the cache have no exact primal; the last one always has
     served = np.diff(np.concatenate([[0], h["oracle_calls"]])) == 0

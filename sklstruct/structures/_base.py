@@ -81,9 +81,13 @@ class BaseStructure(BaseEstimator):
         M[np.arange(labels.shape[0]), labels] = 1.0
         return M
 
-    def pairwise_statistics(self, batch, Y, weights=None):
-        """Pairwise part of ``sum_i weights_i Psi(x_i, y_i)``, shape (n_pairwise,)."""
-        return np.zeros(0)
+    def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
+        """Pairwise part of ``sum_i weights_i Psi(x_i, y_i)``, shape (n_pairwise,).
+
+        With ``per_sequence=True``: the part of every ``Psi(x_i, y_i)``, shape
+        (n_sequences, n_pairwise).
+        """
+        return np.zeros((batch.n_sequences, 0)) if per_sequence else np.zeros(0)
 
     def pairwise_scores(self, batch, Y, theta):
         """Per-sequence pairwise part of the score ``theta . Psi(x_i, y_i)``."""

@@ -52,19 +52,29 @@ class ChainStructure(BaseStructure):
         inner[batch.offsets[1:-1] - 1] = False
         return batch.sequence_index[:-1][inner], Y[:-1][inner], Y[1:][inner]
 
-    def pairwise_statistics(self, batch, Y, weights=None):
-        """Pairwise part of ``sum_i weights_i Psi(x_i, y_i)``.
+    def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
+        """Pairwise part of ``sum_i weights_i Psi(x_i, y_i)`` (or of each ``Psi(x_i, y_i)``).
 
         Transition counts (S*S, row-major ``a * S + b``), then start and end indicator counts
-        (S each) when ``start_end`` is set.
+        (S each) when ``start_end`` is set. With ``per_sequence=True`` the result has shape
+        (n_sequences, n_pairwise) and ``weights`` is ignored.
         """
-        S = self.n_states_
+        S, P = self.n_states_, self.n_pairwise_
         seq, left, right = self._inner_pairs(batch, Y)
+        first, last = Y[batch.offsets[:-1]], Y[batch.offsets[1:] - 1]
+        if per_sequence:
+            n = batch.n_sequences
+            index = [seq * P + left * S + right]
+            if self.start_end:
+                rows = np.arange(n) * P
+                index += [rows + S * S + first, rows + S * S + S + last]
+            counts = np.bincount(np.concatenate(index), minlength=n * P)
+            return counts.reshape(n, P).astype(np.float64)
         pair_weights = None if weights is None else weights[seq]
         stats = [np.bincount(left * S + right, weights=pair_weights, minlength=S * S)]
         if self.start_end:
-            stats.append(np.bincount(Y[batch.offsets[:-1]], weights=weights, minlength=S))
-            stats.append(np.bincount(Y[batch.offsets[1:] - 1], weights=weights, minlength=S))
+            stats.append(np.bincount(first, weights=weights, minlength=S))
+            stats.append(np.bincount(last, weights=weights, minlength=S))
         return np.concatenate(stats).astype(np.float64)
 
     def pairwise_scores(self, batch, Y, theta):

@@ -1,0 +1,245 @@
+"""Block coordinate ascent on the n-slack dual with the weights kept explicitly.
+
+Constraint ``k`` of example ``i`` has direction ``g_k = [D_k^T X_i, p_k]`` with the token x state
+matrix ``D_k`` stored as entries (token, true state, wrong state, scale): ``+scale`` on the true
+state and ``-scale`` on the wrong one. The dual
+
+    max_a  sum_k a_k c_k - 1/2 ||sum_k a_k g_k||^2,   a >= 0,  sum_{k in block i} a_k <= C_i
+
+is optimised one block (example) at a time: the block's margins ``w . g_k`` and Gram matrix are
+computed from the CSR token rows, the block QP is solved by SMO with the rest fixed, and the
+weights ``W^T`` (n_features x n_states) and pairwise parameters are updated in place.
+"""
+
+from libc.math cimport fabs
+from libc.stdlib cimport free, malloc
+
+ctypedef double float64_t
+ctypedef long long int64_t
+ctypedef int int32_t
+
+
+cdef inline float64_t _row_dot(const int64_t[::1] indptr, const int32_t[::1] indices,
+                               const float64_t[::1] data, const float64_t[:, ::1] WT,
+                               int64_t t, int32_t a, int32_t b) noexcept nogil:
+    """``x_t . (W[a] - W[b])``."""
+    cdef int64_t q
+    cdef float64_t total = 0.0
+    for q in range(indptr[t], indptr[t + 1]):
+        total += data[q] * (WT[indices[q], a] - WT[indices[q], b])
+    return total
+
+
+cdef float64_t _margin(const int64_t[::1] indptr, const int32_t[::1] indices,
+                       const float64_t[::1] data, const float64_t[:, ::1] WT,
+                       const float64_t[::1] theta, const int64_t[::1] entry_ptr,
+                       const int64_t[::1] tok, const int32_t[::1] true_state,
+                       const int32_t[::1] wrong_state, const float64_t[::1] scale,
+                       const float64_t[:, ::1] pairwise, int64_t k) noexcept nogil:
+    """``w . g_k``."""
+    cdef int64_t e, r
+    cdef float64_t total = 0.0
+    for e in range(entry_ptr[k], entry_ptr[k + 1]):
+        total += scale[e] * _row_dot(indptr, indices, data, WT, tok[e], true_state[e],
+                                     wrong_state[e])
+    for r in range(pairwise.shape[1]):
+        total += pairwise[k, r] * theta[r]
+    return total
+
+
+cdef void _add_direction(const int64_t[::1] indptr, const int32_t[::1] indices,
+                         const float64_t[::1] data, float64_t[:, ::1] WT,
+                         float64_t[::1] theta, const int64_t[::1] entry_ptr,
+                         const int64_t[::1] tok, const int32_t[::1] true_state,
+                         const int32_t[::1] wrong_state, const float64_t[::1] scale,
+                         const float64_t[:, ::1] pairwise, int64_t k,
+                         float64_t step) noexcept nogil:
+    """``w += step * g_k``."""
+    cdef int64_t e, q, t
+    cdef float64_t v
+    for e in range(entry_ptr[k], entry_ptr[k + 1]):
+        t = tok[e]
+        v = step * scale[e]
+        for q in range(indptr[t], indptr[t + 1]):
+            WT[indices[q], true_state[e]] += v * data[q]
+            WT[indices[q], wrong_state[e]] -= v * data[q]
+    for q in range(pairwise.shape[1]):
+        theta[q] += step * pairwise[k, q]
+
+
+def margins(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t[::1] data,
+            const float64_t[:, ::1] WT, const float64_t[::1] theta,
+            const int64_t[::1] entry_ptr, const int64_t[::1] tok,
+            const int32_t[::1] true_state, const int32_t[::1] wrong_state,
+            const float64_t[::1] scale, const float64_t[:, ::1] pairwise,
+            const int64_t[::1] which, float64_t[::1] out):
+    """``out[j] = w . g_k`` for the constraints ``k = which[j]``."""
+    cdef int64_t j
+    with nogil:
+        for j in range(which.shape[0]):
+            out[j] = _margin(indptr, indices, data, WT, theta, entry_ptr, tok, true_state,
+                             wrong_state, scale, pairwise, which[j])
+
+
+def sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t[::1] data,
+          float64_t[:, ::1] WT, float64_t[::1] theta,
+          const int64_t[::1] entry_ptr, const int64_t[::1] tok,
+          const int32_t[::1] true_state, const int32_t[::1] wrong_state,
+          const float64_t[::1] scale, const float64_t[:, ::1] pairwise,
+          const float64_t[::1] offset, float64_t[::1] alpha,
+          const int64_t[::1] block_ptr, const int64_t[::1] members,
+          const float64_t[::1] bound, const int64_t[::1] order,
+          float64_t[::1] scratch, float64_t tol, int64_t max_inner):
+    """One pass of block coordinate ascent over the blocks listed in ``order``.
+
+    ``scratch`` is a zeroed work array of size ``n_features * n_states`` (left zeroed).
+    Returns the largest pairwise KKT violation seen before the blocks' updates.
+    """
+    cdef int64_t n_states = WT.shape[1]
+    cdef int64_t p_dim = pairwise.shape[1]
+    cdef int64_t oi, blk, m, u, v, kk, k, e, q, t, it, up, down, col
+    cdef int64_t max_m = 0
+    cdef float64_t worst = 0.0, viol, gmax, gmin, slack, curv, gain, best_gain, diff
+    cdef float64_t step = 0.0
+    cdef float64_t *gram
+    cdef float64_t *grad
+    cdef float64_t *delta
+    cdef float64_t tau = 1e-12
+    for blk in range(block_ptr.shape[0] - 1):
+        if block_ptr[blk + 1] - block_ptr[blk] > max_m:
+            max_m = block_ptr[blk + 1] - block_ptr[blk]
+    gram = <float64_t*> malloc(max_m * max_m * sizeof(float64_t) + 1)
+    grad = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
+    delta = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
+    if gram == NULL or grad == NULL or delta == NULL:
+        free(gram)
+        free(grad)
+        free(delta)
+        raise MemoryError()
+    with nogil:
+        for oi in range(order.shape[0]):
+            blk = order[oi]
+            m = block_ptr[blk + 1] - block_ptr[blk]
+            if m == 0:
+                continue
+            # block gradient (for maximisation): c_k - w . g_k
+            slack = bound[blk]
+            for u in range(m):
+                k = members[block_ptr[blk] + u]
+                grad[u] = offset[k] - _margin(indptr, indices, data, WT, theta, entry_ptr, tok,
+                                              true_state, wrong_state, scale, pairwise, k)
+                slack -= alpha[k]
+                delta[u] = 0.0
+            if slack < 0:
+                slack = 0.0
+            # block Gram matrix through the scratch accumulator
+            for u in range(m):
+                k = members[block_ptr[blk] + u]
+                for e in range(entry_ptr[k], entry_ptr[k + 1]):
+                    t = tok[e]
+                    for q in range(indptr[t], indptr[t + 1]):
+                        col = indices[q] * n_states
+                        scratch[col + true_state[e]] += scale[e] * data[q]
+                        scratch[col + wrong_state[e]] -= scale[e] * data[q]
+                for v in range(u, m):
+                    kk = members[block_ptr[blk] + v]
+                    diff = 0.0
+                    for e in range(entry_ptr[kk], entry_ptr[kk + 1]):
+                        t = tok[e]
+                        for q in range(indptr[t], indptr[t + 1]):
+                            col = indices[q] * n_states
+                            diff += scale[e] * data[q] * (scratch[col + true_state[e]]
+                                                          - scratch[col + wrong_state[e]])
+                    for q in range(p_dim):
+                        diff += pairwise[k, q] * pairwise[kk, q]
+                    gram[u * m + v] = diff
+                    gram[v * m + u] = diff
+                for e in range(entry_ptr[k], entry_ptr[k + 1]):
+                    t = tok[e]
+                    for q in range(indptr[t], indptr[t + 1]):
+                        col = indices[q] * n_states
+                        scratch[col + true_state[e]] = 0.0
+                        scratch[col + wrong_state[e]] = 0.0
+            # SMO on the block (index m stands for the unused capacity, gradient 0)
+            for it in range(max_inner):
+                gmax = 0.0  # best "up": largest gradient (slack counts as 0)
+                up = m
+                for u in range(m):
+                    if grad[u] > gmax:
+                        gmax = grad[u]
+                        up = u
+                gmin = 1e300  # best "down": smallest gradient among positive variables
+                down = -1
+                if slack > 0:
+                    gmin = 0.0
+                    down = m
+                for u in range(m):
+                    k = members[block_ptr[blk] + u]
+                    if alpha[k] + delta[u] > 0 and grad[u] < gmin:
+                        gmin = grad[u]
+                        down = u
+                if down < 0:
+                    break
+                viol = gmax - gmin
+                if it == 0 and viol > worst:
+                    worst = viol
+                if viol <= tol or up == down:
+                    break
+                # second-order choice of "up" for the chosen "down"
+                best_gain = -1.0
+                for u in range(m + 1):
+                    if u == down:
+                        continue
+                    diff = (grad[u] if u < m else 0.0) - gmin
+                    if diff <= 0:
+                        continue
+                    if u == m:
+                        curv = gram[down * m + down]
+                    elif down == m:
+                        curv = gram[u * m + u]
+                    else:
+                        curv = gram[u * m + u] + gram[down * m + down] - 2.0 * gram[u * m + down]
+                    if curv < tau:
+                        curv = tau
+                    gain = diff * diff / curv
+                    if gain > best_gain:
+                        best_gain = gain
+                        up = u
+                        step = diff / curv
+                if best_gain < 0:
+                    break
+                # clip the step to the mass available at "down"
+                if down == m:
+                    if step > slack:
+                        step = slack
+                else:
+                    k = members[block_ptr[blk] + down]
+                    if step > alpha[k] + delta[down]:
+                        step = alpha[k] + delta[down]
+                if step <= 0:
+                    break
+                if up == m:
+                    slack += step
+                else:
+                    delta[up] += step
+                    for u in range(m):
+                        grad[u] -= step * gram[u * m + up]
+                if down == m:
+                    slack -= step
+                else:
+                    delta[down] -= step
+                    for u in range(m):
+                        grad[u] += step * gram[u * m + down]
+            # apply the block's change to alpha and to the weights
+            for u in range(m):
+                if delta[u] != 0.0:
+                    k = members[block_ptr[blk] + u]
+                    alpha[k] += delta[u]
+                    if alpha[k] < 0:
+                        alpha[k] = 0.0
+                    _add_direction(indptr, indices, data, WT, theta, entry_ptr, tok,
+                                   true_state, wrong_state, scale, pairwise, k, delta[u])
+    free(gram)
+    free(grad)
+    free(delta)
+    return worst
