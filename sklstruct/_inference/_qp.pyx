@@ -5,7 +5,6 @@ Solves  min_a  1/2 a^T G a - c^T a   s.t.  a >= 0,  sum_{k in group g} a_k <= bo
 by pairwise steps (second-order working-set selection as in LIBSVM), treating the unused
 capacity of each group as an implicit slack variable with zero gradient and curvature.
 """
-from libc.math cimport fabs
 
 ctypedef double float64_t
 ctypedef Py_ssize_t intp_t
@@ -106,7 +105,7 @@ def smo_capped_simplex(const float64_t[:, ::1] G, const float64_t[::1] c,
             if down == -1:
                 if t > slack[g]:
                     t = slack[g]
-            elif t > alpha[down]:
+            elif t >= alpha[down]:
                 t = alpha[down]
             if t <= 0:
                 break
@@ -117,13 +116,10 @@ def smo_capped_simplex(const float64_t[:, ::1] G, const float64_t[::1] c,
                 for k in range(grad.shape[0]):
                     grad[k] += t * G[k, up]
             if down == -1:
-                slack[g] -= t
-                if fabs(slack[g]) < 1e-300:
-                    slack[g] = 0.0
+                slack[g] = slack[g] - t if slack[g] > t else 0.0
             else:
-                alpha[down] -= t
-                if alpha[down] < 0:
-                    alpha[down] = 0.0
+                # a variable emptied by the step becomes exactly zero
+                alpha[down] = alpha[down] - t if alpha[down] > t else 0.0
                 for k in range(grad.shape[0]):
                     grad[k] -= t * G[k, down]
             it += 1

@@ -103,18 +103,18 @@ def sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t
     cdef float64_t step = 0.0
     cdef float64_t *gram
     cdef float64_t *grad
-    cdef float64_t *delta
+    cdef float64_t *value
     cdef float64_t tau = 1e-12
     for blk in range(block_ptr.shape[0] - 1):
         if block_ptr[blk + 1] - block_ptr[blk] > max_m:
             max_m = block_ptr[blk + 1] - block_ptr[blk]
     gram = <float64_t*> malloc(max_m * max_m * sizeof(float64_t) + 1)
     grad = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
-    delta = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
-    if gram == NULL or grad == NULL or delta == NULL:
+    value = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
+    if gram == NULL or grad == NULL or value == NULL:
         free(gram)
         free(grad)
-        free(delta)
+        free(value)
         raise MemoryError()
     with nogil:
         for oi in range(order.shape[0]):
@@ -129,8 +129,8 @@ def sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t
                 grad[u] = offset[k] - _margin(indptr, indices, data, WT, theta, entry_ptr, tok,
                                               true_state, wrong_state, scale, pairwise, k)
                 slack -= alpha[k]
-                delta[u] = 0.0
-            if slack < 0:
+                value[u] = alpha[k]
+            if slack <= 1e-12 * bound[blk]:  # rounding residue of a full block
                 slack = 0.0
             # block Gram matrix through the scratch accumulator
             for u in range(m):
@@ -174,8 +174,7 @@ def sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t
                     gmin = 0.0
                     down = m
                 for u in range(m):
-                    k = members[block_ptr[blk] + u]
-                    if alpha[k] + delta[u] > 0 and grad[u] < gmin:
+                    if value[u] > 0 and grad[u] < gmin:
                         gmin = grad[u]
                         down = u
                 if down < 0:
@@ -212,34 +211,32 @@ def sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t
                 if down == m:
                     if step > slack:
                         step = slack
-                else:
-                    k = members[block_ptr[blk] + down]
-                    if step > alpha[k] + delta[down]:
-                        step = alpha[k] + delta[down]
+                elif step >= value[down]:
+                    step = value[down]
                 if step <= 0:
                     break
                 if up == m:
                     slack += step
                 else:
-                    delta[up] += step
+                    value[up] += step
                     for u in range(m):
                         grad[u] -= step * gram[u * m + up]
                 if down == m:
-                    slack -= step
+                    slack = slack - step if slack > step else 0.0
                 else:
-                    delta[down] -= step
+                    # a variable emptied by the step becomes exactly zero
+                    value[down] = value[down] - step if value[down] > step else 0.0
                     for u in range(m):
                         grad[u] += step * gram[u * m + down]
             # apply the block's change to alpha and to the weights
             for u in range(m):
-                if delta[u] != 0.0:
-                    k = members[block_ptr[blk] + u]
-                    alpha[k] += delta[u]
-                    if alpha[k] < 0:
-                        alpha[k] = 0.0
+                k = members[block_ptr[blk] + u]
+                if value[u] != alpha[k]:
                     _add_direction(indptr, indices, data, WT, theta, entry_ptr, tok,
-                                   true_state, wrong_state, scale, pairwise, k, delta[u])
+                                   true_state, wrong_state, scale, pairwise, k,
+                                   value[u] - alpha[k])
+                    alpha[k] = value[u]
     free(gram)
     free(grad)
-    free(delta)
+    free(value)
     return worst

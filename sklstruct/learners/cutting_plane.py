@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
 
 from .._kernel_map import LowRankKernelMap
 from ..base import BaseStructuredClassifier
@@ -83,7 +84,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     basis : array-like of shape (k, n_features), default=None
         User-given basis tokens (then ``n_basis`` is ignored).
     random_state : int, RandomState instance or None, default=None
-        Draws the kernel basis.
+        Draws the kernel basis and the order of the n-slack QP sweeps.
     n_jobs : int, default=None
         Threads for the separation oracle.
     verbose : int, default=0
@@ -226,7 +227,9 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
                               self.n_jobs)
         history = History(extra_fields=("n_constraints",))
         everything = np.arange(n)
+        rng = check_random_state(self.random_state)
         oracle_calls = 0
+        precise = False
         converged = False
         for iteration in range(1, self.max_iter + 1):
             added = 0
@@ -237,8 +240,12 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
                 if new:
                     added += new
                     solver.optimise(chunk, self.tol, max_sweeps=5)
-            with_constraints = np.unique(solver.constraints.owner.data)
-            solver.optimise(with_constraints, 0.1 * self.tol, max_sweeps=1000)
+            with_constraints = rng.permutation(np.unique(solver.constraints.owner.data))
+            if added == 0 and not precise:
+                # no example is violated: certify by solving the QP precisely, then re-check
+                violation = solver.optimise(with_constraints, 0.1 * self.tol, max_sweeps=10000)
+            else:
+                violation = solver.optimise(with_constraints, self.tol, max_sweeps=10)
             _, _, _, _, _, hinge = solver.separate(everything)
             oracle_calls += n
             dual, norm2 = solver.dual()
@@ -249,9 +256,10 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
                 print(f"[{type(self).__name__}] pass {iteration:4d} primal {primal:.6g} "
                       f"dual {dual:.6g} gap {primal - dual:.3g} added {added} "
                       f"constraints {len(solver.constraints)}")
-            if added == 0:
+            if added == 0 and precise:
                 converged = True
                 break
+            precise = violation <= 0.1 * self.tol
         self._finish(converged, iteration, history, solver.constraints.alpha.data.copy(),
                      "no example violated by more than tol")
         return solver.w
