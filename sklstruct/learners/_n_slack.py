@@ -30,12 +30,13 @@ class NSlackConstraints:
         self.offsets = _GrowableArray()
         self.alpha = _GrowableArray()
         self.owner = _GrowableArray(dtype=np.int64)
+        self.last_active = _GrowableArray(dtype=np.int64)
 
     def __len__(self):
         return self.offsets.data.shape[0]
 
     def add(self, sequences, tokens, token_owner, true_state, wrong_state, token_scale,
-            pairwise, offsets):
+            pairwise, offsets, stamp):
         """Append one constraint per entry of ``sequences`` (entries sorted by owner)."""
         counts = np.bincount(np.searchsorted(sequences, token_owner), minlength=len(sequences))
         start = self.entry_ptr.data[-1]
@@ -48,6 +49,24 @@ class NSlackConstraints:
         self.offsets.extend(offsets)
         self.alpha.extend(np.zeros(len(sequences)))
         self.owner.extend(np.asarray(sequences, dtype=np.int64))
+        self.last_active.extend(np.full(len(sequences), stamp, dtype=np.int64))
+
+    def remove_inactive(self, stamp, window):
+        """Drop constraints whose dual variable stayed zero since ``stamp - window``.
+
+        Their dual variables are zero, so the weights do not change.
+        """
+        self.last_active.data[self.alpha.data > 0] = stamp
+        keep = stamp - self.last_active.data < window
+        if keep.all():
+            return
+        lengths = np.diff(self.entry_ptr.data)
+        on_entries = np.repeat(keep, lengths)
+        for array in (self.tokens, self.true_state, self.wrong_state, self.scale):
+            array.select(on_entries)
+        for array in (self.pairwise, self.offsets, self.alpha, self.owner, self.last_active):
+            array.select(keep)
+        self.entry_ptr.assign(np.concatenate([[0], np.cumsum(lengths[keep])]))
 
     def blocks(self, n_blocks):
         """``(block_ptr, members)``: the constraints of every example."""
@@ -114,7 +133,7 @@ class NSlackSolver:
             hinge = np.maximum(losses * (1.0 - margin), 0.0)
         return sub, rows, Ysub, Ybar, losses, hinge
 
-    def add_violated(self, sequences):
+    def add_violated(self, sequences, stamp):
         """Add the most violated constraint of every example violated beyond ``tol``."""
         sub, rows, Ysub, Ybar, losses, hinge = self.separate(sequences)
         violated = hinge > self.slacks(sequences) + self.tol
@@ -132,7 +151,7 @@ class NSlackSolver:
         self.constraints.add(
             np.asarray(sequences)[picked], rows[local_tokens],
             np.asarray(sequences)[local_owner], Ysub[local_tokens], Ybar[local_tokens],
-            scale[local_owner], pairwise[picked], losses[picked],
+            scale[local_owner], pairwise[picked], losses[picked], stamp,
         )
         return int(violated.sum())
 

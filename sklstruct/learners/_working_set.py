@@ -41,9 +41,12 @@ class _GrowableArray:
         self._used = needed
 
     def select(self, mask):
-        kept = self.data[mask]
-        self._store[: kept.shape[0]] = kept
-        self._used = kept.shape[0]
+        self.assign(self.data[mask])
+
+    def assign(self, rows):
+        """Replace the contents by ``rows`` (at most the current length)."""
+        self._store[: rows.shape[0]] = rows
+        self._used = rows.shape[0]
 
 
 class WorkingSet:

@@ -65,9 +65,9 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     batch_size : int, default=100
         n-slack only: number of examples separated before the QP is re-optimised.
     inactive_window : int, default=50
-        A constraint whose dual variable stayed zero for this many iterations is removed from
-        the working set (seed 002, section 4). Removal never changes the optimum of the final
-        QP, only its size.
+        A constraint whose dual variable stayed zero for this many QP sub-problems (1-slack:
+        iterations; n-slack: batch re-optimisations) is removed from the working set (seed
+        002, section 4). Removal never changes the weights, only the size of the QP.
     kernel : {"linear", "rbf", "poly"} or callable, default="linear"
         Kernel on token feature vectors. A non-linear kernel is used through a low-rank basis
         of ``n_basis`` tokens (seed 002, section 3.3, OP8/OP9): every token is mapped to its
@@ -231,21 +231,24 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         oracle_calls = 0
         precise = False
         converged = False
+        subproblems = 0
         for iteration in range(1, self.max_iter + 1):
             added = 0
             for start in range(0, n, self.batch_size):
                 chunk = everything[start: start + self.batch_size]
-                new = solver.add_violated(chunk)
+                new = solver.add_violated(chunk, subproblems)
                 oracle_calls += chunk.shape[0]
                 if new:
                     added += new
                     solver.optimise(chunk, self.tol, max_sweeps=5)
+                    subproblems += 1
+            solver.constraints.remove_inactive(subproblems, self.inactive_window)
             with_constraints = rng.permutation(np.unique(solver.constraints.owner.data))
             if added == 0 and not precise:
                 # no example is violated: certify by solving the QP precisely, then re-check
-                violation = solver.optimise(with_constraints, 0.1 * self.tol, max_sweeps=10000)
+                violation = solver.optimise(with_constraints, self.tol, max_sweeps=1000)
             else:
-                violation = solver.optimise(with_constraints, self.tol, max_sweeps=10)
+                violation = solver.optimise(with_constraints, self.tol, max_sweeps=3)
             _, _, _, _, _, hinge = solver.separate(everything)
             oracle_calls += n
             dual, norm2 = solver.dual()
@@ -259,7 +262,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
             if added == 0 and precise:
                 converged = True
                 break
-            precise = violation <= 0.1 * self.tol
+            precise = violation <= self.tol
         self._finish(converged, iteration, history, solver.constraints.alpha.data.copy(),
                      "no example violated by more than tol")
         return solver.w
