@@ -118,7 +118,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         return self.structure
 
     # ------------------------------------------------------------------ fit
-    def _fit(self, X, y, lengths=None):
+    def _fit(self, X, y, lengths=None, sample_weight=None):
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
@@ -137,11 +137,12 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             batch.X.shape[1], self.classes_.shape[0], self.classes_, Y
         )
         Y = Y.astype(np.intp)
-        self.w_ = self._fit_batch(batch, Y)
+        weights = _check_sequence_weights(sample_weight, batch.n_sequences)
+        self.w_ = self._fit_batch(batch, Y, weights)
         return self
 
     @abstractmethod
-    def _fit_batch(self, batch, Y):
+    def _fit_batch(self, batch, Y, sample_weight):
         """Optimise on a validated batch with encoded labels; return the flat weights."""
 
     # ------------------------------------------------------------------ fitted parameters
@@ -246,18 +247,44 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             return np.maximum(losses + scores - true_scores, 0.0)
         return np.maximum(losses * (1.0 + scores - true_scores), 0.0)
 
-    def objective(self, X, y, lengths=None):
-        """The training objective ``1/2 ||w||^2 + C sum_i H_i(w)`` at the fitted weights.
+    def objective(self, X, y, lengths=None, sample_weight=None):
+        """The training objective ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` at the fitted weights.
 
-        ``H_i`` is the structured hinge loss of DESIGN section 1 with this learner's rescaling.
+        ``H_i`` is the structured hinge loss of DESIGN section 1 with this learner's rescaling
+        and ``s_i`` the sequence weights (all ones by default).
         """
         check_is_fitted(self)
         batch, y_flat, form = self._validate_input(X, y, lengths, reset=False)
         Y = self._encode_known(np.asarray(y_flat))
+        weights = _check_sequence_weights(sample_weight, batch.n_sequences)
         hinge = self._structured_hinge(batch, Y, self.w_, self._rescale())
-        return 0.5 * float(self.w_ @ self.w_) + self.C * float(hinge.sum())
+        return 0.5 * float(self.w_ @ self.w_) + self.C * float(weights @ hinge)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+
+def _check_sequence_weights(sample_weight, n_sequences):
+    """Per-sequence weights: ones by default; finite, non-negative, not all zero."""
+    if sample_weight is None:
+        return np.ones(n_sequences)
+    try:
+        weights = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError("sample_weight must be numeric.") from exc
+    if weights.ndim == 0:
+        weights = np.full(n_sequences, float(weights))
+    if weights.shape != (n_sequences,):
+        raise ValueError(
+            f"sample_weight.shape == {weights.shape}, expected ({n_sequences},): one weight "
+            "per sequence (per sample for plain classification)."
+        )
+    if not np.all(np.isfinite(weights)):
+        raise ValueError("sample_weight must be finite (no NaN or inf).")
+    if np.any(weights < 0):
+        raise ValueError("Negative values in sample_weight are not allowed.")
+    if not np.any(weights > 0):
+        raise ValueError("sample_weight must not be all zero.")
+    return weights

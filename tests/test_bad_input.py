@@ -12,8 +12,9 @@ GOOD_Y = [np.array([0, 1, 0]), np.array([1, 1])]
 
 def fit(X, y, **kw):
     lengths = kw.pop("lengths", None)
+    sample_weight = kw.pop("sample_weight", None)
     params = {"max_iter": 50, **kw}
-    return StructSVMCuttingPlane(**params).fit(X, y, lengths=lengths)
+    return StructSVMCuttingPlane(**params).fit(X, y, lengths=lengths, sample_weight=sample_weight)
 
 
 @pytest.mark.parametrize(
@@ -99,3 +100,19 @@ def test_unknown_labels_in_objective():
     model = fit(GOOD_X, GOOD_Y)
     with pytest.raises(ValueError, match="not seen"):
         model.objective(GOOD_X, [np.array([0, 1, 5]), np.array([1, 1])])
+
+
+@pytest.mark.parametrize(
+    "weights, match",
+    [
+        ([1.0, np.nan], "finite"),
+        ([1.0, np.inf], "finite"),
+        ([1.0, -1.0], "Negative"),
+        ([0.0, 0.0], "all zero"),
+        ([1.0, 1.0, 1.0], "one weight per sequence"),
+        (["a", "b"], "numeric"),
+    ],
+)
+def test_bad_sample_weight(weights, match):
+    with pytest.raises(ValueError, match=match):
+        fit(GOOD_X, GOOD_Y, sample_weight=weights)

@@ -160,3 +160,19 @@ def test_constraint_removal_keeps_the_optimum():
     assert np.any(np.diff(prune.history_["n_constraints"]) < 0)
     gap = max(keep_all.history_["gap"][-1], prune.history_["gap"][-1])
     assert abs(keep_all.objective(X, y) - prune.objective(X, y)) <= gap + 1e-9
+
+
+@pytest.mark.parametrize("variant", ["1-slack", "n-slack"])
+@pytest.mark.parametrize("rescale", ["margin", "slack"])
+def test_sample_weight_equals_repetition(variant, rescale):
+    X, y = make_chain_data(n_sequences=12, seed=9)
+    weights = np.array([2, 0, 1, 3, 1, 1, 0, 2, 1, 1, 1, 1])
+    X_rep = [x for x, k in zip(X, weights) for _ in range(k)]
+    y_rep = [s for s, k in zip(y, weights) for _ in range(k)]
+    params = dict(C=0.5, variant=variant, rescale=rescale, tol=1e-6, cache_size=0)
+    weighted = StructSVMCuttingPlane(**params).fit(X, y, sample_weight=weights)
+    repeated = StructSVMCuttingPlane(**params).fit(X_rep, y_rep)
+    p_weighted = weighted.objective(X, y, sample_weight=weights)
+    assert p_weighted == pytest.approx(weighted.objective(X_rep, y_rep), rel=1e-12)
+    gap = weighted.history_["gap"][-1] + repeated.history_["gap"][-1]
+    assert abs(p_weighted - repeated.objective(X_rep, y_rep)) <= gap + 1e-9

@@ -21,7 +21,7 @@ EXPECTED_FAILED_CHECKS = {}
 
 
 @parametrize_with_checks(
-    [StructSVMCuttingPlane(max_iter=200, tol=1e-2)],
+    [StructSVMCuttingPlane(max_iter=2000, tol=1e-9)],
     expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
 )
 def test_sklearn_common_checks(estimator, check):

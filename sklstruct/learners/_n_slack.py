@@ -91,7 +91,7 @@ class NSlackSolver:
         self.WT = np.zeros((n_features, n_states))
         self.theta = np.zeros(structure.n_pairwise_)
         self.scratch = np.zeros(n_features * n_states)
-        self.bound = np.full(batch.n_sequences, float(C))
+        self.bound = np.broadcast_to(np.asarray(C, dtype=np.float64), (batch.n_sequences,)).copy()
         self.constraints = NSlackConstraints(structure.n_pairwise_)
 
     @property

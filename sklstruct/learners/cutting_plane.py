@@ -161,7 +161,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None):
+    def fit(self, X, y, lengths=None, sample_weight=None):
         """Fit the model.
 
         Parameters
@@ -170,12 +170,16 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
             Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
         y : list of array-like, or array-like of shape (n_tokens,)
         lengths : array-like of shape (n_sequences,), default=None
+        sample_weight : array-like of shape (n_sequences,), default=None
+            Per-sequence weights ``s_i``: the objective becomes
+            ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
+            sequence).
 
         Returns
         -------
         self : object
         """
-        return self._fit(X, y, lengths)
+        return self._fit(X, y, lengths, sample_weight)
 
     def _fit_token_map(self, X):
         if self.kernel == "linear":
@@ -186,7 +190,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
                 self.random_state,
             ).fit(X)
 
-    def _separate(self, batch, Y, w, unary, cache, slack, oracle_violation):
+    def _separate(self, batch, Y, w, unary, cache, slack, oracle_violation, weights):
         """The next 1-slack constraint, and whether the separation oracle produced it.
 
         The cached labelings are tried first; their constraint is used when it is violated by
@@ -201,7 +205,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
             Ybar, losses, scores = cache.most_violating(structure, batch, Y, w, unary,
                                                         self.rescale)
             hinge = self._hinge(losses, structure.score_labels(batch, w, Y, unary=unary) - scores)
-            if hinge.sum() - slack > max(self.tol * n, 0.5 * oracle_violation):
+            if weights @ hinge - slack > max(self.tol * n, 0.5 * oracle_violation):
                 return Ybar, losses, scores, False
         Ybar, losses, scores = structure.loss_augmented_decode(
             batch, w, Y, rescale=self.rescale, n_jobs=self.n_jobs, unary=unary
@@ -215,16 +219,16 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
             return np.maximum(losses - margins, 0.0)
         return np.maximum(losses * (1.0 - margins), 0.0)
 
-    def _fit_batch(self, batch, Y):
+    def _fit_batch(self, batch, Y, sample_weight):
         if self.variant == "n-slack":
-            return self._fit_n_slack(batch, Y)
-        return self._fit_one_slack(batch, Y)
+            return self._fit_n_slack(batch, Y, sample_weight)
+        return self._fit_one_slack(batch, Y, sample_weight)
 
-    def _fit_n_slack(self, batch, Y):
+    def _fit_n_slack(self, batch, Y, sample_weight):
         """Algorithms 1 (margin) and 2 (slack rescaling) with batched QP re-optimisation."""
         n = batch.n_sequences
-        solver = NSlackSolver(self.structure_, batch, Y, self.C, self.rescale, self.tol,
-                              self.n_jobs)
+        solver = NSlackSolver(self.structure_, batch, Y, self.C * sample_weight, self.rescale,
+                              self.tol, self.n_jobs)
         history = History(extra_fields=("n_constraints",))
         everything = np.arange(n)
         rng = check_random_state(self.random_state)
@@ -252,7 +256,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
             _, _, _, _, _, hinge = solver.separate(everything)
             oracle_calls += n
             dual, norm2 = solver.dual()
-            primal = 0.5 * norm2 + self.C * hinge.sum()
+            primal = 0.5 * norm2 + self.C * float(sample_weight @ hinge)
             history.append(primal=primal, dual=dual, gap=primal - dual,
                            oracle_calls=oracle_calls, n_constraints=len(solver.constraints))
             if self.verbose:
@@ -277,7 +281,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         self.history_ = history.as_dict()
         self.dual_coef_ = dual_coef
 
-    def _fit_one_slack(self, batch, Y):
+    def _fit_one_slack(self, batch, Y, sample_weight):
         structure = self.structure_
         n = batch.n_sequences
         C = float(self.C)
@@ -297,15 +301,15 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
                 if alpha.size else 0.0
             unary = structure.unary_potentials(batch, w)
             Ybar, losses, scores, from_oracle = self._separate(
-                batch, Y, w, unary, cache, slack, oracle_violation
+                batch, Y, w, unary, cache, slack, oracle_violation, sample_weight
             )
             oracle_calls += n * from_oracle
             hinge = self._hinge(losses, structure.score_labels(batch, w, Y, unary=unary) - scores)
             # with the oracle, the hinge terms are exact and give the primal objective
-            primal = 0.5 * norm2 + C * hinge.sum() if from_oracle else np.nan
+            primal = 0.5 * norm2 + C * float(sample_weight @ hinge) if from_oracle else np.nan
             history.append(primal=primal, dual=dual, gap=primal - dual,
                            oracle_calls=oracle_calls, n_constraints=len(working_set))
-            violation = hinge.sum() - slack
+            violation = float(sample_weight @ hinge) - slack
             if from_oracle:
                 oracle_violation = violation
             if self.verbose:
@@ -319,8 +323,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
                     break
                 qp_tol = final_qp_tol  # certify: re-solve the working set QP precisely
             else:
-                scale = np.ones(n) if self.rescale == "margin" else losses
-                working_set.add(Ybar, scale, offset=float(losses.sum()))
+                scale = sample_weight * (1.0 if self.rescale == "margin" else losses)
+                working_set.add(Ybar, scale, offset=float(sample_weight @ losses))
                 alpha = np.append(alpha, 0.0)
                 last_active = np.append(last_active, iteration)
                 # the QP is solved more precisely as the outer loop converges (section 4)
