@@ -176,3 +176,17 @@ def test_sample_weight_equals_repetition(variant, rescale):
     assert p_weighted == pytest.approx(weighted.objective(X_rep, y_rep), rel=1e-12)
     gap = weighted.history_["gap"][-1] + repeated.history_["gap"][-1]
     assert abs(p_weighted - repeated.objective(X_rep, y_rep)) <= gap + 1e-9
+
+
+@pytest.mark.parametrize("variant", ["1-slack", "n-slack"])
+def test_parallel_oracle_gives_the_same_model(variant):
+    from joblib import parallel_backend
+
+    X, y = make_chain_data(n_sequences=40, seed=10)
+    params = dict(C=1.0, variant=variant, tol=1e-4, batch_size=10, random_state=0)
+    serial = StructSVMCuttingPlane(n_jobs=1, **params).fit(X, y)
+    threaded = StructSVMCuttingPlane(n_jobs=2, **params).fit(X, y)
+    np.testing.assert_array_equal(serial.w_, threaded.w_)
+    with parallel_backend("loky", n_jobs=2):
+        processes = StructSVMCuttingPlane(n_jobs=2, **params).fit(X, y)
+    np.testing.assert_array_equal(serial.w_, processes.w_)
