@@ -150,7 +150,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
     def coef_(self):
         """Per-class weights on token features, shape (n_classes, n_features)."""
         check_is_fitted(self)
-        return self.structure_.split_weights(self.w_)[0]
+        return self.structure_.split_weights(self.w_)[0].T
 
     @property
     def transition_(self):

@@ -88,15 +88,12 @@ class NSlackSolver:
         self.indices = X.indices.astype(np.int32)
         self.data = np.ascontiguousarray(X.data, dtype=np.float64)
         n_states, n_features = structure.n_states_, structure.n_features_
-        self.WT = np.zeros((n_features, n_states))
-        self.theta = np.zeros(structure.n_pairwise_)
+        # the flat weights; WT and theta are views of it that the compiled sweeps update
+        self.w = np.zeros(structure.size_joint_feature_)
+        self.WT, self.theta = structure.split_weights(self.w)
         self.scratch = np.zeros(n_features * n_states)
         self.bound = np.broadcast_to(np.asarray(C, dtype=np.float64), (batch.n_sequences,)).copy()
         self.constraints = NSlackConstraints(structure.n_pairwise_)
-
-    @property
-    def w(self):
-        return np.concatenate([self.WT.T.ravel(), self.theta])
 
     def _arrays(self):
         c = self.constraints

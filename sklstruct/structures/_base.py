@@ -3,13 +3,16 @@
 A structure owns the joint feature map, the loss and the inference oracles; it knows nothing
 about optimisation. All structures here share one layout of the joint feature vector::
 
-    w = [ W.ravel()  (n_states x n_features, "unary" weights on token features),
-          theta      (n_pairwise parameters: transitions, start/end biases, ...) ]
+    w = [ W^T.ravel()  (n_features x n_states, feature-major: the weights of feature j for all
+                        states are contiguous),
+          theta        (n_pairwise parameters: transitions, start/end biases, ...) ]
 
-so that ``Psi(x, y) = [ onehot(y)^T X, pairwise_statistics(y) ]``. The unary part of any
-(expected) joint feature is therefore one matrix product ``M^T X`` with ``M`` a token x state
+so that ``Psi(x, y) = [ X^T onehot(y), pairwise_statistics(y) ]``. The unary part of any
+(expected) joint feature is therefore one matrix product ``X^T M`` with ``M`` a token x state
 matrix (one-hot labels or marginals), which is what lets the learners keep sufficient statistics
-instead of parameter-sized vectors.
+instead of parameter-sized vectors. The feature-major layout makes ``X W^T`` a product with a
+contiguous (n_features, n_states) block and lets compiled code update the weights of a token's
+features in place.
 """
 
 import numpy as np
@@ -54,26 +57,26 @@ class BaseStructure(BaseEstimator):
         return self.n_states_ * self.n_features_ + self.n_pairwise_
 
     def split_weights(self, w):
-        """Views ``(W, theta)`` of a flat weight vector: unary (S, d) and pairwise parts."""
+        """Views ``(W^T, theta)`` of a flat weight vector: unary (d, S) and pairwise parts."""
         n_unary = self.n_states_ * self.n_features_
-        return w[:n_unary].reshape(self.n_states_, self.n_features_), w[n_unary:]
+        return w[:n_unary].reshape(self.n_features_, self.n_states_), w[n_unary:]
 
     # ----------------------------------------------------------------- features
     def unary_potentials(self, batch, w):
         """Token x state scores ``X W^T``, shape (n_tokens, n_states)."""
-        W, _ = self.split_weights(w)
-        return np.ascontiguousarray(safe_sparse_dot(batch.X, W.T, dense_output=True))
+        WT, _ = self.split_weights(w)
+        return np.ascontiguousarray(safe_sparse_dot(batch.X, WT, dense_output=True))
 
     def unary_features(self, batch, token_state_weights):
-        """``M^T X`` of shape (n_states, n_features) for a token x state matrix ``M``.
+        """``X^T M`` of shape (n_features, n_states) for a token x state matrix ``M``.
 
-        With one-hot labels this is the unary part of the summed joint feature, with marginals
-        it is its expectation.
+        With one-hot labels this is the unary part of the summed joint feature (in the layout
+        of the weight vector), with marginals it is its expectation.
         """
         M = token_state_weights
         if sp.issparse(M):
             M = M.toarray()
-        return np.ascontiguousarray(safe_sparse_dot(M.T, batch.X, dense_output=True))
+        return np.ascontiguousarray(safe_sparse_dot(batch.X.T, M, dense_output=True))
 
     def onehot(self, labels):
         """Dense one-hot token x state matrix of ``labels``."""
