@@ -244,7 +244,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
                 oracle_calls += chunk.shape[0]
                 if new:
                     added += new
-                    solver.optimise(chunk, self.tol, max_sweeps=5)
+                    solver.optimise(chunk, self.tol, max_sweeps=2)
                     subproblems += 1
             solver.constraints.remove_inactive(subproblems, self.inactive_window)
             with_constraints = rng.permutation(np.unique(solver.constraints.owner.data))
