@@ -25,11 +25,11 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 test: $(STAMP)
-	$(PY) -m pytest tests
+	$(PY) -m pytest
 
 test-debug: $(PY)
 	SKLSTRUCT_CYTHON_DEBUG=1 $(PY) -m pip install -q --no-build-isolation -e ".[tests]"
-	$(PY) -m pytest tests
+	$(PY) -m pytest
 	rm -f $(STAMP)
 
 bench: $(STAMP)

@@ -42,7 +42,8 @@ def main():
     h = model.history_
     print(f"{'model':<32}{'fit (s)':>9}{'letter acc.':>13}{'word acc.':>11}")
     print(f"{'StructSVMCuttingPlane (chain)':<32}{fit_time:>9.2f}"
-          f"{token_accuracy(y_test, predicted):>13.3f}{sequence_accuracy(y_test, predicted):>11.3f}")
+          f"{token_accuracy(y_test, predicted):>13.3f}"
+          f"{sequence_accuracy(y_test, predicted):>11.3f}")
     print(f"{'LinearSVC (letter by letter)':<32}{svc_time:>9.2f}"
           f"{token_accuracy(y_test, svc_pred):>13.3f}{sequence_accuracy(y_test, svc_pred):>11.3f}")
     print(f"\nCutting plane: {model.n_iter_} iterations, primal objective {h['primal'][-1]:.4f}, "

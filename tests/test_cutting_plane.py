@@ -136,9 +136,10 @@ def test_labeling_storage_matches_dense_storage(monkeypatch, start_end):
         scale = rng.uniform(0.5, 2.0, batch.n_sequences)
         for ws in sets:
             ws.add(Ybar, scale, offset=float(k))
+        rows = [slice(batch.offsets[i], batch.offsets[i + 1]) for i in range(batch.n_sequences)]
         directions.append(sum(
-            scale[i] * (structure.joint_feature(batch.take([i]), Y[slice(batch.offsets[i], batch.offsets[i + 1])])
-                        - structure.joint_feature(batch.take([i]), Ybar[slice(batch.offsets[i], batch.offsets[i + 1])]))
+            scale[i] * (structure.joint_feature(batch.take([i]), Y[rows[i]])
+                        - structure.joint_feature(batch.take([i]), Ybar[rows[i]]))
             for i in range(batch.n_sequences)
         ))
     directions = np.array(directions)

@@ -1,7 +1,6 @@
 """Cutting-plane training of structural SVMs (Joachims, Finley and Yu; seed 002)."""
 
 import numbers
-import time
 import warnings
 
 import numpy as np
@@ -19,7 +18,7 @@ from ._working_set import WorkingSet
 
 
 class StructSVMCuttingPlane(BaseStructuredClassifier):
-    """Structural SVM trained by the 1-slack cutting-plane algorithm (seed 002, Algorithm 3/4).
+    """Structural SVM trained by cutting planes (seed 002, Algorithms 1-4).
 
     Minimises the objective shared by all sklstruct learners (DESIGN section 1)::
 
@@ -30,14 +29,22 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     ``max_y Delta(y_i, y) [1 + w.Psi(x_i, y) - w.Psi(x_i, y_i)]``. In the paper's notation
     (OP4/OP5 with ``C_J/n sum xi``), ``C_J = n * C``.
 
-    Each iteration calls the separation oracle (loss-augmented inference over the whole batch in
-    compiled code), adds the most violated 1-slack constraint to the working set, grows the
+    With ``variant="1-slack"`` (the default), each iteration calls the separation oracle
+    (loss-augmented inference over the whole batch in compiled code), adds the most violated
+    1-slack constraint to the working set, grows the
     Gram matrix of the working set by one row and column and re-solves the dual QP
     ``max_a sum_k a_k c_k - 1/2 ||sum_k a_k g_k||^2, a >= 0, sum_k a_k <= C`` warm-started
     from the previous solution. It stops when the new constraint is violated by at most
     ``tol`` per example beyond the current slack (the paper's epsilon) and the last QP was
     solved to ``0.1 * tol`` per example, which guarantees a duality gap
     ``P(w) - D(a) <= 1.1 * C * n * tol``; the exact gap is recorded in ``history_``.
+
+    With ``variant="n-slack"``, every example keeps its own working set; a pass separates the
+    examples in batches of ``batch_size`` (one compiled oracle call per batch), adds the
+    constraint of every example violated by more than ``tol`` beyond its slack, and
+    re-optimises the batch's blocks of the dual by compiled block coordinate ascent. It stops
+    after a pass that adds no constraint with the QP solved to ``tol`` per example; every pass
+    records the exact primal, dual and gap.
 
     Parameters
     ----------
@@ -55,7 +62,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     tol : float, default=1e-3
         Per-example violation tolerance (the paper's epsilon).
     max_iter : int, default=1000
-        Maximum number of cutting-plane iterations (oracle calls).
+        Maximum number of iterations (1-slack: oracle calls over the batch; n-slack: passes
+        over the data).
     cache_size : int, default=10
         Number of recent most-violating labelings kept per example. Before calling the
         separation oracle, the most violating cached labeling of every example is tried; if the
@@ -117,7 +125,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     >>> X = [np.array([[1., 0.], [0., 1.]]), np.array([[0., 1.], [1., 0.], [1., 0.]])]
     >>> y = [np.array(["a", "b"]), np.array(["b", "a", "a"])]
     >>> model = StructSVMCuttingPlane(C=10.0).fit(X, y)
-    >>> [list(p) for p in model.predict(X)]
+    >>> [p.tolist() for p in model.predict(X)]
     [['a', 'b'], ['b', 'a', 'a']]
     """
 
@@ -138,9 +146,9 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     }
 
     def __init__(self, structure="auto", *, C=1.0, variant="1-slack", rescale="margin",
-                 tol=1e-3, max_iter=1000, cache_size=10, batch_size=100, inactive_window=50, kernel="linear", gamma=None, degree=3,
-                 coef0=1.0, n_basis=1000, basis=None, random_state=None, n_jobs=None,
-                 verbose=0):
+                 tol=1e-3, max_iter=1000, cache_size=10, batch_size=100, inactive_window=50,
+                 kernel="linear", gamma=None, degree=3, coef0=1.0, n_basis=1000, basis=None,
+                 random_state=None, n_jobs=None, verbose=0):
         self.structure = structure
         self.C = C
         self.variant = variant
