@@ -68,32 +68,17 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             if lengths is not None:
                 raise ValueError("lengths= is only used with a flat X, not a list of sequences.")
             stacked, seq_lengths = stack_sequences(X)
-            stacked = validate_data(
-                self, stacked, reset=reset, accept_sparse="csr", dtype=np.float64, order="C",
-                ensure_all_finite=True,
-            )
+            stacked, _ = self._validate_matrix(stacked, None, reset)
             form = "list"
             y_flat = None if y is None else flatten_labels(y, seq_lengths)
-        elif lengths is not None:
-            if y is None:
-                stacked = validate_data(self, X, reset=reset, accept_sparse="csr",
-                                        dtype=np.float64, order="C")
-                y_flat = None
-            else:
-                stacked, y_flat = validate_data(self, X, y, reset=reset, accept_sparse="csr",
-                                                dtype=np.float64, order="C")
-            seq_lengths = check_lengths(lengths, stacked.shape[0])
-            form = "flat"
         else:
-            if y is None:
-                stacked = validate_data(self, X, reset=reset, accept_sparse="csr",
-                                        dtype=np.float64, order="C")
-                y_flat = None
+            stacked, y_flat = self._validate_matrix(X, y, reset)
+            if lengths is not None:
+                seq_lengths = check_lengths(lengths, stacked.shape[0])
+                form = "flat"
             else:
-                stacked, y_flat = validate_data(self, X, y, reset=reset, accept_sparse="csr",
-                                                dtype=np.float64, order="C")
-            seq_lengths = np.ones(stacked.shape[0], dtype=np.int64)
-            form = "multiclass"
+                seq_lengths = np.ones(stacked.shape[0], dtype=np.int64)
+                form = "multiclass"
         stacked = check_token_matrix(stacked)
         if reset:
             self._fit_token_map(stacked)
@@ -101,6 +86,13 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             stacked = self.token_map_.transform(stacked)
         batch = SequenceBatch(stacked, offsets_from_lengths(seq_lengths))
         return batch, y_flat, form
+
+    def _validate_matrix(self, X, y, reset):
+        """``validate_data`` for a 2-D token matrix (with flat labels when given)."""
+        params = dict(reset=reset, accept_sparse="csr", dtype=np.float64, order="C")
+        if y is None:
+            return validate_data(self, X, **params), None
+        return validate_data(self, X, y, **params)
 
     def _fit_token_map(self, X):
         """Fit the token feature map (``token_map_``; ``None`` for a linear model)."""

@@ -24,9 +24,6 @@ from sklearn.utils.extmath import safe_sparse_dot
 class BaseStructure(BaseEstimator):
     """Base class of structures: configuration in ``__init__``, dimensions bound by ``bind``."""
 
-    #: whether the structure provides the ``marginals`` (exp-) oracle
-    has_marginals = True
-
     def bind(self, n_features, n_states, classes=None, y=None):
         """Return a copy of this structure bound to the data dimensions.
 

@@ -81,7 +81,9 @@ class ChainStructure(BaseStructure):
         """Per-sequence transition (and start/end) part of the score."""
         S = self.n_states_
         seq, left, right = self._inner_pairs(batch, Y)
-        scores = np.bincount(seq, weights=theta[left * S + right], minlength=batch.n_sequences)
+        # (bincount of an empty selection, e.g. all sequences of length 1, is integer-typed)
+        scores = np.bincount(seq, weights=theta[left * S + right],
+                             minlength=batch.n_sequences).astype(np.float64)
         if self.start_end:
             scores += theta[S * S + Y[batch.offsets[:-1]]]
             scores += theta[S * S + S + Y[batch.offsets[1:] - 1]]

@@ -112,11 +112,6 @@ def check_lengths(lengths, n_tokens):
     return arr
 
 
-def is_sequence_list(X):
-    """Whether ``X`` is the list-of-sequences form."""
-    return isinstance(X, (list, tuple))
-
-
 def stack_sequences(X):
     """Stack a list of per-sequence matrices; return the stacked matrix and lengths.
 
