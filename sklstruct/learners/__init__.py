@@ -1,5 +1,6 @@
 """The learners: scikit-learn estimators that optimise a structure's objective."""
 
 from .cutting_plane import StructSVMCuttingPlane
+from .exp_grad import M3NExpGrad
 
-__all__ = ["StructSVMCuttingPlane"]
+__all__ = ["M3NExpGrad", "StructSVMCuttingPlane"]
