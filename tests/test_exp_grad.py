@@ -58,3 +58,58 @@ def test_sample_weight_is_refused():
     X, y = make_chain_data(n_sequences=5, seed=1)
     with pytest.raises(TypeError):
         M3NExpGrad().fit(X, y, sample_weight=np.ones(5))
+
+
+def test_eg_qp_reaches_the_minimum_of_a_simplex_qp():
+    from scipy.optimize import minimize
+
+    from sklstruct.learners._eg_qp import eg_qp
+
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        m = 7
+        F = rng.normal(size=(m, 3))
+        A, b = F @ F.T, rng.normal(size=m)
+        groups = np.array([0, 0, 0, 1, 1, 2, 2])
+        alpha, values = eg_qp(A, b, groups, eta=0.2, n_iter=3000)
+        assert np.all(np.diff(values) <= 1e-12)  # small steps never increase Q here
+        cons = [{"type": "eq", "fun": (lambda a, g=g: a[groups == g].sum() - 1)}
+                for g in range(3)]
+        ref = minimize(lambda a: b @ a + 0.5 * a @ A @ a, np.full(m, 0.4), method="SLSQP",
+                       bounds=[(0, 1)] * m, constraints=cons, options={"ftol": 1e-14})
+        assert values[-1] == pytest.approx(ref.fun, abs=1e-6)
+        np.testing.assert_allclose(np.bincount(groups, weights=alpha), 1.0)
+
+
+def test_theorem_1_factored_updates_equal_eg_qp_on_the_explicit_dual():
+    """Seed 001, Theorem 1: same sequence of dual iterates (compared through F and w)."""
+    from sklstruct.learners._eg_qp import eg_qp
+
+    from ._enumeration import enumerate_constraints
+
+    X, y = make_chain_data(n_sequences=4, n_states=2, n_features=2, max_length=3, seed=3)
+    C, eta, steps = 0.7, 0.05, 25
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = M3NExpGrad(ChainStructure(), C=C, eta=eta, step="fixed", tol=1e-12,
+                           max_iter=steps + 1).fit(X, y)
+    batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
+    Y = model._encode_known(np.concatenate(y))
+    directions, losses, groups = enumerate_constraints(model.structure_, batch, Y)
+    # add the zero-loss labeling y_i of every example (direction 0, loss 0)
+    size = directions.shape[1]
+    n = batch.n_sequences
+    directions = np.vstack([directions, np.zeros((n, size))])
+    losses = np.concatenate([losses, np.zeros(n)])
+    groups = np.concatenate([groups, np.arange(n)])
+    # Q(a) = -F(a) = -C a.L + 1/2 C^2 ||sum a Phi||^2 ; the factored algorithm starts uniform
+    A = C ** 2 * directions @ directions.T
+    # the model records iterates 0 .. steps and then takes one more step before max_iter ends
+    alpha, values = eg_qp(A, -C * losses, groups, eta=eta, n_iter=steps + 1)
+    np.testing.assert_allclose(-values[: steps + 1], model.history_["dual"], rtol=1e-9,
+                               atol=1e-9)
+    np.testing.assert_allclose(C * alpha @ directions, model.w_, atol=1e-8)

@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ..base import BaseStructuredClassifier
-from ..utils._sklearn_compat import Interval, _fit_context
+from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ._history import History
 
 
@@ -27,9 +27,8 @@ class M3NExpGrad(BaseStructuredClassifier):
     ``eta * C * (loss_r + w . phi_r)`` to every part's potential and needs only the clique
     marginals (forward-backward in compiled code), never a QP. This is the seed's ``C``.
 
-    The batch algorithm updates all examples at once. The step ``eta`` starts at ``eta`` and
-    adapts: a step that would lower the dual is halved and retried (so the dual never
-    decreases), and an accepted step lets the next one grow by 5%. Every iteration computes
+    The batch algorithm updates all examples at once, with a fixed or an adaptive step (see
+    ``step``). Every iteration computes
     the dual, the primal objective at ``w(a)`` (one loss-augmented decoding) and their gap, and
     stops when ``gap <= tol * primal``.
 
@@ -39,8 +38,12 @@ class M3NExpGrad(BaseStructuredClassifier):
         Any structure with a ``marginals`` oracle (``MultiClass``, ``ChainStructure``).
     C : float, default=1.0
     eta : float, default=None
-        Initial step size; ``None`` uses ``1 / (C * max_i ||x_i||^2 * L_max)`` with ``L_max``
+        (Initial) step size; ``None`` uses ``1 / (C * max_i ||x_i||^2 * L_max)`` with ``L_max``
         the longest sequence, a conservative scale of the curvature.
+    step : {"adaptive", "fixed"}, default="adaptive"
+        "adaptive": halve a step that would lower the dual and retry, let accepted steps grow
+        by 5% (the dual never decreases). "fixed": every step uses ``eta`` as given (the
+        seed's Figure 2 literally).
     tol : float, default=1e-3
         Stop when the duality gap is at most ``tol`` times the primal objective.
     max_iter : int, default=1000
@@ -73,14 +76,16 @@ class M3NExpGrad(BaseStructuredClassifier):
     _parameter_constraints = {
         **BaseStructuredClassifier._parameter_constraints,
         "eta": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "step": [StrOptions({"adaptive", "fixed"})],
         "warm_start": ["boolean"],
     }
 
-    def __init__(self, structure="auto", *, C=1.0, eta=None, tol=1e-3, max_iter=1000,
-                 warm_start=False, n_jobs=None, verbose=0):
+    def __init__(self, structure="auto", *, C=1.0, eta=None, step="adaptive", tol=1e-3,
+                 max_iter=1000, warm_start=False, n_jobs=None, verbose=0):
         self.structure = structure
         self.C = C
         self.eta = eta
+        self.step = step
         self.tol = tol
         self.max_iter = max_iter
         self.warm_start = warm_start
@@ -145,11 +150,12 @@ class M3NExpGrad(BaseStructuredClassifier):
                 new_pair = pair_pot + eta * pair_grad
                 new_w, new_dual = self._dual_state(batch, Y, new_node, new_pair)
                 oracle_calls += batch.n_sequences
-                if new_dual >= dual or eta < 1e-300:
+                if self.step == "fixed" or new_dual >= dual or eta < 1e-300:
                     break
                 eta *= 0.5
             node_pot, pair_pot, w, dual = new_node, new_pair, new_w, new_dual
-            eta *= 1.05
+            if self.step == "adaptive":
+                eta *= 1.05
         if not converged:
             warnings.warn(f"M3NExpGrad did not reach a relative duality gap of {self.tol} in "
                           f"{self.max_iter} iterations.", ConvergenceWarning)
