@@ -11,7 +11,7 @@ is computed with one more oracle pass, and the duality gap is recorded.
 import numpy as np
 import scipy.sparse as sp
 
-from ..utils._sequences import token_rows
+from ..utils._sequences import SequenceBatch, token_rows
 from ._block_qp import margins, sweep
 from ._working_set import _GrowableArray
 
@@ -112,11 +112,22 @@ class NSlackSolver:
             np.maximum.at(slack, c.owner.data[which], c.offsets.data[which] - out)
         return slack[sequences]
 
+    def _sub_batch(self, sequences):
+        """The sub-batch of ``sequences`` and its token rows (a view for a contiguous range)."""
+        batch = self.batch
+        first, last = int(sequences[0]), int(sequences[-1])
+        if sequences.shape[0] == last - first + 1 and np.all(np.diff(sequences) == 1):
+            lo, hi = int(batch.offsets[first]), int(batch.offsets[last + 1])
+            if lo == 0 and hi == batch.n_tokens:
+                return batch, np.arange(hi)
+            sub = SequenceBatch(batch.X[lo:hi], batch.offsets[first: last + 2] - lo)
+            return sub, np.arange(lo, hi)
+        return batch.take(sequences), token_rows(batch.offsets, sequences)
+
     def separate(self, sequences):
         """Oracle over ``sequences``; returns their hinge terms and the labelings' data."""
         structure, Y = self.structure, self.Y
-        sub = self.batch.take(sequences)
-        rows = token_rows(self.batch.offsets, np.asarray(sequences))
+        sub, rows = self._sub_batch(np.asarray(sequences))
         Ysub = Y[rows]
         unary = np.ascontiguousarray(sub.X @ self.WT)
         w = self.w
