@@ -11,6 +11,7 @@ MODULES = [
     "sklstruct._inference._qp",
     "sklstruct._inference._constraints",
     "sklstruct.learners._block_qp",
+    "sklstruct.learners._online_eg",
 ]
 DEBUG = os.environ.get("SKLSTRUCT_CYTHON_DEBUG", "0") == "1"
 

@@ -1,7 +1,10 @@
 """M3NExpGrad (seed 001) against exact optima and the cutting-plane learner."""
 
+import warnings
+
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 from sklstruct import ChainStructure, M3NExpGrad, StructSVMCuttingPlane
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
@@ -10,11 +13,13 @@ from ._enumeration import exact_optimum, primal_objective
 from .conftest import make_chain_data
 
 
+@pytest.mark.parametrize("algorithm", ["online", "batch"])
 @pytest.mark.parametrize("structure", [ChainStructure(start_end=False),
                                        ChainStructure(class_weight=[1.0, 2.0, 0.5])])
-def test_reaches_exact_optimum_on_tiny_chains(structure):
+def test_reaches_exact_optimum_on_tiny_chains(structure, algorithm):
     X, y = make_chain_data(n_sequences=6, n_states=3, n_features=3, max_length=4, seed=7)
-    model = M3NExpGrad(structure, C=0.5, tol=1e-6, max_iter=20000).fit(X, y)
+    model = M3NExpGrad(structure, C=0.5, algorithm=algorithm, tol=1e-6,
+                       max_iter=20000).fit(X, y)
     batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
     Y = model._encode_known(np.concatenate(y))
     lower, upper, _ = exact_optimum(model.structure_, batch, Y, 0.5)
@@ -24,34 +29,43 @@ def test_reaches_exact_optimum_on_tiny_chains(structure):
     assert gap <= 1e-6 * ours + 1e-12
 
 
-def test_matches_cutting_plane_and_dual_never_decreases():
+@pytest.mark.parametrize("algorithm, tol", [("batch", 1e-5), ("online", 1e-4)])
+def test_matches_cutting_plane_and_dual_never_decreases(algorithm, tol):
     X, y = make_chain_data(n_sequences=40, seed=0)
-    eg = M3NExpGrad(C=1.0, tol=1e-5, max_iter=10000).fit(X, y)
+    eg = M3NExpGrad(C=1.0, algorithm=algorithm, tol=tol, max_iter=10000).fit(X, y)
     cp = StructSVMCuttingPlane(C=1.0, tol=1e-6).fit(X, y)
     h = eg.history_
+    assert h["gap"][-1] <= tol * h["primal"][-1]
     assert np.all(np.diff(h["dual"]) >= -1e-9 * abs(h["dual"][-1]))
     assert np.all(h["gap"] >= -1e-9)
     tolerance = h["gap"][-1] + cp.history_["gap"][-1]
     assert abs(eg.objective(X, y) - cp.objective(X, y)) <= tolerance + 1e-9
 
 
-def test_warm_start_continues_from_the_last_dual():
+@pytest.mark.parametrize("algorithm", ["online", "batch"])
+def test_warm_start_continues_from_the_last_dual(algorithm):
     X, y = make_chain_data(n_sequences=20, seed=1)
-    import warnings
-
-    from sklearn.exceptions import ConvergenceWarning
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        model = M3NExpGrad(C=1.0, tol=1e-8, max_iter=50, warm_start=True).fit(X, y)
+        model = M3NExpGrad(C=1.0, algorithm=algorithm, tol=1e-8, max_iter=50,
+                           warm_start=True).fit(X, y)
         first_dual = model.history_["dual"][-1]
         model.fit(X, y)
-    assert model.history_["dual"][0] >= first_dual - 1e-12
-    fresh = M3NExpGrad(C=1.0, tol=1e-8, max_iter=50)
+        fresh = M3NExpGrad(C=1.0, algorithm=algorithm, tol=1e-8, max_iter=50).fit(X, y)
+    assert model.history_["dual"][0] == pytest.approx(first_dual, rel=1e-12)
+    assert model.history_["dual"][-1] > fresh.history_["dual"][-1]
+
+
+def test_batch_fit_continues_online_but_not_the_reverse():
+    X, y = make_chain_data(n_sequences=20, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        fresh.fit(X, y)
-    assert model.history_["dual"][-1] > fresh.history_["dual"][-1]
+        model = M3NExpGrad(algorithm="batch", tol=1e-8, max_iter=30, warm_start=True).fit(X, y)
+        last = model.history_["dual"][-1]
+        model.set_params(algorithm="online").fit(X, y)
+        assert model.history_["dual"][0] == pytest.approx(last, rel=1e-12)
+        with pytest.raises(ValueError, match="online fit cannot be continued"):
+            model.set_params(algorithm="batch").fit(X, y)
 
 
 def test_sample_weight_is_refused():
@@ -89,14 +103,10 @@ def test_theorem_1_factored_updates_equal_eg_qp_on_the_explicit_dual():
 
     X, y = make_chain_data(n_sequences=4, n_states=2, n_features=2, max_length=3, seed=3)
     C, eta, steps = 0.7, 0.05, 25
-    import warnings
-
-    from sklearn.exceptions import ConvergenceWarning
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        model = M3NExpGrad(ChainStructure(), C=C, eta=eta, step="fixed", tol=1e-12,
-                           max_iter=steps + 1).fit(X, y)
+        model = M3NExpGrad(ChainStructure(), C=C, algorithm="batch", eta=eta, step="fixed",
+                           tol=1e-12, max_iter=steps).fit(X, y)
     batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
     Y = model._encode_known(np.concatenate(y))
     directions, losses, groups = enumerate_constraints(model.structure_, batch, Y)
@@ -108,8 +118,8 @@ def test_theorem_1_factored_updates_equal_eg_qp_on_the_explicit_dual():
     groups = np.concatenate([groups, np.arange(n)])
     # Q(a) = -F(a) = -C a.L + 1/2 C^2 ||sum a Phi||^2 ; the factored algorithm starts uniform
     A = C ** 2 * directions @ directions.T
-    # the model records iterates 0 .. steps and then takes one more step before max_iter ends
-    alpha, values = eg_qp(A, -C * losses, groups, eta=eta, n_iter=steps + 1)
+    # the model records the iterates 0 .. steps
+    alpha, values = eg_qp(A, -C * losses, groups, eta=eta, n_iter=steps)
     np.testing.assert_allclose(-values[: steps + 1], model.history_["dual"], rtol=1e-9,
                                atol=1e-9)
     np.testing.assert_allclose(C * alpha @ directions, model.w_, atol=1e-8)

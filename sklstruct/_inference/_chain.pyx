@@ -12,9 +12,6 @@ from libc.math cimport INFINITY, exp, log
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
 
-ctypedef double float64_t
-ctypedef Py_ssize_t intp_t
-
 # A rescaled sum of exponentials below this value is recomputed by an exact log-sum-exp, so
 # that log-domain results stay accurate whatever the range of the potentials.
 cdef double _TINY = 1e-280
@@ -320,6 +317,33 @@ def slack_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offset
             "loss units); use smaller sequences or coarser loss weights")
 
 
+cdef void _transition_tables(const double* transition, intp_t n, double* tables) noexcept nogil:
+    """Rescaled exponentiated transitions for :func:`_forward_backward_sequence`.
+
+    ``tables`` (3 n + 2 n^2 doubles) receives the column maxima, the row maxima, ``n`` doubles
+    of workspace, ``exp(T[a, b] - column_max[b])`` row-major and ``exp(T[a, b] - row_max[a])``
+    stored transposed.
+    """
+    cdef intp_t a, b
+    cdef double peak
+    for b in range(n):
+        peak = transition[b]
+        for a in range(1, n):
+            if transition[a * n + b] > peak:
+                peak = transition[a * n + b]
+        tables[b] = peak
+    for a in range(n):
+        peak = transition[a * n]
+        for b in range(1, n):
+            if transition[a * n + b] > peak:
+                peak = transition[a * n + b]
+        tables[n + a] = peak
+    for a in range(n):
+        for b in range(n):
+            tables[3 * n + a * n + b] = exp(transition[a * n + b] - tables[b])
+            tables[3 * n + n * n + b * n + a] = exp(transition[a * n + b] - tables[n + a])
+
+
 cdef void _forward_backward_sequence(
         const double* unary, intp_t length, intp_t n_states, const double* transition,
         const double* start, const double* end, const double* column_max,
@@ -452,13 +476,12 @@ def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] off
     """
     cdef intp_t n = unary.shape[1]
     cdef intp_t n_sequences = offsets.shape[0] - 1
-    cdef intp_t i, a, b, lo, length, max_len
+    cdef intp_t i, lo, length, max_len
     cdef const double* unary_ptr = &unary[0, 0]
     cdef const double* transition_ptr = &transition[0, 0]
     cdef const int64_t* offsets_ptr = &offsets[0]
     cdef double* tables = NULL
     cdef double* buffers = NULL
-    cdef double peak
     cdef bint failed = False
     with nogil:
         max_len = _max_length(offsets_ptr, n_sequences)
@@ -469,23 +492,7 @@ def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] off
         if tables == NULL or buffers == NULL:
             failed = True
         else:
-            for b in range(n):
-                peak = transition_ptr[b]
-                for a in range(1, n):
-                    if transition_ptr[a * n + b] > peak:
-                        peak = transition_ptr[a * n + b]
-                tables[b] = peak
-            for a in range(n):
-                peak = transition_ptr[a * n]
-                for b in range(1, n):
-                    if transition_ptr[a * n + b] > peak:
-                        peak = transition_ptr[a * n + b]
-                tables[n + a] = peak
-            for a in range(n):
-                for b in range(n):
-                    tables[3 * n + a * n + b] = exp(transition_ptr[a * n + b] - tables[b])
-                    tables[3 * n + n * n + b * n + a] = exp(
-                        transition_ptr[a * n + b] - tables[n + a])
+            _transition_tables(transition_ptr, n, tables)
             for i in range(n_sequences):
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo

@@ -1,0 +1,15 @@
+# Declarations shared with other compiled modules (the online learners run the per-sequence
+# forward-backward of _chain.pyx inside their own loops).
+from libc.stdint cimport int64_t
+
+ctypedef double float64_t
+ctypedef Py_ssize_t intp_t
+
+cdef void _transition_tables(const double* transition, intp_t n, double* tables) noexcept nogil
+
+cdef void _forward_backward_sequence(
+        const double* unary, intp_t length, intp_t n_states, const double* transition,
+        const double* start, const double* end, const double* column_max,
+        const double* column_exp, const double* row_max, const double* row_exp_t,
+        double* alpha, double* beta, double* scaled, double* sums, double* work,
+        double* marginals, double* edge_sums, double* log_partition) noexcept nogil
