@@ -28,9 +28,13 @@ class OnlineEGState:
         Per-example pairwise potentials and the expected pairwise statistics they induce.
     eta : ndarray of shape (n_sequences,)
         Per-example step sizes (updated in place by adaptive passes).
+    probing : ndarray of shape (n_sequences,), default=None
+        1 for examples whose step has not been rejected yet (their step doubles after each
+        accepted try); all ones by default.
     """
 
-    def __init__(self, structure, batch, Y, C, node_pot, node_marg, pair_pot, pair_marg, eta):
+    def __init__(self, structure, batch, Y, C, node_pot, node_marg, pair_pot, pair_marg, eta,
+                 probing=None):
         self.structure, self.batch, self.Y, self.C = structure, batch, Y, float(C)
         X = batch.X if sp.issparse(batch.X) else sp.csr_matrix(batch.X)
         self.indptr = X.indptr.astype(np.int64)
@@ -51,6 +55,8 @@ class OnlineEGState:
         self.scratch = np.zeros((structure.n_features_, S))
         self.marker = np.zeros(structure.n_features_, dtype=np.int8)
         self.order = np.arange(batch.n_sequences, dtype=np.int64)
+        self.probing = np.ones(batch.n_sequences, dtype=np.int8) if probing is None \
+            else np.ascontiguousarray(probing, dtype=np.int8)
         self.certificate()
 
     @classmethod
@@ -68,15 +74,16 @@ class OnlineEGState:
     def arrays(self):
         """The state a warm start needs (copies)."""
         return {name: getattr(self, name).copy()
-                for name in ("node_pot", "node_marg", "pair_pot", "pair_marg", "eta")}
+                for name in ("node_pot", "node_marg", "pair_pot", "pair_marg", "eta",
+                             "probing")}
 
-    def run_pass(self, adaptive, growth=1.05, max_halvings=40, max_change=5.0):
+    def run_pass(self, adaptive, growth=1.05, max_halvings=40, max_change=1.0):
         """One pass over the examples; returns the number of forward-backward calls."""
         calls, _ = online_eg_pass(
             self.indptr, self.indices, self.data, self.batch.offsets, self.order,
             self.node_loss, self.node_pot, self.node_marg, self.pair_pot, self.pair_marg,
-            self.expected_loss, self.WT, self.theta, self.eta, self.C, adaptive, growth,
-            max_halvings, max_change, self.scratch, self.marker)
+            self.expected_loss, self.WT, self.theta, self.eta, self.probing, self.C, adaptive,
+            growth, max_halvings, max_change, self.scratch, self.marker)
         return calls
 
     def certificate(self):

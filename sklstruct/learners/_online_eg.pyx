@@ -10,7 +10,8 @@ potentials when present), together with the marginals they induce. Visiting exam
 3. the change of the dual ``C E[loss] - 1/2 ||w||^2`` is computed exactly from the marginal
    change (``w`` moves by ``-C X_i^T dmu`` and ``-C dpairwise``); with ``adaptive`` a step whose
    gain is below ``1/2 ||dw||^2`` (half its first-order gain: it overshoots or lowers the dual)
-   is halved and retried, an accepted first try lets ``eta_i`` grow; a step
+   is halved and retried, an accepted first try lets ``eta_i`` grow (doubling until the
+   example's first rejection, by ``growth`` afterwards); a step
    never moves a potential by more than ``max_change`` (which keeps them finite);
 4. ``W^T`` (only the rows of the example's features) and the pairwise weights are updated at once.
 
@@ -36,7 +37,8 @@ def online_eg_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                    float64_t[:, ::1] node_pot, float64_t[:, ::1] node_marg,
                    float64_t[:, ::1] pair_pot, float64_t[:, ::1] pair_marg,
                    float64_t[::1] expected_loss, float64_t[:, ::1] WT, float64_t[::1] theta,
-                   float64_t[::1] eta, double C, bint adaptive, double growth,
+                   float64_t[::1] eta, int8_t[::1] probing, double C, bint adaptive,
+                   double growth,
                    int max_halvings, double max_change,
                    float64_t[:, ::1] scratch, int8_t[::1] marker):
     """Visit the examples of ``order`` once; return (forward-backward calls, dual increase)."""
@@ -195,6 +197,7 @@ def online_eg_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                             memset(&scratch[touched[k2], 0], 0, S * sizeof(double))
                         if halvings < max_halvings:
                             halvings += 1
+                            probing[i] = 0
                             eta[i] *= 0.5
                             continue
                         break  # no ascent step found: leave the example unchanged
@@ -215,7 +218,8 @@ def online_eg_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                     expected_loss[i] = new_loss
                     total_gain += gain
                     if adaptive and halvings == 0:
-                        eta[i] *= growth
+                        # double until the first rejection, then grow slowly
+                        eta[i] *= 2.0 if probing[i] else growth
                     break
                 for k2 in range(n_touched):
                     marker[touched[k2]] = 0

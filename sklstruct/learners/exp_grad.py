@@ -49,8 +49,11 @@ class M3NExpGrad(BaseStructuredClassifier):
         Online passes reach a given duality gap in fewer passes and less time on the OCR and
         CoNLL benchmarks (``benchmarks/bench_exp_grad.py``).
     step : {"adaptive", "fixed", "safe"}, default="adaptive"
-        "adaptive": a step that would lower the dual is halved and retried, an accepted first
-        try lets the step grow by 5% (per example for ``"online"``); the dual never decreases.
+        "adaptive": a step that would lower the dual (online: that gains less than half its
+        first-order prediction) is halved and retried; an accepted first try doubles the step
+        until the first rejection and lets it grow by 5% afterwards (per example for
+        ``"online"``, where a step also never moves a potential by more than 1 nat); the dual
+        never decreases.
         "fixed": every step uses ``eta`` (the seed's Figure 2 literally).
         "safe": the rate ``0.4 / (B + lambda)`` of the seed's Theorem 2, with ``lambda`` the
         largest eigenvalue of the dual's Hessian along feasible directions (computed exactly)
@@ -58,9 +61,13 @@ class M3NExpGrad(BaseStructuredClassifier):
         but ``lambda`` grows like ``n_states ** sequence_length``, so this rate is only
         practical for short sequences.
     eta : float, default=None
-        Initial (adaptive) or constant (fixed) step size. ``None``: ``1 / (C * R)`` with ``R``
-        the squared feature norm of a sequence plus its length (per example for ``"online"``,
-        the largest for ``"batch"``). Must be ``None`` with ``step="safe"``.
+        Initial (adaptive) or constant (fixed) step size. ``None``: ``1 / (C^2 R)`` (the inverse
+        curvature scale of the dual) with ``R`` the squared feature norm of a sequence plus its
+        length (per example for ``"online"``, the largest for ``"batch"``). Must be ``None``
+        with ``step="safe"``.
+    init_bias : float, default=0.0
+        Initial node potential of every token's true state (0: uniform initial distributions;
+        larger values start near ``w = 0``, as in the seed's Figure 4(b)).
     tol : float, default=1e-3
         Stop when the duality gap is at most ``tol`` times the primal objective.
     max_iter : int, default=1000
@@ -106,19 +113,21 @@ class M3NExpGrad(BaseStructuredClassifier):
         **BaseStructuredClassifier._parameter_constraints,
         "algorithm": [StrOptions({"online", "batch"})],
         "eta": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "init_bias": [Interval(numbers.Real, 0, None, closed="left")],
         "step": [StrOptions({"adaptive", "fixed", "safe"})],
         "check_every": [Interval(numbers.Integral, 1, None, closed="left")],
         "warm_start": ["boolean"],
     }
 
     def __init__(self, structure="auto", *, C=1.0, algorithm="online", step="adaptive",
-                 eta=None, tol=1e-3, max_iter=1000, check_every=1, warm_start=False,
-                 n_jobs=None, verbose=0):
+                 eta=None, init_bias=0.0, tol=1e-3, max_iter=1000, check_every=1,
+                 warm_start=False, n_jobs=None, verbose=0):
         self.structure = structure
         self.C = C
         self.algorithm = algorithm
         self.step = step
         self.eta = eta
+        self.init_bias = init_bias
         self.tol = tol
         self.max_iter = max_iter
         self.check_every = check_every
@@ -148,6 +157,12 @@ class M3NExpGrad(BaseStructuredClassifier):
             else (X * X).sum(axis=1)
         return np.bincount(batch.sequence_index, weights=sq, minlength=batch.n_sequences) \
             + batch.lengths
+
+    def _initial_potentials(self, batch, Y):
+        """Node potentials ``init_bias`` on the true state of every token, 0 elsewhere."""
+        node_pot = np.zeros((batch.n_tokens, self.structure_.n_states_))
+        node_pot[np.arange(Y.shape[0]), Y] = self.init_bias
+        return node_pot
 
     def _previous_state(self, batch):
         state = getattr(self, "_eg_state", None) if self.warm_start else None
@@ -193,17 +208,18 @@ class M3NExpGrad(BaseStructuredClassifier):
         adaptive = self.step == "adaptive"
         if state is not None and state["pair_pot"].ndim == 2:
             online = OnlineEGState(structure, batch, Y, C, **{
-                k: state[k] for k in ("node_pot", "node_marg", "pair_pot", "pair_marg", "eta")})
+                k: state[k] for k in ("node_pot", "node_marg", "pair_pot", "pair_marg", "eta",
+                                      "probing")})
             if not adaptive:
                 online.eta[:] = eta
         else:
             if state is not None:
                 node_pot, table = state["node_pot"], state["pair_pot"]
             else:
-                node_pot = np.zeros((batch.n_tokens, structure.n_states_))
+                node_pot = self._initial_potentials(batch, Y)
                 table = np.zeros(structure.n_pairwise_)
             rates = np.full(batch.n_sequences, eta) if eta is not None \
-                else 1.0 / (C * self._sequence_scales(batch))
+                else 1.0 / (C * C * self._sequence_scales(batch))
             online = OnlineEGState.from_shared_potentials(structure, batch, Y, C, node_pot,
                                                           table, rates, n_jobs=self.n_jobs)
         w, dual = online.certificate()
@@ -245,10 +261,11 @@ class M3NExpGrad(BaseStructuredClassifier):
             if eta is None:
                 eta = float(state["eta"])
         else:
-            node_pot = np.zeros((batch.n_tokens, n_states))
+            node_pot = self._initial_potentials(batch, Y)
             pair_pot = np.zeros(structure.n_pairwise_)
+        probing = state is None or bool(state.get("probing", True))
         if eta is None:
-            eta = 1.0 / (C * float(self._sequence_scales(batch).max()))
+            eta = 1.0 / (C * C * float(self._sequence_scales(batch).max()))
         # loss of every token and state: the part losses l_{i,r}
         node_loss = np.repeat(structure.loss_weights_[Y][:, None], n_states, axis=1)
         node_loss[np.arange(Y.shape[0]), Y] = 0.0
@@ -268,13 +285,15 @@ class M3NExpGrad(BaseStructuredClassifier):
                 if self.step != "adaptive" or new_dual >= dual or eta < 1e-300:
                     break
                 eta *= 0.5
+                probing = False
             node_pot, pair_pot, w, dual = new_node, new_pair, new_w, new_dual
-            if self.step == "adaptive":
-                eta *= 1.05
+            if self.step == "adaptive":  # double until the first rejection, then grow slowly
+                eta *= 2.0 if probing else 1.05
             passes += 1
             if passes % self.check_every == 0 or passes == self.max_iter:
                 converged = self._record(history, batch, Y, w, dual, passes, calls, eta)
-        self._eg_state = {"node_pot": node_pot, "pair_pot": pair_pot, "eta": eta}
+        self._eg_state = {"node_pot": node_pot, "pair_pot": pair_pot, "eta": eta,
+                          "probing": probing}
         self.eta_ = eta
         self.n_iter_ = passes
         return w, converged
