@@ -153,10 +153,20 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         return self.structure_.pairwise_parameters(self.w_)[0]
 
     # ------------------------------------------------------------------ prediction
+    def _unary_scores(self, batch):
+        """Token x state scores of the fitted model (``X W^T`` for a linear model)."""
+        return self.structure_.unary_potentials(batch, self.w_)
+
+    def _weight_norm_sq(self):
+        """``||w||^2`` of the fitted model."""
+        return float(self.w_ @ self.w_)
+
     def _predict_encoded(self, X, lengths):
         check_is_fitted(self)
         batch, _, form = self._validate_input(X, None, lengths, reset=False)
-        return batch, self.structure_.decode(batch, self.w_, n_jobs=self.n_jobs), form
+        labels = self.structure_.decode(batch, self.w_, n_jobs=self.n_jobs,
+                                        unary=self._unary_scores(batch))
+        return batch, labels, form
 
     def predict(self, X, lengths=None):
         """Predicted labels, in the form of ``X``.
@@ -183,7 +193,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         batch, _, form = self._validate_input(X, None, lengths, reset=False)
-        scores = self.structure_.unary_potentials(batch, self.w_)
+        scores = self._unary_scores(batch)
         if form == "multiclass" and scores.shape[1] == 2:
             return scores[:, 1] - scores[:, 0]
         return self._format_output(scores, batch, form)
@@ -199,7 +209,8 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         batch, _, form = self._validate_input(X, None, lengths, reset=False)
-        node, _, _ = self.structure_.marginals(batch, self.w_, n_jobs=self.n_jobs)
+        node, _, _ = self.structure_.marginals(batch, self.w_, n_jobs=self.n_jobs,
+                                               unary=self._unary_scores(batch))
         return self._format_output(node, batch, form)
 
     def score(self, X, y, lengths=None, sample_weight=None):
@@ -227,10 +238,15 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError("y contains labels that were not seen in fit.")
         return index.astype(np.intp)
 
-    def _structured_hinge(self, batch, Y, w, rescale):
-        """Per-sequence structured hinge losses ``H_i(w)`` (DESIGN section 1)."""
+    def _structured_hinge(self, batch, Y, w, rescale, unary=None):
+        """Per-sequence structured hinge losses ``H_i(w)`` (DESIGN section 1).
+
+        ``unary`` (token x state scores) replaces ``X W^T`` when given; the pairwise part of
+        the model is read from ``w``.
+        """
         structure = self.structure_
-        unary = structure.unary_potentials(batch, w)
+        if unary is None:
+            unary = structure.unary_potentials(batch, w)
         _, losses, scores = structure.loss_augmented_decode(
             batch, w, Y, rescale=rescale, n_jobs=self.n_jobs, unary=unary
         )
@@ -249,8 +265,9 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         batch, y_flat, form = self._validate_input(X, y, lengths, reset=False)
         Y = self._encode_known(np.asarray(y_flat))
         weights = _check_sequence_weights(sample_weight, batch.n_sequences)
-        hinge = self._structured_hinge(batch, Y, self.w_, self._rescale())
-        return 0.5 * float(self.w_ @ self.w_) + self.C * float(weights @ hinge)
+        hinge = self._structured_hinge(batch, Y, self.w_, self._rescale(),
+                                       unary=self._unary_scores(batch))
+        return 0.5 * self._weight_norm_sq() + self.C * float(weights @ hinge)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

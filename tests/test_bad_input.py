@@ -4,17 +4,21 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sklstruct import ChainStructure, StructSVMCuttingPlane
+from sklstruct import ChainStructure, M3NExcessiveGap, M3NExpGrad, StructSVMCuttingPlane
+
+LEARNERS = [StructSVMCuttingPlane, M3NExpGrad, M3NExcessiveGap]
 
 GOOD_X = [np.ones((3, 2)), np.zeros((2, 2))]
 GOOD_Y = [np.array([0, 1, 0]), np.array([1, 1])]
 
 
-def fit(X, y, **kw):
+def fit(X, y, learner=StructSVMCuttingPlane, **kw):
     lengths = kw.pop("lengths", None)
-    sample_weight = kw.pop("sample_weight", None)
     params = {"max_iter": 50, **kw}
-    return StructSVMCuttingPlane(**params).fit(X, y, lengths=lengths, sample_weight=sample_weight)
+    if "sample_weight" in kw:
+        sample_weight = params.pop("sample_weight")
+        return learner(**params).fit(X, y, lengths=lengths, sample_weight=sample_weight)
+    return learner(**params).fit(X, y, lengths=lengths)
 
 
 @pytest.mark.parametrize(
@@ -36,9 +40,10 @@ def fit(X, y, **kw):
         ([sp.csr_matrix(np.ones((3, 2))), sp.csr_matrix(np.ones((2, 3)))], GOOD_Y, "same number"),
     ],
 )
-def test_bad_sequence_input(X, y, match):
+@pytest.mark.parametrize("learner", LEARNERS)
+def test_bad_sequence_input(X, y, match, learner):
     with pytest.raises((ValueError, TypeError), match=match):
-        fit(X, y)
+        fit(X, y, learner)
 
 
 @pytest.mark.parametrize(

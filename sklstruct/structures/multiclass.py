@@ -30,10 +30,12 @@ class MultiClass(BaseStructure):
                 "sequences."
             )
 
-    def decode(self, batch, w, n_jobs=None):
+    def decode(self, batch, w, n_jobs=None, unary=None):
         """Highest-scoring class of every sample."""
         self._check_single(batch)
-        return np.argmax(self.unary_potentials(batch, w), axis=1)
+        if unary is None:
+            unary = self.unary_potentials(batch, w)
+        return np.argmax(unary, axis=1)
 
     def loss_augmented_decode(self, batch, w, Y, rescale="margin", n_jobs=None, unary=None):
         """Most violating label under margin or slack rescaling.

@@ -1,0 +1,204 @@
+"""M3NExcessiveGap (seed 000) against its theory, the explicit Algorithm 1 and other learners."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import softmax
+from sklearn.exceptions import ConvergenceWarning
+
+from sklstruct import (ChainStructure, M3NExcessiveGap, M3NExpGrad, MultiClass,
+                       StructSVMCuttingPlane)
+from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
+
+from ._enumeration import all_labelings, exact_optimum, primal_objective
+from .conftest import make_chain_data
+
+
+def _fit_quietly(model, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return model.fit(X, y)
+
+
+def _explicit(structure, batch, Y):
+    """psi^i_y = Psi(x_i, y_i) - Psi(x_i, y) and the losses of every labeling, per example."""
+    psi, loss = [], []
+    for i in range(batch.n_sequences):
+        lo, hi = batch.offsets[i], batch.offsets[i + 1]
+        sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
+        labelings = all_labelings(structure.n_states_, hi - lo)
+        truth = structure.joint_feature(sub, Y[lo:hi])
+        psi.append(np.array([truth - structure.joint_feature(sub, yb) for yb in labelings]))
+        loss.append(np.array([structure.loss(sub, Y[lo:hi], yb)[0] for yb in labelings]))
+    return psi, loss
+
+
+def _batch(X, y, model):
+    batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
+    return batch, model._encode_known(np.concatenate(y))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_theorem_4_bound_and_condition_11_hold_at_every_iteration(seed):
+    rng = np.random.default_rng(seed)
+    structure = [ChainStructure(), ChainStructure(start_end=False)][seed % 2]
+    X, y = make_chain_data(n_sequences=int(rng.integers(3, 7)), n_states=2 + seed % 2,
+                           n_features=3, max_length=4, seed=50 + seed)
+    C = float(rng.uniform(0.2, 2.0))
+    model = _fit_quietly(M3NExcessiveGap(structure, C=C, smoothing="worst_case", tol=1e-12,
+                                         max_iter=300), X, y)
+    batch, Y = _batch(X, y, model)
+    n = batch.n_sequences
+    # the estimator's mu_1 is at least the seed's L / sigma = max ||psi||^2 / lambda
+    psi, _ = _explicit(model.structure_, batch, Y)
+    exact = n * C * max(float(np.max(np.sum(p * p, axis=1))) for p in psi)
+    assert model.mu_init_ >= exact * (1 - 1e-12)
+    h = model.history_
+    k = np.arange(1, len(h["gap"]) + 1)
+    bound = n * C * 6 * model.mu_init_ * model.prox_diameter_ / ((k + 1) * (k + 2))
+    assert np.all(h["gap"] <= bound * (1 + 1e-9) + 1e-12)
+    assert np.all(h["smoothed_primal"] <= h["dual"] + 1e-9 * np.abs(h["dual"]).max())
+    assert np.all(h["gap"] >= -1e-9)
+
+
+def test_adaptive_smoothing_keeps_condition_11_and_equation_12():
+    X, y = make_chain_data(n_sequences=30, seed=2)
+    model = _fit_quietly(M3NExcessiveGap(C=1.0, tol=1e-12, max_iter=400), X, y)
+    h = model.history_
+    scale = np.abs(h["dual"]).max()
+    assert np.all(h["smoothed_primal"] <= h["dual"] + 1e-9 * scale)
+    n = len(y)
+    assert np.all(h["gap"] <= n * model.C * h["mu"] * model.prox_diameter_ * (1 + 1e-9))
+    assert model.n_mu_increases_ > 0  # it starts below the worst case and had to correct
+
+
+def test_factored_iterates_equal_algorithm_1_on_the_explicit_dual():
+    """Algorithm 2 (marginals) reproduces Algorithm 1 (all labelings): same w_k and D(alpha_k)."""
+    X, y = make_chain_data(n_sequences=4, n_states=2, n_features=2, max_length=3, seed=3)
+    C, steps = 0.7, 30
+    model = _fit_quietly(M3NExcessiveGap(ChainStructure(), C=C, smoothing="worst_case",
+                                         tol=1e-12, max_iter=steps), X, y)
+    batch, Y = _batch(X, y, model)
+    psi, loss = _explicit(model.structure_, batch, Y)
+    n, lam, mu = batch.n_sequences, 1.0 / (batch.n_sequences * C), model.mu_init_
+
+    def w_of(alpha):
+        return sum(a @ p for a, p in zip(alpha, psi)) / lam
+
+    def grad(alpha):
+        w = w_of(alpha)
+        return [c - p @ w for c, p in zip(loss, psi)]
+
+    def dual(alpha):
+        w = w_of(alpha)
+        return sum(a @ c for a, c in zip(alpha, loss)) - 0.5 * lam * w @ w
+
+    def primal(w):
+        return 0.5 * lam * w @ w + sum(np.max(c - p @ w) for c, p in zip(loss, psi)) / n
+
+    def best_response(w, mu):  # eq. (38)
+        return [softmax((c - p @ w) / mu) / n for c, p in zip(loss, psi)]
+
+    def bregman(alpha, g):  # eq. (39)
+        return [a * np.exp(-gi - np.max(-gi)) / np.sum(a * np.exp(-gi - np.max(-gi))) / n
+                for a, gi in zip(alpha, g)]
+
+    alpha0 = [np.full(len(c), 1.0 / (n * len(c))) for c in loss]
+    w = w_of(alpha0)
+    alpha = bregman(alpha0, [-g / mu for g in grad(alpha0)])
+    primals, duals = [], []
+    for k in range(1, steps + 1):
+        primals.append(primal(w))
+        duals.append(dual(alpha))
+        tau = 2.0 / (k + 3)
+        smooth = best_response(w, mu)
+        hat = [(1 - tau) * a + tau * s for a, s in zip(alpha, smooth)]
+        w = (1 - tau) * w + tau * w_of(hat)
+        tilde = bregman(smooth, [-tau / ((1 - tau) * mu) * g for g in grad(hat)])
+        alpha = [(1 - tau) * a + tau * t for a, t in zip(alpha, tilde)]
+        mu *= 1 - tau
+    scale = n * C  # the learner reports n C J and n C D
+    np.testing.assert_allclose(model.history_["primal"], scale * np.array(primals), rtol=1e-9)
+    np.testing.assert_allclose(model.history_["dual"], scale * np.array(duals), rtol=1e-9,
+                               atol=1e-9)
+
+
+@pytest.mark.parametrize("structure", [ChainStructure(start_end=False),
+                                       ChainStructure(class_weight=[1.0, 2.0, 0.5])])
+def test_reaches_exact_optimum_on_tiny_chains(structure):
+    X, y = make_chain_data(n_sequences=6, n_states=3, n_features=3, max_length=4, seed=7)
+    model = M3NExcessiveGap(structure, C=0.5, tol=1e-5, max_iter=20000).fit(X, y)
+    batch, Y = _batch(X, y, model)
+    lower, upper, _ = exact_optimum(model.structure_, batch, Y, 0.5)
+    ours = primal_objective(model.structure_, batch, Y, model.w_, 0.5)
+    gap = model.history_["gap"][-1]
+    assert lower - 1e-9 <= ours <= upper + gap + 1e-9
+    assert gap <= 1e-5 * ours
+
+
+def test_matches_the_other_learners():
+    X, y = make_chain_data(n_sequences=25, seed=4)
+    eg = M3NExcessiveGap(C=0.5, tol=1e-4, max_iter=20000).fit(X, y)
+    others = [StructSVMCuttingPlane(C=0.5, tol=1e-7).fit(X, y),
+              M3NExpGrad(C=0.5, algorithm="batch", tol=1e-5, max_iter=20000).fit(X, y)]
+    for other in others:
+        tolerance = eg.history_["gap"][-1] + other.history_["gap"][-1]
+        assert abs(eg.objective(X, y) - other.objective(X, y)) <= tolerance + 1e-9
+
+
+def test_multiclass():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 4))
+    y = rng.integers(0, 3, size=50)
+    model = M3NExcessiveGap(C=0.3, tol=1e-4, max_iter=20000).fit(X, y)
+    assert isinstance(model.structure_, MultiClass)
+    reference = StructSVMCuttingPlane(C=0.3, tol=1e-8).fit(X, y)
+    assert abs(model.objective(X, y) - reference.objective(X, y)) <= \
+        model.history_["gap"][-1] + reference.history_["gap"][-1] + 1e-9
+
+
+def test_marginals_do_not_drift_over_thousands_of_iterations():
+    X, y = make_chain_data(n_sequences=20, n_states=4, seed=5)
+    model = _fit_quietly(M3NExcessiveGap(ChainStructure(), C=2.0, tol=1e-15,
+                                         max_iter=3000), X, y)
+    assert model.n_iter_ == 3000
+    # deviation of each token's (and each chain's transition / start / end) marginals from
+    # their totals before renormalisation: rounding only
+    drift = model.history_["drift"]
+    assert np.max(drift) <= 1e-11
+    assert np.max(drift[-1000:]) <= 1e-13  # no accumulation
+    assert np.all(np.isfinite(model.history_["dual"]))
+
+
+def test_linear_kernel_callable_matches_the_linear_model():
+    X, y = make_chain_data(n_sequences=15, seed=6)
+    linear = _fit_quietly(M3NExcessiveGap(C=1.0, tol=1e-9, max_iter=200), X, y)
+    kernel = _fit_quietly(M3NExcessiveGap(C=1.0, kernel=lambda A, B: A @ B.T, tol=1e-9,
+                                          max_iter=200), X, y)
+    np.testing.assert_allclose(kernel.history_["primal"], linear.history_["primal"],
+                               rtol=1e-9)
+    np.testing.assert_allclose(kernel.history_["dual"], linear.history_["dual"], rtol=1e-9,
+                               atol=1e-9)
+    assert kernel.objective(X, y) == pytest.approx(linear.objective(X, y), rel=1e-9)
+    np.testing.assert_allclose(np.vstack(kernel.decision_function(X)),
+                               np.vstack(linear.decision_function(X)), atol=1e-8)
+    with pytest.raises(AttributeError):
+        kernel.coef_
+
+
+def test_rbf_kernel_fits_a_problem_a_linear_model_cannot():
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(2, 6)), 2)) for _ in range(40)]
+    y = [(np.abs(x[:, 0]) > 0.8).astype(int) for x in X]  # not linearly separable per token
+    rbf = _fit_quietly(M3NExcessiveGap(C=10.0, kernel="rbf", gamma=1.0, max_iter=2000), X, y)
+    linear = _fit_quietly(M3NExcessiveGap(C=10.0, max_iter=2000), X, y)
+    assert rbf.score(X, y) > linear.score(X, y) + 0.1
+    assert rbf.objective(X, y) == pytest.approx(rbf.history_["primal"][-1], rel=1e-9)
+    assert np.all(rbf.history_["gap"] >= 0)
+
+
+def test_kernel_memory_limit_is_a_clear_error():
+    X, y = make_chain_data(n_sequences=30, seed=1)
+    with pytest.raises(ValueError, match="kernel_memory_mb"):
+        M3NExcessiveGap(kernel="rbf", kernel_memory_mb=1e-4).fit(X, y)
