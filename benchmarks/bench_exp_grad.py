@@ -1,6 +1,9 @@
-"""M3NExpGrad (seed 001) beside StructSVMCuttingPlane: convergence, time, memory, accuracy.
+"""The dual learners beside StructSVMCuttingPlane: convergence, time, memory, accuracy.
 
-Three experiments (all learners minimise the same objective at the same ``C``):
+M3NExpGrad (seed 001) and M3NExcessiveGap (seed 000) against the cutting-plane learners
+(seed 002), all minimising the same objective at the same ``C``.
+
+Three experiments:
 
 ``--experiment figure4``
     The shape of the seed's Figure 4 on the first 1,000 sentences of CoNLL-2002 Spanish NER
@@ -17,7 +20,7 @@ For ``ocr`` and ``conll2000`` every learner runs with ``tol=1e-3`` and a pass li
 gives the wall time and passes at which the certified relative duality gap first fell to 1e-2 and
 1e-3 ("-" when not within the limit), the peak memory, and test accuracy (OCR) or chunk F1.
 
-    python benchmarks/bench_exp_grad.py --experiment ocr [--max-passes 1000]
+    python benchmarks/bench_exp_grad.py --experiment ocr [--max-passes 1000] [--skip NAME ...]
     python benchmarks/bench_exp_grad.py --experiment conll2000 [--max-passes 300]
     python benchmarks/bench_exp_grad.py --experiment figure4 [--passes 60]
 """
@@ -29,7 +32,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from _common import ROOT, PeakMemory, parser, print_table, write_json
-from sklstruct import ChainStructure, M3NExpGrad, StructSVMCuttingPlane
+from sklstruct import ChainStructure, M3NExcessiveGap, M3NExpGrad, StructSVMCuttingPlane
 from sklstruct.datasets import load_conll2000, load_conll2002, load_ocr_letters
 from sklstruct.metrics import chunk_f1_score, token_accuracy
 from sklstruct.preprocessing import SequenceVectorizer, window_features
@@ -59,6 +62,7 @@ def _learners(C, max_passes, structure):
         ("StructSVMCuttingPlane 1-slack", StructSVMCuttingPlane(
             structure, C=C, variant="1-slack", tol=1e-3, max_iter=20 * max_passes,
             cache_size=0)),
+        ("M3NExcessiveGap", M3NExcessiveGap(structure, C=C, tol=1e-3, max_iter=max_passes)),
     ]
 
 

@@ -2,10 +2,10 @@
 
 from . import _check_build  # noqa: F401  (readable error when the extensions are not built)
 from ._version import __version__
-from .learners import M3NExcessiveGap, M3NExpGrad, StructSVMCuttingPlane
+from .learners import L1M3N, M3NExcessiveGap, M3NExpGrad, StructSVMCuttingPlane
 from .structures import ChainStructure, MultiClass
 
 __all__ = [
-    "ChainStructure", "M3NExcessiveGap", "M3NExpGrad", "MultiClass", "StructSVMCuttingPlane",
-    "__version__",
+    "ChainStructure", "L1M3N", "M3NExcessiveGap", "M3NExpGrad", "MultiClass",
+    "StructSVMCuttingPlane", "__version__",
 ]

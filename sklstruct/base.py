@@ -161,6 +161,10 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         """``||w||^2`` of the fitted model."""
         return float(self.w_ @ self.w_)
 
+    def _regularizer(self):
+        """The regulariser of the objective at the fitted weights (``1/2 ||w||^2``)."""
+        return 0.5 * self._weight_norm_sq()
+
     def _predict_encoded(self, X, lengths):
         check_is_fitted(self)
         batch, _, form = self._validate_input(X, None, lengths, reset=False)
@@ -267,7 +271,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         weights = _check_sequence_weights(sample_weight, batch.n_sequences)
         hinge = self._structured_hinge(batch, Y, self.w_, self._rescale(),
                                        unary=self._unary_scores(batch))
-        return 0.5 * self._weight_norm_sq() + self.C * float(weights @ hinge)
+        return self._regularizer() + self.C * float(weights @ hinge)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sklstruct import ChainStructure, M3NExcessiveGap, M3NExpGrad, StructSVMCuttingPlane
+from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad,
+                       StructSVMCuttingPlane)
 
-LEARNERS = [StructSVMCuttingPlane, M3NExpGrad, M3NExcessiveGap]
+LEARNERS = [StructSVMCuttingPlane, M3NExpGrad, M3NExcessiveGap, L1M3N]
 
 GOOD_X = [np.ones((3, 2)), np.zeros((2, 2))]
 GOOD_Y = [np.array([0, 1, 0]), np.array([1, 1])]

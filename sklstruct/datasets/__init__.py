@@ -7,6 +7,7 @@ from ._loaders import (
     load_ocr_letters,
     load_ocr_sample,
 )
+from ._synthetic import make_sparse_chain
 
 __all__ = [
     "get_data_home",
@@ -14,4 +15,5 @@ __all__ = [
     "load_conll2002",
     "load_ocr_letters",
     "load_ocr_sample",
+    "make_sparse_chain",
 ]

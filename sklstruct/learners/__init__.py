@@ -3,5 +3,6 @@
 from .cutting_plane import StructSVMCuttingPlane
 from .excessive_gap import M3NExcessiveGap
 from .exp_grad import M3NExpGrad
+from .l1 import L1M3N
 
-__all__ = ["M3NExcessiveGap", "M3NExpGrad", "StructSVMCuttingPlane"]
+__all__ = ["L1M3N", "M3NExcessiveGap", "M3NExpGrad", "StructSVMCuttingPlane"]

@@ -1,0 +1,248 @@
+"""The l1-regularised (primal sparse) max-margin Markov network (Zhu, Xing and Zhang; seed 004)."""
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from ..base import BaseStructuredClassifier
+from ..structures._scaled import scaled_structure
+from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ._history import History
+from ._l1_solvers import LPCuttingPlane, constraint_directions, projected_subgradient
+from .cutting_plane import StructSVMCuttingPlane
+
+_DEFAULT_MAX_ITER = {"em": 15, "subgradient": 1000, "cutting_plane": 500}
+
+
+class L1M3N(BaseStructuredClassifier):
+    """Primal sparse max-margin Markov network (l1-M3N, seed 004).
+
+    The model minimises the paper's problem P1::
+
+        P1(w) = 1/2 ||w||_1 + C * sum_i H_i(w)
+
+    (``H_i`` the margin-rescaled structured hinge of DESIGN section 1); the l1 norm covers all
+    weights (token features x states, transitions, start/end biases), so the model selects
+    features by setting their weights to exact zeros. Three solvers (section 4):
+
+    ``solver="cutting_plane"`` (Algorithm 1)
+        Solves P1 with this ``C``. Each round adds, for every example whose most violated
+        labeling (loss-augmented Viterbi) exceeds its slack, that constraint to its working set,
+        and re-solves the LP over the working set (``w = mu - v``) with scipy's HiGHS (dual
+        simplex; scipy's interface takes no starting basis, so a round re-solves from scratch).
+        The LP optimum is a lower bound on min P1 and ``P1(w)`` an upper bound; the fit stops
+        when their difference is at most ``tol * P1(w)`` (``history_["gap"]``).
+    ``solver="subgradient"`` (Algorithm 2)
+        Solves P1': ``min (1/n) sum_i H_i(w)`` subject to ``||w||_1 <= radius``, by projected
+        subgradient steps ``learning_rate / sqrt(t)`` with the exact O(d log d) projection onto
+        the l1 ball (Duchi et al. 2008), keeping the best iterate. The solution of P1 with a
+        given ``C`` solves P1' with ``radius = ||w*_C||_1``; there is no duality-gap certificate
+        (``history_["gap"]`` is NaN). ``C`` is not used.
+    ``solver="em"`` (Algorithm 3)
+        The adaptive M3N: alternately solve problem (5),
+        ``min_g lambda ||g||^2 + C sum_i xi_i`` with joint features rescaled by ``beta``
+        (``w = beta * g``), by the suite's 1-slack :class:`StructSVMCuttingPlane` (which
+        minimises ``1/2 ||g||^2 + C / (2 lambda) sum_i H_i``), and update
+        ``beta_k = sqrt(K) |g_k| / ||g||_2`` (eq. (6)); ``beta_k < threshold`` is set to 0
+        (the paper's 1e-4) and that weight stays an exact zero. Starts from
+        ``beta = sqrt(lambda)`` and stops after ``max_iter`` iterations or when ``beta``
+        changes by less than ``tol``. A fixed point satisfies the optimality conditions of
+        ``min (lambda / K) ||w||_1^2 + C sum_i H_i(w)`` on its support, i.e. it solves P1 with
+        ``C_P1 = C K / (4 lambda ||w||_1)`` (``history_["C_P1"]``); ``K`` is the number of
+        weights.
+
+    Parameters
+    ----------
+    structure : {"auto"} or structure instance, default="auto"
+        ``MultiClass`` or ``ChainStructure``.
+    C : float, default=1.0
+        ``cutting_plane``: the C of P1; ``em``: the C of problem (5); unused by ``subgradient``.
+    solver : {"em", "subgradient", "cutting_plane"}, default="em"
+    em_lambda : float, default=1.0
+        The ``lambda`` of problem (5) (``solver="em"``): larger values give sparser models.
+    radius : float, default=None
+        The l1 radius of P1' (required by ``solver="subgradient"``).
+    learning_rate : float, default=0.1
+        Step scale of ``solver="subgradient"``.
+    threshold : float, default=1e-4
+        ``solver="em"``: scales ``beta_k`` below it become 0.
+    tol : float, default=1e-3
+        ``cutting_plane``: relative gap; ``em``: change of ``beta``, and the relative tolerance
+        of each M-step.
+    max_iter : int, default=None
+        EM iterations (default 15, as in the paper's experiments), subgradient steps (1000) or
+        cutting-plane rounds (500).
+    n_jobs : int, default=None
+        Threads for decoding.
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    classes_, structure_, w_, coef_, transition_, n_iter_, n_features_in_
+        As in :class:`StructSVMCuttingPlane`; ``coef_`` holds exact zeros for unselected
+        weights, so ``sklearn.feature_selection.SelectFromModel`` can use it.
+    beta_ : ndarray of shape (n_weights,)
+        ``solver="em"``: the final scales ``beta`` (zero for discarded weights).
+    history_ : dict of ndarray
+        Per iteration / round / step: ``primal`` (P1 at this ``C``; for ``subgradient`` the
+        P1' objective ``(1/n) sum_i H_i``), ``dual`` (the LP lower bound of
+        ``cutting_plane``), ``gap``, ``time``, ``oracle_calls``, ``n_nonzero`` and, for ``em``,
+        ``C_P1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklstruct import L1M3N
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(60, 6))
+    >>> y = (X[:, 0] > 0).astype(int)          # only feature 0 matters
+    >>> model = L1M3N(C=1.0, solver="cutting_plane").fit(X, y)
+    >>> bool(np.all(model.coef_[:, 3:] == 0))
+    True
+    """
+
+    _parameter_constraints = {
+        **BaseStructuredClassifier._parameter_constraints,
+        "solver": [StrOptions({"em", "subgradient", "cutting_plane"})],
+        "em_lambda": [Interval(numbers.Real, 0, None, closed="neither")],
+        "radius": [Interval(numbers.Real, 0, None, closed="left"), None],
+        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
+        "threshold": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
+    }
+
+    def __init__(self, structure="auto", *, C=1.0, solver="em", em_lambda=1.0, radius=None,
+                 learning_rate=0.1, threshold=1e-4, tol=1e-3, max_iter=None, n_jobs=None,
+                 verbose=0):
+        self.structure = structure
+        self.C = C
+        self.solver = solver
+        self.em_lambda = em_lambda
+        self.radius = radius
+        self.learning_rate = learning_rate
+        self.threshold = threshold
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, lengths=None):
+        """Fit the model (same input forms as :class:`StructSVMCuttingPlane`)."""
+        return self._fit(X, y, lengths)
+
+    def _regularizer(self):
+        return 0.5 * float(np.abs(self.w_).sum())
+
+    def _fit_batch(self, batch, Y, sample_weight):
+        if self.solver == "subgradient" and self.radius is None:
+            raise ValueError("solver='subgradient' needs radius= (the l1 radius of P1').")
+        max_iter = self.max_iter or _DEFAULT_MAX_ITER[self.solver]
+        run = {"em": self._fit_em, "subgradient": self._fit_subgradient,
+               "cutting_plane": self._fit_cutting_plane}[self.solver]
+        w, history, converged = run(batch, Y, max_iter)
+        if not converged:
+            warnings.warn(f"L1M3N (solver={self.solver!r}) did not converge in {max_iter} "
+                          "iterations.", ConvergenceWarning)
+        self.history_ = history.as_dict()
+        return w
+
+    def _hinge(self, batch, Y, w):
+        """Per-sequence hinge, most violating labels and their losses."""
+        structure = self.structure_
+        unary = structure.unary_potentials(batch, w)
+        Ybar, losses, scores = structure.loss_augmented_decode(batch, w, Y, n_jobs=self.n_jobs,
+                                                               unary=unary)
+        true_scores = structure.score_labels(batch, w, Y, unary=unary)
+        return np.maximum(losses + scores - true_scores, 0.0), Ybar, losses
+
+    def _p1(self, w, hinge):
+        return 0.5 * float(np.abs(w).sum()) + float(self.C) * float(hinge.sum())
+
+    # ------------------------------------------------------------------ Algorithm 1
+    def _fit_cutting_plane(self, batch, Y, max_iter):
+        history = History(extra_fields=("n_nonzero", "n_constraints"))
+        solver = LPCuttingPlane(self.structure_, batch, Y, self.C)
+        w = np.zeros(self.structure_.size_joint_feature_)
+        lower, calls = 0.0, 0
+        for round_ in range(1, max_iter + 1):
+            hinge, Ybar, losses = self._hinge(batch, Y, w)
+            calls += batch.n_sequences
+            primal = self._p1(w, hinge)
+            history.append(primal=primal, dual=lower, gap=primal - lower, oracle_calls=calls,
+                           n_nonzero=np.count_nonzero(w), n_constraints=solver.n_constraints)
+            if self.verbose:
+                print(f"[L1M3N] round {round_} P1 {primal:.6g} LP {lower:.6g} "
+                      f"constraints {solver.n_constraints}")
+            violated = np.flatnonzero(hinge > solver.slack + 1e-9 * max(1.0, hinge.max()))
+            if primal - lower <= self.tol * abs(primal) or violated.size == 0:
+                self.n_iter_ = round_
+                return w, history, True
+            solver.add(Ybar, losses, violated)
+            w, lower = solver.solve()
+        self.n_iter_ = max_iter
+        return w, history, False
+
+    # ------------------------------------------------------------------ Algorithm 2
+    def _fit_subgradient(self, batch, Y, max_iter):
+        history = History(extra_fields=("n_nonzero",))
+        structure, n = self.structure_, batch.n_sequences
+        all_sequences = np.arange(n)
+
+        def hinge_and_subgradient(w):
+            hinge, Ybar, _ = self._hinge(batch, Y, w)
+            active = all_sequences[hinge > 0]
+            if active.size == 0:
+                return 0.0, np.zeros_like(w)
+            directions = constraint_directions(structure, batch, Y, Ybar, active)
+            return float(hinge.sum()) / n, -np.asarray(directions.sum(axis=0)).ravel() / n
+
+        def record(t, value, w):
+            history.append(primal=value, oracle_calls=t * n, n_nonzero=np.count_nonzero(w))
+
+        w, _ = projected_subgradient(hinge_and_subgradient, structure.size_joint_feature_,
+                                     float(self.radius), float(self.learning_rate), max_iter,
+                                     record)
+        self.n_iter_ = len(history.as_dict()["primal"])
+        return w, history, True
+
+    # ------------------------------------------------------------------ Algorithm 3
+    def _fit_em(self, batch, Y, max_iter):
+        structure = self.structure_
+        history = History(extra_fields=("n_nonzero", "C_P1"))
+        size, n_unary = structure.size_joint_feature_, structure.n_states_ * structure.n_features_
+        lam, C = float(self.em_lambda), float(self.C)
+        beta = np.full(size, np.sqrt(lam))
+        converged, calls = False, 0
+        for iteration in range(1, max_iter + 1):
+            unary_scale = beta[:n_unary].reshape(structure.n_features_, structure.n_states_)
+            m_step = StructSVMCuttingPlane(
+                scaled_structure(self.structure_, unary_scale, beta[n_unary:]),
+                C=C / (2.0 * lam), tol=self.tol, max_iter=100000, n_jobs=self.n_jobs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                m_step.fit(batch.X, Y, lengths=batch.lengths)
+            calls += int(m_step.history_["oracle_calls"][-1])
+            gamma = m_step.w_
+            norm = float(np.linalg.norm(gamma))
+            new_beta = np.sqrt(size) * np.abs(gamma) / norm if norm > 0 else np.zeros(size)
+            new_beta[new_beta < self.threshold] = 0.0
+            w = np.where(new_beta > 0, beta * gamma, 0.0)
+            hinge, _, _ = self._hinge(batch, Y, w)
+            l1 = float(np.abs(w).sum())
+            history.append(primal=self._p1(w, hinge), oracle_calls=calls,
+                           n_nonzero=np.count_nonzero(w),
+                           C_P1=C * size / (4.0 * lam * l1) if l1 > 0 else np.inf)
+            if self.verbose:
+                print(f"[L1M3N] EM iteration {iteration}: {np.count_nonzero(w)} non-zero "
+                      f"weights, P1 {history.as_dict()['primal'][-1]:.6g}")
+            change = float(np.max(np.abs(new_beta - beta)))
+            beta = new_beta
+            if change <= self.tol:
+                converged = True
+                break
+        self.n_iter_ = iteration
+        self.beta_ = beta
+        return w, history, converged

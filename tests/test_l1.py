@@ -1,0 +1,182 @@
+"""L1M3N (seed 004): its three solvers against the exact optimum of P1, sparsity, selection."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.feature_selection import SelectFromModel
+from sklearn.pipeline import make_pipeline
+
+from sklstruct import ChainStructure, L1M3N, MultiClass, StructSVMCuttingPlane
+from sklstruct.datasets import make_sparse_chain
+from sklstruct.learners._l1_solvers import project_l1_ball
+from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
+
+from ._enumeration import enumerate_constraints
+from .conftest import make_chain_data
+
+
+def _exact_p1(structure, batch, Y, C):
+    """min 1/2 ||w||_1 + C sum_i xi_i over every enumerated labeling, by scipy's LP."""
+    G, c, groups = enumerate_constraints(structure, batch, Y)
+    K, n = G.shape[1], batch.n_sequences
+    A = np.hstack([-G, G, -np.eye(n)[groups]])
+    cost = np.concatenate([np.full(2 * K, 0.5), np.full(n, C)])
+    result = linprog(cost, A_ub=A, b_ub=-c, bounds=(0, None), method="highs")
+    assert result.status == 0
+    return result.fun, result.x[:K] - result.x[K:2 * K]
+
+
+def _problem(seed, structure=None):
+    X, y = make_chain_data(n_sequences=8, n_states=3, n_features=4, max_length=4, seed=seed)
+    batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
+    return X, y, batch
+
+
+def _p1(model, batch, Y, w, C):
+    hinge, _, _ = model._hinge(batch, Y, w)
+    return 0.5 * float(np.abs(w).sum()) + C * float(hinge.sum())
+
+
+@pytest.mark.parametrize("structure", [ChainStructure(), ChainStructure(start_end=False)])
+@pytest.mark.parametrize("C", [0.05, 0.3, 2.0])
+def test_cutting_plane_lp_equals_the_exact_optimum(structure, C):
+    X, y, batch = _problem(1)
+    model = L1M3N(structure, solver="cutting_plane", C=C, tol=1e-9).fit(X, y)
+    Y = model._encode_known(np.concatenate(y))
+    optimum, _ = _exact_p1(model.structure_, batch, Y, C)
+    assert model.objective(X, y) == pytest.approx(optimum, rel=1e-7, abs=1e-9)
+    h = model.history_
+    assert h["dual"][-1] <= optimum + 1e-9  # the working-set LP is a lower bound
+    assert h["gap"][-1] <= 1e-9 * h["primal"][-1] + 1e-12
+
+
+@pytest.mark.parametrize("em_lambda", [0.3, 3.0, 30.0])
+def test_em_fixed_point_solves_p1_at_the_mapped_C(em_lambda):
+    """EM with (lambda, C) stops at a solution of P1 with C_P1 = C K / (4 lambda ||w||_1)."""
+    X, y, batch = _problem(1)
+    model = L1M3N(ChainStructure(), solver="em", C=1.0, em_lambda=em_lambda, tol=1e-6,
+                  max_iter=200).fit(X, y)
+    Y = model._encode_known(np.concatenate(y))
+    C_p1 = model.history_["C_P1"][-1]
+    K = model.w_.size
+    assert C_p1 == pytest.approx(1.0 * K / (4 * em_lambda * np.abs(model.w_).sum()))
+    optimum, _ = _exact_p1(model.structure_, batch, Y, C_p1)
+    ours = _p1(model, batch, Y, model.w_, C_p1)
+    assert optimum - 1e-9 <= ours <= optimum * (1 + 1e-3)
+
+
+def test_subgradient_reaches_the_p1_prime_optimum_at_the_mapped_radius():
+    """P1 with C has the solution of P1' with radius ||w*_C||_1 (tolerance 1e-2 absolute)."""
+    X, y, batch = _problem(1)
+    C = 0.3
+    model = L1M3N(ChainStructure(), solver="subgradient", radius=1.0, max_iter=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    Y = model._encode_known(np.concatenate(y))
+    optimum, w_star = _exact_p1(model.structure_, batch, Y, C)
+    radius = float(np.abs(w_star).sum())
+    hinge_at_optimum = (optimum - 0.5 * radius) / C / batch.n_sequences
+    model.set_params(radius=radius, max_iter=4000, learning_rate=0.5).fit(X, y)
+    assert np.abs(model.w_).sum() <= radius * (1 + 1e-12)
+    assert model.history_["primal"].min() <= hinge_at_optimum + 1e-2
+    assert model.history_["primal"].min() >= hinge_at_optimum - 1e-9
+
+
+def test_l1_ball_projection():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        v = rng.normal(size=30) * rng.exponential(size=30)
+        radius = float(rng.uniform(0.1, 3.0))
+        p = project_l1_ball(v, radius)
+        assert np.abs(p).sum() == pytest.approx(min(radius, np.abs(v).sum()))
+        # optimality: no feasible point is closer (check against random feasible points)
+        for _ in range(20):
+            q = project_l1_ball(rng.normal(size=30), radius * rng.uniform())
+            assert np.linalg.norm(v - p) <= np.linalg.norm(v - q) + 1e-12
+        assert np.all(np.sign(p)[p != 0] == np.sign(v)[p != 0])
+
+
+def test_sparse_chain_generator_and_table_1_pattern():
+    X, y, coef, transition = make_sparse_chain(300, random_state=0, return_coef=True)
+    assert len(X) == 300 and X[0].shape == (8, 100) and set(np.concatenate(y)) == {0, 1}
+    assert np.all(coef[:, 30:] == 0) and np.all(coef[:, :30] != 0)
+    again, _ = make_sparse_chain(300, random_state=0)
+    np.testing.assert_array_equal(X[5], again[5])
+    # groups of 3 correlated copies
+    tokens = np.vstack(X)
+    assert np.corrcoef(tokens[:, 0], tokens[:, 1])[0, 1] > 0.99
+    assert abs(np.corrcoef(tokens[:, 0], tokens[:, 3])[0, 1]) < 0.1
+    train_X, train_y = X[:100], y[:100]
+    l2 = StructSVMCuttingPlane(C=0.1).fit(train_X, train_y)
+    assert np.count_nonzero(l2.coef_[:, 30:]) == 140
+    strong = L1M3N(solver="cutting_plane", C=0.005).fit(train_X, train_y)
+    weak = L1M3N(solver="cutting_plane", C=1.0).fit(train_X, train_y)
+    assert np.count_nonzero(strong.coef_[:, 30:]) == 0 < np.count_nonzero(strong.coef_)
+    assert np.count_nonzero(weak.coef_[:, 30:]) > 0
+
+
+def test_select_from_model_in_a_pipeline():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 10))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    selector = SelectFromModel(L1M3N(solver="cutting_plane", C=0.1), threshold=1e-10)
+    pipe = make_pipeline(selector, StructSVMCuttingPlane(C=1.0)).fit(X, y)
+    kept = pipe[0].get_support()
+    assert kept[0] and kept[1] and kept.sum() < 10
+    assert pipe.score(X, y) > 0.9
+    # sequences in the flat form: lengths are routed to both steps
+    Xs, ys = make_chain_data(n_sequences=30, n_features=6, seed=3)
+    lengths = [len(s) for s in ys]
+    pipe = make_pipeline(SelectFromModel(L1M3N(solver="cutting_plane", C=0.1),
+                                         threshold=1e-10), StructSVMCuttingPlane())
+    pipe.fit(np.vstack(Xs), np.concatenate(ys), selectfrommodel__lengths=lengths,
+             structsvmcuttingplane__lengths=lengths)
+    assert pipe.predict(np.vstack(Xs), lengths=lengths).shape == (sum(lengths),)
+
+
+@pytest.mark.parametrize("solver, params", [("cutting_plane", {}), ("em", {"em_lambda": 1e6}),
+                                            ("subgradient", {"radius": 0.0})])
+def test_degenerate_cases_give_valid_models(solver, params):
+    X, y = make_chain_data(n_sequences=10, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = L1M3N(solver=solver, C=1e-6, max_iter=20, **params).fit(X, y)
+    if solver == "em":  # eq. (6) normalises beta, so tiny weights stay tiny, not zero
+        assert np.abs(model.w_).max() <= 1e-9
+    else:
+        assert np.all(model.w_ == 0)
+    assert all(p.shape == t.shape for p, t in zip(model.predict(X), y))
+    # all features irrelevant: labels independent of the features
+    rng = np.random.default_rng(0)
+    y_random = [rng.integers(0, 3, size=len(s)) for s in y]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = L1M3N(solver=solver, C=0.5, max_iter=20,
+                      **({"radius": 1.0} if solver == "subgradient" else {})).fit(X, y_random)
+    assert np.all(np.isfinite(model.w_))
+
+
+def test_bad_parameters():
+    X, y = make_chain_data(n_sequences=5, seed=2)
+    with pytest.raises(ValueError, match="radius"):
+        L1M3N(solver="subgradient").fit(X, y)
+    with pytest.raises(ValueError):
+        L1M3N(solver="newton").fit(X, y)
+    with pytest.raises(ValueError):
+        L1M3N(em_lambda=-1.0).fit(X, y)
+
+
+def test_multiclass_l1_is_sparse_and_matches_the_exact_lp():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 8))
+    y = (X[:, 2] > 0).astype(int) + (X[:, 5] > 0.5)
+    model = L1M3N(solver="cutting_plane", C=0.2, tol=1e-9).fit(X, y)
+    assert isinstance(model.structure_, MultiClass)
+    batch = SequenceBatch(X, np.arange(41, dtype=np.int64))
+    optimum, _ = _exact_p1(model.structure_, batch, model._encode_known(y), 0.2)
+    assert model.objective(X, y) == pytest.approx(optimum, rel=1e-7)
+    assert np.count_nonzero(model.coef_) < model.coef_.size
