@@ -11,7 +11,7 @@ potentials when present), together with the marginals they induce. Visiting exam
    change (``w`` moves by ``-C X_i^T dmu`` and ``-C dpairwise``); with ``adaptive`` a step whose
    gain is below ``1/2 ||dw||^2`` (half its first-order gain: it overshoots or lowers the dual)
    is halved and retried, an accepted first try lets ``eta_i`` grow (doubling until the
-   example's first rejection, by ``growth`` afterwards); a step
+   example's first rejection, by ``growth`` afterwards); an adaptive step
    never moves a potential by more than ``max_change`` (which keeps them finite);
 4. ``W^T`` (only the rows of the example's features) and the pairwise weights are updated at once.
 
@@ -130,7 +130,7 @@ def online_eg_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                         coefficient_scale += node_loss[lo + t, s] + fabs(unary_scores[t * S + s])
                 for r in range(P):
                     coefficient_scale += length * fabs(theta[r])
-                if eta[i] * C * spread > max_change:
+                if adaptive and eta[i] * C * spread > max_change:
                     eta[i] = max_change / (C * spread)
                 halvings = 0
                 while True:
