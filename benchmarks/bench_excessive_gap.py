@@ -65,7 +65,7 @@ def rate(args):
         "M3NExpGrad online": M3NExpGrad(chain, C=C, tol=1e-12, max_iter=budget),
         "M3NExpGrad batch": M3NExpGrad(chain, C=C, algorithm="batch", tol=1e-12,
                                        max_iter=budget),
-        "StructSVMCuttingPlane 1-slack": StructSVMCuttingPlane(chain, C=C, tol=1e-12,
+        "StructSVMCuttingPlane 1-slack": StructSVMCuttingPlane(chain, C=C, tol=1e-5,
                                                                max_iter=budget, cache_size=0),
     }
     rows = []

@@ -53,6 +53,28 @@ def test_cutting_plane_lp_equals_the_exact_optimum(structure, C):
     assert h["gap"][-1] <= 1e-9 * h["primal"][-1] + 1e-12
 
 
+@pytest.mark.parametrize("backend", ["highspy", "scipy"])
+def test_lp_backends_agree(backend):
+    pytest.importorskip("highspy") if backend == "highspy" else None
+    from sklstruct.learners._l1_solvers import LPCuttingPlane
+
+    X, y, batch = _problem(2)
+    model = L1M3N(ChainStructure(), solver="cutting_plane", C=0.3, tol=1e-9).fit(X, y)
+    Y = model._encode_known(np.concatenate(y))
+    solver = LPCuttingPlane(model.structure_, batch, Y, 0.3, backend=backend)
+    assert solver.backend == backend
+    w = np.zeros(model.w_.size)
+    for _ in range(100):  # Algorithm 1 driven by hand
+        hinge, Ybar, losses = model._hinge(batch, Y, w)
+        violated = np.flatnonzero(hinge > solver.slack + 1e-9)
+        if violated.size == 0:
+            break
+        solver.add(Ybar, losses, violated)
+        w, value = solver.solve()
+    optimum, _ = _exact_p1(model.structure_, batch, Y, 0.3)
+    assert value == pytest.approx(optimum, rel=1e-8)
+
+
 @pytest.mark.parametrize("em_lambda", [0.3, 3.0, 30.0])
 def test_em_fixed_point_solves_p1_at_the_mapped_C(em_lambda):
     """EM with (lambda, C) stops at a solution of P1 with C_P1 = C K / (4 lambda ||w||_1)."""

@@ -30,8 +30,9 @@ class L1M3N(BaseStructuredClassifier):
     ``solver="cutting_plane"`` (Algorithm 1)
         Solves P1 with this ``C``. Each round adds, for every example whose most violated
         labeling (loss-augmented Viterbi) exceeds its slack, that constraint to its working set,
-        and re-solves the LP over the working set (``w = mu - v``) with scipy's HiGHS (dual
-        simplex; scipy's interface takes no starting basis, so a round re-solves from scratch).
+        and re-solves the LP over the working set (``w = mu - v``) with HiGHS: warm-started
+        from the previous basis through the optional ``highspy`` package (``pip install
+        highspy``), else from scratch by ``scipy.optimize.linprog``.
         The LP optimum is a lower bound on min P1 and ``P1(w)`` an upper bound; the fit stops
         when their difference is at most ``tol * P1(w)`` (``history_["gap"]``).
     ``solver="subgradient"`` (Algorithm 2)
