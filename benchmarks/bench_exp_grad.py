@@ -173,16 +173,20 @@ def _plot(rows, path):
     except ImportError:
         print("matplotlib is not installed: no plot")
         return
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
     best = max(float(np.max(r["dual"])) for r in rows)
     for r in rows:
-        keep = np.asarray(r["passes"]) >= 1
-        ax.plot(np.asarray(r["passes"])[keep], np.asarray(r["dual"])[keep], label=r["curve"])
-    ax.set_ylim(0.5 * best, 1.02 * best)
-    ax.set_xlabel("passes over the training set")
-    ax.set_ylabel("dual objective")
-    ax.set_title("CoNLL-2002 esp, 1,000 sentences (cf. seed 001, Figure 4)")
-    ax.legend(fontsize=8)
+        passes, dual = np.asarray(r["passes"]), np.asarray(r["dual"])
+        keep = passes >= 1
+        axes[0].plot(passes[keep], dual[keep], label=r["curve"])
+        axes[1].semilogy(passes[keep], np.maximum(best - dual[keep], 1e-6), label=r["curve"])
+    axes[0].set_ylim(0.5 * best, 1.02 * best)
+    axes[0].set_ylabel("dual objective")
+    axes[1].set_ylabel("best dual seen - dual")
+    for ax in axes:
+        ax.set_xlabel("passes over the training set")
+    axes[1].legend(fontsize=7)
+    fig.suptitle("CoNLL-2002 esp, 1,000 sentences (cf. seed 001, Figure 4)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"wrote {path}")
@@ -195,9 +199,17 @@ def main():
     p.add_argument("--max-passes", type=int, default=None,
                    help="pass limit (1-slack: 20x as many iterations)")
     p.add_argument("--passes", type=int, default=60, help="passes in figure4")
+    p.add_argument("--replot", action="store_true",
+                   help="figure4: redraw the plot from results/exp_grad/figure4.json")
     p.add_argument("--skip", nargs="*", default=[],
                    help="skip learners whose name contains one of these strings")
     args = p.parse_args()
+    if args.replot:
+        import json
+
+        with open(os.path.join(RESULTS, "figure4.json")) as f:
+            _plot(json.load(f), os.path.join(RESULTS, "figure4.png"))
+        return
     rows = {"ocr": ocr, "conll2000": conll2000, "figure4": figure4}[args.experiment](args)
     if args.experiment != "figure4":
         write_json(args.json, rows)
