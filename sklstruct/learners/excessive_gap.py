@@ -58,7 +58,8 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         start/end features); Theorem 4's rate holds. "adaptive": a data-dependent ``mu``
         that keeps the excessive gap condition ``J_mu(w_k) <= D(alpha_k)`` (eq. (11)), checked
         at every iterate: start from ``4^-10`` times the worst case and multiply the current
-        ``mu_k`` by 4 whenever (11) fails (never above the worst case), so that
+        ``mu_k`` by 4 whenever (11) fails, never above the worst-case schedule
+        ``mu_1 6 / ((k+1)(k+2))`` (the schedule of Theorems 4-5), so that
         ``gap_k <= mu_k D`` (eq. (12)) holds at every iterate with the recorded ``mu_k``. The
         duality gap certifies the result either way.
     tol : float, default=1e-3
@@ -303,7 +304,8 @@ class _ExcessiveGapRun:
         """Iterate until the gap certificate or ``max_iter``.
 
         With a ``ceiling``, the excessive gap condition (11) is checked at every iterate and
-        ``mu_k`` is multiplied by 4 (at most up to the ceiling) until it holds.
+        ``mu_k`` is multiplied by 4 until it holds, never above the worst-case schedule
+        ``ceiling * 6 / ((k+1)(k+2))``.
         """
         C, geometry, node_loss = self.C, self.geometry, self.node_loss
         # initialisation (steps 1-2): alpha_0 uniform, w_1 = w(alpha_0), alpha_1 = V(...)
@@ -324,9 +326,11 @@ class _ExcessiveGapRun:
             tau = 2.0 / (k + 3.0)
             # step 5: marginals of alpha_mu(w_k); their log-partitions give J_mu(w_k)
             smoothed, smooth_node, smooth_pair = self._smoothed_primal(w, norm_sq, scores, theta)
-            while ceiling is not None and self.mu < ceiling and \
+            # never smoother than the worst-case schedule mu_1 * 6 / ((k+1)(k+2))
+            limit = None if ceiling is None else ceiling * 6.0 / ((k + 1.0) * (k + 2.0))
+            while limit is not None and self.mu < limit and \
                     smoothed > dual + 1e-9 * max(abs(dual), 1.0):
-                self.mu = min(4.0 * self.mu, ceiling)
+                self.mu = min(4.0 * self.mu, limit)
                 self.n_increases += 1
                 smoothed, smooth_node, smooth_pair = self._smoothed_primal(w, norm_sq, scores,
                                                                            theta)
