@@ -69,3 +69,23 @@ def write_json(path, rows):
         with open(path, "w") as f:
             json.dump(rows, f, indent=2, default=lambda o: o.tolist()
                       if isinstance(o, np.ndarray) else float(o))
+
+
+def pyplot():
+    """``matplotlib.pyplot`` with the Agg backend, or None (with a message) when not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot")
+        return None
+    return plt
+
+
+def print_summary(rows, path):
+    """Print all rows as one table and write them to ``path`` (JSON) when given."""
+    print()
+    print_table(rows, list(rows[0]))
+    write_json(path, rows)

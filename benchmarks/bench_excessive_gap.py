@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from _common import ROOT, PeakMemory, parser, print_table, write_json
+from _common import ROOT, PeakMemory, parser, print_summary, print_table, pyplot, write_json
 from sklstruct import ChainStructure, M3NExcessiveGap, M3NExpGrad, StructSVMCuttingPlane
 from sklstruct.datasets import load_ocr_letters
 from sklstruct.metrics import token_accuracy
@@ -89,13 +89,8 @@ def rate(args):
 
 
 def _plot(rows, path):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for r in rows:
@@ -135,9 +130,7 @@ def kernel(args):
                      "final_rel_gap": float(h["gap"][-1] / h["primal"][-1]),
                      "test_accuracy": token_accuracy(y_test, model.predict(X_test))})
         print_table(rows[-1:], list(rows[-1]))
-    print()
-    print_table(rows, list(rows[0]))
-    write_json(args.json, rows)
+    print_summary(rows, args.json)
 
 
 def main():

@@ -31,7 +31,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from _common import ROOT, PeakMemory, parser, print_table, write_json
+from _common import ROOT, PeakMemory, parser, print_table, pyplot, write_json
 from sklstruct import ChainStructure, M3NExcessiveGap, M3NExpGrad, StructSVMCuttingPlane
 from sklstruct.datasets import load_conll2000, load_conll2002, load_ocr_letters
 from sklstruct.metrics import chunk_f1_score, token_accuracy
@@ -165,13 +165,8 @@ def _at(passes, values, k):
 
 
 def _plot(rows, path):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
     best = max(float(np.max(r["dual"])) for r in rows)

@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from _common import parser, print_table, write_json
+from _common import parser, print_summary, print_table
 from sklstruct import ChainStructure, L1M3N, M3NExpGrad, StructSVMCuttingPlane
 from sklstruct.datasets import load_ocr_letters, make_sparse_chain
 from sklstruct.metrics import token_accuracy
@@ -51,9 +51,7 @@ def table1(args):
                             lambda: StructSVMCuttingPlane(C=0.1), X, y, folds))
     rows.append(_table1_row("M3NExpGrad (l2)", "C", 0.1,
                             lambda: M3NExpGrad(C=0.1, tol=1e-2), X, y, folds))
-    print()
-    print_table(rows, list(rows[0]))
-    write_json(args.json, rows)
+    print_summary(rows, args.json)
 
 
 def _table1_row(name, param, value, make, X, y, folds):
@@ -103,9 +101,7 @@ def ocr(args):
                          "nonzero_fraction": float(np.mean(nonzero)),
                          "cv_fit_s": time.perf_counter() - start})
             print_table(rows[-1:], list(rows[-1]))
-    print()
-    print_table(rows, list(rows[0]))
-    write_json(args.json, rows)
+    print_summary(rows, args.json)
 
 
 def main():

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from _common import parser, print_table, write_json
+from _common import parser, print_table, pyplot, write_json
 from sklstruct import ChainStructure, StructSVMCuttingPlane
 from sklstruct.datasets import load_conll2000, load_ocr_letters
 from sklstruct.preprocessing import SequenceVectorizer, window_features
@@ -90,13 +90,8 @@ def sweep(data_home, name, values, **fixed):
 
 
 def plot(results, out):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plots")
+    plt = pyplot()
+    if plt is None:
         return
     specs = [
         ("fig1_time_vs_n.png", "scaling", "n_sentences", "fit_s",
