@@ -38,7 +38,7 @@ def table1(args):
     X, y = make_sparse_chain(1000, random_state=0)
     folds = np.array_split(np.arange(1000), args.folds)
     settings = [("L1M3N em", "em_lambda", v, dict(solver="em", C=1.0, em_lambda=v))
-                for v in (10, 100, 300, 1000, 3000, 10000)]
+                for v in (10, 100, 300, 1000, 3000, 10000, 30000)]
     settings += [("L1M3N cutting_plane", "C", v, dict(solver="cutting_plane", C=v))
                  for v in (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)]
     settings += [("L1M3N subgradient", "radius", v,
