@@ -123,3 +123,13 @@ def test_theorem_1_factored_updates_equal_eg_qp_on_the_explicit_dual():
     np.testing.assert_allclose(-values[: steps + 1], model.history_["dual"], rtol=1e-9,
                                atol=1e-9)
     np.testing.assert_allclose(C * alpha @ directions, model.w_, atol=1e-8)
+
+
+def test_warm_start_with_a_fixed_default_step_keeps_the_rates():
+    X, y = make_chain_data(n_sequences=10, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = M3NExpGrad(step="fixed", warm_start=True, max_iter=5).fit(X, y)
+        rates = model.eta_.copy()
+        model.fit(X, y)
+    np.testing.assert_array_equal(model.eta_, rates)

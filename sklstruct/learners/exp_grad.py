@@ -210,7 +210,7 @@ class M3NExpGrad(BaseStructuredClassifier):
             online = OnlineEGState(structure, batch, Y, C, **{
                 k: state[k] for k in ("node_pot", "node_marg", "pair_pot", "pair_marg", "eta",
                                       "probing")})
-            if not adaptive:
+            if not adaptive and eta is not None:
                 online.eta[:] = eta
         else:
             if state is not None:
