@@ -65,7 +65,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
     tol : float, default=1e-3
         Stop when the duality gap is at most ``tol`` times the primal objective.
     max_iter : int, default=1000
-        Maximum number of iterations (restarts of ``smoothing="adaptive"`` included).
+        Maximum number of iterations.
     kernel_memory_mb : float, default=1024
         Largest token kernel matrix (n_tokens^2 doubles) a non-linear kernel may form; a larger
         one raises a ValueError.
@@ -85,7 +85,8 @@ class M3NExcessiveGap(BaseStructuredClassifier):
     X_fit_ : ndarray or sparse matrix
         Non-linear kernels: the training tokens.
     mu_init_ : float
-        ``mu_1`` in the seed's scale.
+        The starting ``mu_1`` in the seed's scale (for ``smoothing="adaptive"`` before any
+        increase; ``history_["mu"]`` holds the value used at every iteration).
     prox_diameter_ : float
         ``D = max d(alpha)``: the mean over examples of ``log |Y_i|``.
     n_mu_increases_ : int
