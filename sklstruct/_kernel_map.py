@@ -5,6 +5,22 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 
 
+def token_kernel(X, Y, kernel, gamma, degree, coef0):
+    """Kernel matrix between token feature matrices (``kernel`` a name or a callable)."""
+    if callable(kernel):
+        K = np.asarray(kernel(X, Y), dtype=np.float64)
+        if K.shape != (X.shape[0], Y.shape[0]):
+            raise ValueError(f"The kernel callable returned shape {K.shape}, expected "
+                             f"{(X.shape[0], Y.shape[0])}.")
+        return K
+    params = {}
+    if kernel in ("rbf", "poly"):
+        params["gamma"] = gamma
+    if kernel == "poly":
+        params.update(degree=degree, coef0=coef0)
+    return np.asarray(pairwise_kernels(X, Y, metric=kernel, **params), dtype=np.float64)
+
+
 class LowRankKernelMap:
     """Map tokens to ``phi(x) = S^{-1/2} U^T k(B, x)`` for a basis ``B`` of ``k`` tokens.
 
@@ -38,18 +54,7 @@ class LowRankKernelMap:
         self.random_state = random_state
 
     def _kernel(self, A, B):
-        if callable(self.kernel):
-            K = np.asarray(self.kernel(A, B), dtype=np.float64)
-            if K.shape != (A.shape[0], B.shape[0]):
-                raise ValueError(
-                    f"The kernel callable returned shape {K.shape}, expected "
-                    f"{(A.shape[0], B.shape[0])}."
-                )
-            return K
-        params = {"gamma": self.gamma}
-        if self.kernel == "poly":
-            params.update(degree=self.degree, coef0=self.coef0)
-        return pairwise_kernels(A, B, metric=self.kernel, **params)
+        return token_kernel(A, B, self.kernel, self.gamma, self.degree, self.coef0)
 
     def fit(self, X):
         """Choose the basis among the tokens ``X`` (unless given) and factor its kernel."""

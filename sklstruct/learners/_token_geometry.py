@@ -12,7 +12,6 @@ Both represent a weight vector's unary part by an opaque ``rep`` that supports `
 """
 
 import numpy as np
-from sklearn.metrics.pairwise import pairwise_kernels
 
 
 class LinearGeometry:
@@ -60,19 +59,3 @@ class KernelGeometry:
     @staticmethod
     def combine(a, rep1, b, rep2):
         return a * rep1[0] + b * rep2[0], a * rep1[1] + b * rep2[1]
-
-
-def token_kernel(X, Y, kernel, gamma, degree, coef0):
-    """Kernel matrix between token feature matrices (``kernel`` a name or a callable)."""
-    if callable(kernel):
-        K = np.asarray(kernel(X, Y), dtype=np.float64)
-        if K.shape != (X.shape[0], Y.shape[0]):
-            raise ValueError(f"The kernel callable returned shape {K.shape}, expected "
-                             f"{(X.shape[0], Y.shape[0])}.")
-        return K
-    params = {}
-    if kernel in ("rbf", "poly"):
-        params["gamma"] = gamma
-    if kernel == "poly":
-        params.update(degree=degree, coef0=coef0)
-    return np.asarray(pairwise_kernels(X, Y, metric=kernel, **params), dtype=np.float64)

@@ -10,7 +10,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..base import BaseStructuredClassifier
 from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ._history import History
-from ._token_geometry import KernelGeometry, LinearGeometry, token_kernel
+from .._kernel_map import token_kernel
+from ._token_geometry import KernelGeometry, LinearGeometry
 
 _KERNELS = {"linear", "rbf", "poly"}
 
