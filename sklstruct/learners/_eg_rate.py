@@ -21,8 +21,8 @@ astronomically small: it is a certificate of monotone progress, not a practical 
 """
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, eigsh
+from sklearn.utils.extmath import row_norms
 
 from ..structures.chain import ChainStructure
 from ..structures.multiclass import MultiClass
@@ -106,9 +106,7 @@ def dual_curvature(structure, batch, C):
 
 def gradient_spread_bound(structure, batch, Y, C):
     """``B``: a bound on the spread of the dual gradient's entries over the feasible set."""
-    X = batch.X
-    token_norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X)
-                          else (X * X).sum(axis=1))
+    token_norms = row_norms(batch.X)
     has_transition, has_start_end = _pairwise_layout(structure)
     seq = batch.sequence_index
     feature_norm = np.bincount(seq, weights=token_norms, minlength=batch.n_sequences)

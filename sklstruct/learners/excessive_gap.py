@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.extmath import row_norms
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseStructuredClassifier
@@ -199,9 +200,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         # fit takes no sample_weight, so every sequence weighs 1 here
         geometry, token_norms = self._geometry(batch)
         if token_norms is None:
-            X = batch.X
-            squared = X.multiply(X).sum(axis=1) if hasattr(X, "multiply") else (X * X).sum(1)
-            token_norms = np.sqrt(np.asarray(squared).ravel())
+            token_norms = row_norms(batch.X)
         worst = self._worst_case_mu(batch, token_norms)
         self.prox_diameter_ = float(np.mean(batch.lengths * np.log(self.structure_.n_states_)))
         history = History(extra_fields=("mu", "smoothed_primal", "drift"))

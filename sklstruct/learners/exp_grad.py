@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.extmath import row_norms
 
 from ..base import BaseStructuredClassifier
 from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
@@ -152,11 +153,8 @@ class M3NExpGrad(BaseStructuredClassifier):
 
     def _sequence_scales(self, batch):
         """Squared feature norm plus length of every sequence."""
-        X = batch.X
-        sq = np.asarray(X.multiply(X).sum(axis=1)).ravel() if hasattr(X, "multiply") \
-            else (X * X).sum(axis=1)
-        return np.bincount(batch.sequence_index, weights=sq, minlength=batch.n_sequences) \
-            + batch.lengths
+        return np.bincount(batch.sequence_index, weights=row_norms(batch.X, squared=True),
+                           minlength=batch.n_sequences) + batch.lengths
 
     def _initial_potentials(self, batch, Y):
         """Node potentials ``init_bias`` on the true state of every token, 0 elsewhere."""
