@@ -12,6 +12,7 @@ MODULES = [
     "sklstruct._inference._constraints",
     "sklstruct.learners._block_qp",
     "sklstruct.learners._online_eg",
+    "sklstruct.learners._bcfw",
 ]
 DEBUG = os.environ.get("SKLSTRUCT_CYTHON_DEBUG", "0") == "1"
 

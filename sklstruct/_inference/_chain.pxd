@@ -1,6 +1,6 @@
 # Declarations shared with other compiled modules (the online learners run the per-sequence
 # forward-backward of _chain.pyx inside their own loops).
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 
 ctypedef double float64_t
 ctypedef Py_ssize_t intp_t
@@ -13,3 +13,8 @@ cdef void _forward_backward_sequence(
         const double* column_exp, const double* row_max, const double* row_exp_t,
         double* alpha, double* beta, double* scaled, double* sums, double* work,
         double* marginals, double* edge_sums, double* log_partition) noexcept nogil
+
+cdef double _viterbi_sequence(const double* unary, intp_t length, intp_t n_states,
+                              const double* transition_t, const double* start,
+                              const double* end, double* delta, double* delta_next,
+                              int32_t* backpointer, int64_t* labels) noexcept nogil

@@ -9,12 +9,12 @@ the weights exactly from the marginals before the dual and primal are evaluated.
 """
 
 import numpy as np
-import scipy.sparse as sp
 
+from ._factored_dual import FactoredDualState
 from ._online_eg import online_eg_pass
 
 
-class OnlineEGState:
+class OnlineEGState(FactoredDualState):
     """Potentials, marginals and weights of online EG.
 
     Parameters
@@ -35,29 +35,11 @@ class OnlineEGState:
 
     def __init__(self, structure, batch, Y, C, node_pot, node_marg, pair_pot, pair_marg, eta,
                  probing=None):
-        self.structure, self.batch, self.Y, self.C = structure, batch, Y, float(C)
-        X = batch.X if sp.issparse(batch.X) else sp.csr_matrix(batch.X)
-        self.indptr = X.indptr.astype(np.int64)
-        self.indices = X.indices.astype(np.int32)
-        self.data = np.ascontiguousarray(X.data, dtype=np.float64)
-        S = structure.n_states_
-        self.node_loss = np.repeat(structure.loss_weights_[Y][:, None], S, axis=1)
-        self.node_loss[np.arange(Y.shape[0]), Y] = 0.0
-        self.node_pot, self.node_marg, self.pair_pot, self.pair_marg, self.eta = (
-            np.ascontiguousarray(a, dtype=np.float64)
-            for a in (node_pot, node_marg, pair_pot, pair_marg, eta))
-        self.expected_loss = np.bincount(batch.sequence_index,
-                                         weights=(self.node_loss * self.node_marg).sum(axis=1),
-                                         minlength=batch.n_sequences)
-        self.joint_feature = structure.joint_feature(batch, Y)
-        self.w = np.zeros(structure.size_joint_feature_)
-        self.WT, self.theta = structure.split_weights(self.w)
-        self.scratch = np.zeros((structure.n_features_, S))
-        self.marker = np.zeros(structure.n_features_, dtype=np.int8)
-        self.order = np.arange(batch.n_sequences, dtype=np.int64)
+        self.node_pot, self.pair_pot, self.eta = (
+            np.ascontiguousarray(a, dtype=np.float64) for a in (node_pot, pair_pot, eta))
         self.probing = np.ones(batch.n_sequences, dtype=np.int8) if probing is None \
             else np.ascontiguousarray(probing, dtype=np.int8)
-        self.certificate()
+        super().__init__(structure, batch, Y, C, node_marg, pair_marg)
 
     @classmethod
     def from_shared_potentials(cls, structure, batch, Y, C, node_pot, pair_table, eta,
@@ -85,11 +67,3 @@ class OnlineEGState:
             self.expected_loss, self.WT, self.theta, self.eta, self.probing, self.C, adaptive,
             growth, max_halvings, max_change, self.scratch, self.marker)
         return calls
-
-    def certificate(self):
-        """Recompute ``w`` exactly from the marginals; return ``(w, dual)``."""
-        expected = self.structure.expected_joint_feature(self.batch, self.node_marg,
-                                                         self.pair_marg)
-        self.w[:] = self.C * (self.joint_feature - expected)
-        dual = self.C * float(self.expected_loss.sum()) - 0.5 * float(self.w @ self.w)
-        return self.w.copy(), dual
