@@ -21,10 +21,10 @@ The caller validates the arrays as for :func:`sklstruct.learners._online_eg.onli
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
+from sklstruct.learners._token_rows cimport int8_t, sequence_sizes, token_scores
 from sklstruct._inference._chain cimport (_viterbi_sequence, float64_t, int32_t, int64_t,
                                           intp_t)
 
-ctypedef signed char int8_t
 
 
 def bcfw_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
@@ -39,7 +39,7 @@ def bcfw_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
     cdef intp_t n_sequences = offsets.shape[0] - 1
     cdef bint has_transition = P >= S * S and P > 0
     cdef bint has_start_end = P == S * S + 2 * S
-    cdef intp_t i, k, k2, t, s, a, b, r, lo, length, n_touched, max_len = 1, max_nnz = 1
+    cdef intp_t i, k, k2, t, s, a, b, r, lo, length, n_touched, max_len, max_nnz
     cdef int64_t q
     cdef int32_t j
     cdef double v, loss_bar, gain, norm, gamma, dp
@@ -54,11 +54,11 @@ def bcfw_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
     cdef int32_t* touched
     cdef bint failed = False
 
-    for i in range(n_sequences):
-        if offsets[i + 1] - offsets[i] > max_len:
-            max_len = offsets[i + 1] - offsets[i]
-        if indptr[offsets[i + 1]] - indptr[offsets[i]] > max_nnz:
-            max_nnz = indptr[offsets[i + 1]] - indptr[offsets[i]]
+    sequence_sizes(&indptr[0], &offsets[0], n_sequences, &max_len, &max_nnz)
+    # (no stored feature at all is allowed: the pointers are then never dereferenced)
+    cdef const int32_t* indices_ptr = &indices[0] if indices.shape[0] > 0 else NULL
+    cdef const double* data_ptr = &data[0] if data.shape[0] > 0 else NULL
+    cdef const double* WT_ptr = &WT[0, 0] if WT.shape[0] > 0 else NULL
 
     with nogil:
         scores = <double*> malloc(2 * max_len * S * sizeof(double))
@@ -79,20 +79,10 @@ def bcfw_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                 lo = offsets[i]
                 length = offsets[i + 1] - lo
                 # token scores x_t . W[s] at the current weights; the example's features
-                n_touched = 0
-                for t in range(length):
+                n_touched = token_scores(&indptr[0], indices_ptr, data_ptr, WT_ptr, S, lo,
+                                         length, scores, &marker[0], touched)
+                for t in range(length):  # loss-augmented copy for the oracle
                     for s in range(S):
-                        scores[t * S + s] = 0.0
-                    for q in range(indptr[lo + t], indptr[lo + t + 1]):
-                        j = indices[q]
-                        v = data[q]
-                        for s in range(S):
-                            scores[t * S + s] += v * WT[j, s]
-                        if marker[j] == 0:
-                            marker[j] = 1
-                            touched[n_touched] = j
-                            n_touched += 1
-                    for s in range(S):  # loss-augmented copy for the oracle
                         scores[(max_len + t) * S + s] = scores[t * S + s] + node_loss[lo + t, s]
                 if has_transition:
                     for a in range(S):
