@@ -10,6 +10,7 @@ MODULES = [
     "sklstruct._inference._chain",
     "sklstruct._inference._qp",
     "sklstruct._inference._constraints",
+    "sklstruct._inference._mincut",
     "sklstruct.learners._block_qp",
     "sklstruct.learners._online_eg",
     "sklstruct.learners._bcfw",

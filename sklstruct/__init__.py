@@ -2,10 +2,17 @@
 
 from . import _check_build  # noqa: F401  (readable error when the extensions are not built)
 from ._version import __version__
-from .learners import L1M3N, M3NExcessiveGap, M3NExpGrad, StructSVMCuttingPlane
-from .structures import ChainStructure, MultiClass
+from .learners import (
+    L1M3N,
+    M3NExcessiveGap,
+    M3NExpGrad,
+    M3NSimplicialDecomposition,
+    StructSVMCuttingPlane,
+)
+from .structures import ChainStructure, GridStructure, MultiClass
 
 __all__ = [
-    "ChainStructure", "L1M3N", "M3NExcessiveGap", "M3NExpGrad", "MultiClass",
+    "ChainStructure", "GridStructure", "L1M3N", "M3NExcessiveGap", "M3NExpGrad",
+    "M3NSimplicialDecomposition", "MultiClass",
     "StructSVMCuttingPlane", "__version__",
 ]

@@ -2,6 +2,7 @@
 
 from ._base import BaseStructure
 from .chain import ChainStructure
+from .grid import GridStructure
 from .multiclass import MultiClass
 
-__all__ = ["BaseStructure", "ChainStructure", "MultiClass"]
+__all__ = ["BaseStructure", "ChainStructure", "GridStructure", "MultiClass"]

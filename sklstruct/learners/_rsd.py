@@ -1,0 +1,325 @@
+"""Restricted simplicial decomposition on the reduced dual of seed 003, by working sets.
+
+The dual variables of example ``i`` are represented, as in the seed's section 3.1, only through
+``b_i = -beta_i`` (a vector in weight space) and ``gamma_i``; ``w = sum_i b_i`` (projected onto
+the non-negativity constraints of the structure, section 4.1). A *block* is a set of examples
+whose points share one simplex: one example (``blocks="per_example"``, a product of simplexes)
+or a chunk of ``working_set_size`` examples (``blocks="single"``: one simplex in
+``z = (sum b_i, sum gamma_i)``). Every block keeps
+
+- an *anchor* (the seed's footnote 1 set ``S^x``: the origin at first, later a past iterate),
+  stored per token as the token x state matrix ``A_i`` with ``b = C [X_i^T A_i, a_i]``;
+- at most ``max_points`` extreme points (``S^s``), stored as the labellings returned by
+  loss-augmented decoding, with their losses and pairwise statistics;
+- the convex weights of its extreme points (the anchor takes the rest).
+
+An iteration takes a working set of blocks: one batched loss-augmented decoding at the current
+``w`` gives every block a new extreme point (eq. (9), or eq. (21) for slack rescaling); a
+full block first drops its lowest-weight point and makes the current iterate its anchor; then
+the master problem over the product of the blocks' simplexes, a QP in the extreme-point weights
+(the anchor weight is the unused capacity), is solved by the suite's SMO solver. Its Gram matrix
+and linear term come from one sparse matrix whose rows are the anchors and extreme points of the
+working set, so an iteration runs in vectorised numpy/scipy without a loop over examples.
+
+Non-negative weights (``structure.nonnegative_``): the dual (15) has ``-1/2 ||[v_C]_+||^2`` for
+the constrained coordinates ``C`` of ``v = sum_i b_i``. It equals
+``max_{nu >= 0} -1/2 ||v_C + nu||^2``, so the master alternates an exact QP step in the weights
+with the exact step ``nu = [-v_C]_+`` until ``nu`` settles; ``w = v + nu``.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..utils._sequences import SequenceBatch, offsets_from_lengths, token_rows
+from ._qp import solve_capped_simplex_qp
+
+_MAX_NU_ROUNDS = 100
+
+
+class SimplicialDecompositionState:
+    """Blocks, points and weights of restricted simplicial decomposition; see the module doc."""
+
+    def __init__(self, structure, batch, Y, C, *, rescale, max_points, blocks,
+                 working_set_size, random_state):
+        self.structure, self.batch, self.Y, self.C = structure, batch, Y, float(C)
+        self.rescale, self.r, self.blocks = rescale, int(max_points), blocks
+        self.rng = random_state
+        n, S = batch.n_sequences, structure.n_states_
+        self.X = batch.X.tocsr() if sp.issparse(batch.X) else sp.csr_matrix(batch.X)
+        self.n_unary = structure.n_features_ * S
+        self.size = structure.size_joint_feature_
+        self.constrained = np.asarray(getattr(structure, "nonnegative_", np.zeros(0, int)),
+                                      dtype=np.intp)
+        self.true_pair = structure.pairwise_statistics(batch, Y, per_sequence=True)
+        self.working_set_size = int(min(working_set_size, n))
+        if blocks == "per_example":
+            block_of = np.arange(n)
+        else:
+            block_of = np.empty(n, dtype=np.intp)
+            block_of[self.rng.permutation(n)] = np.arange(n) // self.working_set_size
+        self.n_blocks = int(block_of.max()) + 1
+        self.block_of = block_of
+        order = np.argsort(block_of, kind="stable")
+        self.block_ptr = np.zeros(self.n_blocks + 1, dtype=np.intp)
+        np.cumsum(np.bincount(block_of, minlength=self.n_blocks), out=self.block_ptr[1:])
+        self.block_members = order
+        # anchors (the origin at first) and extreme points
+        self.anchor_node = np.zeros((batch.n_tokens, S))
+        self.anchor_pair = np.zeros((n, structure.n_pairwise_))
+        self.anchor_gamma = np.zeros(n)
+        self.vertex_labels = np.repeat(Y[None, :].astype(np.int32), self.r, axis=0)
+        self.vertex_loss = np.zeros((self.r, n))
+        self.vertex_pair = np.zeros((self.r, n, structure.n_pairwise_))
+        self.n_vertices = np.zeros(self.n_blocks, dtype=np.intp)
+        self.weights = np.zeros((self.n_blocks, self.r))
+        # the current point: v = sum_i b_i, nu, w = v + nu, sum_i gamma_i
+        self.v = np.zeros(self.size)
+        self.nu = np.zeros(self.constrained.shape[0])
+        self.w = np.zeros(self.size)
+        self.gamma_total = 0.0
+
+    # ------------------------------------------------------------------ passes
+    def run_pass(self, n_jobs=None):
+        """Visit every block once (random order); return (oracle calls, summed FW gaps)."""
+        order = self.rng.permutation(self.n_blocks)
+        per_set = self.working_set_size if self.blocks == "per_example" else 1
+        calls, fw_gap = 0, 0.0
+        for start in range(0, self.n_blocks, per_set):
+            n_calls, gap = self.iterate(order[start:start + per_set], n_jobs)
+            calls += n_calls
+            fw_gap += gap
+        return calls, fw_gap
+
+    def dual(self):
+        return self.gamma_total - 0.5 * float(self.w @ self.w)
+
+    def iterate(self, blocks, n_jobs=None):
+        """One RSD iteration on a working set of blocks; returns (oracle calls, FW gap)."""
+        blocks = np.asarray(blocks, dtype=np.intp)
+        examples, block_local = self._examples(blocks)
+        tokens = token_rows(self.batch.offsets, examples)
+        lengths = self.batch.lengths[examples]
+        sub = SequenceBatch(self.batch.X[tokens], offsets_from_lengths(lengths))
+        Y_sub = self.Y[tokens]
+        labels, losses, _ = self.structure.loss_augmented_decode(
+            sub, self.w, Y_sub, rescale=self.rescale, n_jobs=n_jobs)
+        labels = labels.astype(np.int32)
+        pair = self.structure.pairwise_statistics(sub, labels, per_sequence=True)
+        token_block = np.repeat(block_local, lengths)
+        # a point the block already has is not added again
+        n_vertices = self.n_vertices[blocks]
+        slot = np.full(blocks.shape[0], -1, dtype=np.intp)
+        for p in range(self.r):
+            mismatches = np.bincount(token_block, weights=self.vertex_labels[p, tokens] != labels,
+                                     minlength=blocks.shape[0])
+            slot[(slot < 0) & (p < n_vertices) & (mismatches == 0)] = p
+        fresh = slot < 0
+        # footnote 1: a full block drops its lowest-weight point; the iterate becomes its anchor
+        full = fresh & (n_vertices == self.r)
+        slot[fresh] = np.where(full, np.argmin(self.weights[blocks], axis=1),
+                               n_vertices)[fresh]
+        if np.any(full):
+            self._replace_anchors(blocks, examples, block_local, tokens, token_block, full)
+        fresh_tok, fresh_ex = fresh[token_block], fresh[block_local]
+        self.vertex_labels[slot[token_block[fresh_tok]], tokens[fresh_tok]] = labels[fresh_tok]
+        self.vertex_loss[slot[block_local[fresh_ex]], examples[fresh_ex]] = losses[fresh_ex]
+        self.vertex_pair[slot[block_local[fresh_ex]], examples[fresh_ex]] = pair[fresh_ex]
+        self.weights[blocks[fresh], slot[fresh]] = 0.0
+        self.n_vertices[blocks[fresh]] = np.minimum(n_vertices[fresh] + 1, self.r)
+        fw_gap = self._master(blocks, examples, block_local, tokens, token_block, slot)
+        return examples.shape[0], fw_gap
+
+    # ------------------------------------------------------------------ pieces
+    def _examples(self, blocks):
+        """Examples of the blocks (block by block) and their block's position in ``blocks``."""
+        starts, stops = self.block_ptr[blocks], self.block_ptr[blocks + 1]
+        counts = stops - starts
+        position = np.repeat(np.arange(blocks.shape[0]), counts)
+        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        return self.block_members[np.repeat(starts, counts) + within], position
+
+    def _scale(self, loss):
+        """Weight of an extreme point's ``Psi`` difference: 1 (margin) or its loss (slack)."""
+        return np.ones_like(loss) if self.rescale == "margin" else loss
+
+    def _rows(self, blocks, examples, block_local, tokens, token_block):
+        """Sparse rows ``b`` of the working set's anchors and extreme points, and their gammas.
+
+        Row ``q`` of the anchors is block ``q``'s anchor; row ``n_blocks + k`` is its extreme
+        point ``k`` for ``(block, slot)`` pairs listed in ``points``.
+        """
+        S, C, n_blocks = self.structure.n_states_, self.C, blocks.shape[0]
+        rows, states, coefs, toks = [], [], [], []
+        pair_rows, pair_vals = [], []
+        # anchors: every non-zero entry of A on the working set's tokens
+        A = self.anchor_node[tokens]
+        t_idx, s_idx = np.nonzero(A)
+        rows.append(token_block[t_idx])
+        toks.append(tokens[t_idx])
+        states.append(s_idx)
+        coefs.append(C * A[t_idx, s_idx])
+        pair_rows.append(block_local)
+        pair_vals.append(C * self.anchor_pair[examples])
+        gamma_anchor = np.bincount(block_local, weights=self.anchor_gamma[examples],
+                                   minlength=n_blocks)
+        # extreme points: +C s on the true state and -C s on the point's state, where they differ
+        counts = self.n_vertices[blocks]
+        point_block = np.repeat(np.arange(n_blocks), counts)
+        point_slot = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        point_row = n_blocks + np.arange(point_block.shape[0])
+        row_of = np.full((n_blocks, self.r), -1, dtype=np.intp)
+        row_of[point_block, point_slot] = point_row
+        Y_tok = self.Y[tokens]
+        scale_ex = self._scale(self.vertex_loss[:, examples])  # (r, n_examples)
+        example_of_token = np.repeat(np.arange(examples.shape[0]), self.batch.lengths[examples])
+        for p in range(self.r):
+            has = row_of[token_block, p] >= 0
+            V = self.vertex_labels[p, tokens]
+            diff = has & (V != Y_tok)
+            t_idx = np.flatnonzero(diff)
+            row = row_of[token_block[t_idx], p]
+            coef = C * scale_ex[p, example_of_token[t_idx]]
+            rows += [row, row]
+            toks += [tokens[t_idx], tokens[t_idx]]
+            states += [Y_tok[t_idx], V[t_idx]]
+            coefs += [coef, -coef]
+            has_ex = row_of[block_local, p] >= 0
+            pair_rows.append(row_of[block_local[has_ex], p])
+            pair_vals.append(C * scale_ex[p, has_ex][:, None]
+                             * (self.true_pair[examples[has_ex]]
+                                - self.vertex_pair[p, examples[has_ex]]))
+        gamma_point = C * np.bincount(
+            np.concatenate([row_of[block_local, p][row_of[block_local, p] >= 0]
+                            for p in range(self.r)]) - n_blocks,
+            weights=np.concatenate([self.vertex_loss[p, examples][row_of[block_local, p] >= 0]
+                                    for p in range(self.r)]),
+            minlength=point_block.shape[0])
+        n_rows = n_blocks + point_block.shape[0]
+        R = _feature_rows(self.X, np.concatenate(toks), np.concatenate(states),
+                          np.concatenate(coefs), np.concatenate(rows), n_rows, S, self.size)
+        P = self.anchor_pair.shape[1]
+        if P:
+            pr = np.concatenate(pair_rows)
+            pv = np.vstack(pair_vals)
+            R = R + sp.csr_matrix((pv.ravel(), (np.repeat(pr, P),
+                                                np.tile(self.n_unary + np.arange(P),
+                                                        pr.shape[0]))), shape=(n_rows, self.size))
+        return R.tocsr(), gamma_anchor, gamma_point, point_block, point_slot
+
+    def _master(self, blocks, examples, block_local, tokens, token_block, new_slot):
+        """Solve the master problem of the working set; move ``v``, ``nu``, ``w``, gammas.
+
+        Returns the summed Frank-Wolfe gaps of the blocks' new points at the current iterate,
+        ``sum_b grad . (z_new - z_b)`` with ``grad = (-w, 1)`` (the anchor swap of a full block
+        does not move its iterate).
+        """
+        n_blocks = blocks.shape[0]
+        R, gamma_anchor, gamma_point, point_block, point_slot = self._rows(
+            blocks, examples, block_local, tokens, token_block)
+        point_row = n_blocks + np.arange(point_block.shape[0])
+        H = (R @ R.T).toarray()
+        G = (H[np.ix_(point_row, point_row)] - H[np.ix_(point_row, point_block)]
+             - H[np.ix_(point_block, point_row)] + H[np.ix_(point_block, point_block)])
+        G = 0.5 * (G + G.T)
+        Rw = R @ self.w
+        d_w = Rw[point_row] - Rw[point_block]
+        gain = gamma_point - gamma_anchor[point_block]
+        mu_old = self.weights[blocks[point_block], point_slot]
+        value = gamma_point - Rw[point_row]  # gamma - w . b of every point
+        anchor_value = gamma_anchor - Rw[:n_blocks]
+        anchor_weight = 1.0 - np.bincount(point_block, weights=mu_old, minlength=n_blocks)
+        is_new = point_slot == new_slot[point_block]
+        fw_gap = float(value[is_new].sum() - anchor_weight @ anchor_value - mu_old @ value)
+        c = gain - d_w + G @ mu_old
+        mu = mu_old
+        nu = self.nu
+        R_c = R[:, self.constrained].toarray() if self.constrained.size else None
+        for _ in range(_MAX_NU_ROUNDS):
+            mu, _, _ = solve_capped_simplex_qp(G, c, 1.0, groups=point_block, alpha0=mu)
+            if R_c is None:
+                break
+            coef = np.zeros(R.shape[0])
+            coef[point_row] = mu - mu_old
+            np.subtract.at(coef, point_block, mu - mu_old)
+            v_c = self.v[self.constrained] + R_c.T @ coef
+            new_nu = np.maximum(-v_c, 0.0)
+            shift = new_nu - nu
+            scale = max(1.0, float(np.abs(v_c).max(initial=0.0)))
+            if np.abs(shift).max(initial=0.0) <= 1e-12 * scale:
+                nu = new_nu
+                break
+            d_c = R_c[point_row] - R_c[point_block]
+            c = c - d_c @ shift
+            nu = new_nu
+        delta = mu - mu_old
+        coef = np.zeros(R.shape[0])
+        coef[point_row] = delta
+        np.subtract.at(coef, point_block, delta)
+        self.v += R.T @ coef
+        self.gamma_total += float(delta @ gain)
+        self.weights[blocks[point_block], point_slot] = mu
+        self._set_weights()
+        return fw_gap
+
+    def _set_weights(self):
+        self.w[:] = self.v
+        if self.constrained.size:
+            self.nu = np.maximum(-self.v[self.constrained], 0.0)
+            self.w[self.constrained] = self.v[self.constrained] + self.nu
+
+    def _replace_anchors(self, blocks, examples, block_local, tokens, token_block, full):
+        """Make the current iterate the anchor of the full blocks (footnote 1)."""
+        mu = self.weights[blocks]  # (n_blocks, r)
+        anchor_weight = 1.0 - mu.sum(axis=1)
+        full_ex = full[block_local]
+        full_tok = full[token_block]
+        tok = tokens[full_tok]
+        ex = examples[full_ex]
+        tb, eb = token_block[full_tok], block_local[full_ex]
+        Y_tok = self.Y[tok]
+        node = anchor_weight[tb][:, None] * self.anchor_node[tok]
+        pair = anchor_weight[eb][:, None] * self.anchor_pair[ex]
+        gamma = anchor_weight[eb] * self.anchor_gamma[ex]
+        example_of_token = np.repeat(np.arange(ex.shape[0]), self.batch.lengths[ex])
+        rows = np.arange(tok.shape[0])
+        for p in range(self.r):
+            loss = self.vertex_loss[p, ex]
+            s = self._scale(loss) * mu[eb, p]
+            st = s[example_of_token]
+            node[rows, Y_tok] += st
+            node[rows, self.vertex_labels[p, tok]] -= st
+            pair += s[:, None] * (self.true_pair[ex] - self.vertex_pair[p, ex])
+            gamma += self.C * mu[eb, p] * loss
+        self.anchor_node[tok] = node
+        self.anchor_pair[ex] = pair
+        self.anchor_gamma[ex] = gamma
+        self.weights[blocks[full]] = 0.0
+
+    # ------------------------------------------------------------------ certificate
+    def exact_point(self):
+        """``v`` recomputed from all anchors, extreme points and weights (drift check)."""
+        all_blocks = np.arange(self.n_blocks)
+        examples, block_local = self._examples(all_blocks)
+        tokens = token_rows(self.batch.offsets, examples)
+        token_block = np.repeat(block_local, self.batch.lengths[examples])
+        R, gamma_anchor, gamma_point, point_block, point_slot = self._rows(
+            all_blocks, examples, block_local, tokens, token_block)
+        mu = self.weights[point_block, point_slot]
+        coef = np.concatenate([1.0 - np.bincount(point_block, weights=mu,
+                                                  minlength=self.n_blocks), mu])
+        return R.T @ coef, float(coef[:self.n_blocks] @ gamma_anchor
+                                 + mu @ gamma_point)
+
+
+def _feature_rows(X, tokens, states, coefs, rows, n_rows, n_states, size):
+    """CSR matrix with row ``rows[k]`` += ``coefs[k] * x_{tokens[k]}`` on state ``states[k]``.
+
+    Columns follow the weight layout (feature-major, ``j * n_states + s``); duplicates add up.
+    """
+    starts = X.indptr[tokens]
+    counts = X.indptr[tokens + 1] - starts
+    total = int(counts.sum())
+    position = np.arange(total) + np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    columns = X.indices[position].astype(np.int64) * n_states + np.repeat(states, counts)
+    data = X.data[position] * np.repeat(coefs, counts)
+    return sp.csr_matrix((data, (np.repeat(rows, counts), columns)), shape=(n_rows, size))
