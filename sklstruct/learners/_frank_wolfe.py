@@ -17,10 +17,12 @@ class BlockFrankWolfeState(FactoredDualState):
     def __init__(self, structure, batch, Y, C):
         super().__init__(structure, batch, Y, C, structure.onehot(Y),
                          structure.pairwise_statistics(batch, Y, per_sequence=True))
+        self.block_gap = np.zeros(batch.n_sequences)
 
     def run_pass(self, order=None):
         """One pass over the examples (in ``order``); returns the sum of their FW gaps."""
         order = self.order if order is None else np.ascontiguousarray(order, dtype=np.int64)
         return bcfw_pass(self.indptr, self.indices, self.data, self.batch.offsets, order,
                          self.node_loss, self.node_marg, self.pair_marg, self.expected_loss,
-                         self.WT, self.theta, self.C, self.scratch, self.marker)
+                         self.WT, self.theta, self.C, self.scratch, self.marker,
+                         self.block_gap)
