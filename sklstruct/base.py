@@ -57,6 +57,9 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         "verbose": ["verbose"],
     }
 
+    # whether the learner keeps the weights a structure constrains (``nonnegative_``) feasible
+    _keeps_nonnegative_weights = False
+
     def _rescale(self):
         """The rescaling of the structured hinge used by :meth:`objective`."""
         return getattr(self, "rescale", "margin")
@@ -128,6 +131,12 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         self.structure_ = structure.bind(
             batch.X.shape[1], self.classes_.shape[0], self.classes_, Y
         )
+        if len(getattr(self.structure_, "nonnegative_", ())) and \
+                not self._keeps_nonnegative_weights:
+            raise ValueError(
+                f"{type(structure).__name__} constrains weights to be non-negative, which "
+                f"{type(self).__name__} does not support; use M3NSimplicialDecomposition."
+            )
         Y = Y.astype(np.intp)
         weights = _check_sequence_weights(sample_weight, batch.n_sequences)
         self.w_ = self._fit_batch(batch, Y, weights)

@@ -38,13 +38,14 @@ def enumerate_constraints(structure, batch, Y, rescale="margin"):
     return np.array(directions), np.array(offsets), np.array(groups)
 
 
-def exact_optimum(structure, batch, Y, C, rescale="margin"):
+def exact_optimum(structure, batch, Y, C, rescale="margin", nonnegative=()):
     """Certified optimum of ``1/2||w||^2 + C sum_i H_i(w)`` over all enumerated labelings.
 
     Solves the primal QP in ``(w, xi)`` with one constraint per (example, labeling) by SLSQP and
     reads the dual variables off its Lagrange multipliers. Returns ``(lower, upper, w)``: the
     dual value of the (feasible) multipliers and the primal value of ``w``, computed by
-    enumeration, bracket the optimum.
+    enumeration, bracket the optimum. Weights listed in ``nonnegative`` are constrained to be
+    ``>= 0`` (the dual then has ``w(alpha)`` projected onto that constraint).
     """
     directions, c, groups = enumerate_constraints(structure, batch, Y, rescale)
     n_constraints, size = directions.shape
@@ -56,7 +57,8 @@ def exact_optimum(structure, batch, Y, C, rescale="margin"):
         jac=lambda z: np.concatenate([z[:size], C * np.ones(n)]),
         method="SLSQP",
         constraints=[{"type": "ineq", "fun": lambda z: A @ z - c, "jac": lambda z: A}],
-        bounds=[(None, None)] * size + [(0, None)] * n,
+        bounds=[(0, None) if k in set(nonnegative) else (None, None) for k in range(size)]
+        + [(0, None)] * n,
         options={"ftol": 1e-15, "maxiter": 2000},
     )
     w = res.x[:size]
@@ -67,6 +69,7 @@ def exact_optimum(structure, batch, Y, C, rescale="margin"):
     mass = np.bincount(groups, weights=alpha, minlength=n)
     alpha *= np.minimum(1.0, C / np.maximum(mass, 1e-300))[groups]  # exactly feasible
     v = alpha @ directions
+    v[list(nonnegative)] = np.maximum(v[list(nonnegative)], 0.0)
     lower = float(alpha @ c - 0.5 * v @ v)
     upper = primal_objective(structure, batch, Y, w, C, rescale)
     return lower, upper, w

@@ -5,9 +5,10 @@ import pytest
 import scipy.sparse as sp
 
 from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad,
-                       StructSVMCuttingPlane)
+                       M3NSimplicialDecomposition, StructSVMCuttingPlane)
 
-LEARNERS = [StructSVMCuttingPlane, M3NExpGrad, M3NExcessiveGap, L1M3N]
+LEARNERS = [StructSVMCuttingPlane, M3NExpGrad, M3NExcessiveGap, L1M3N,
+            M3NSimplicialDecomposition]
 
 GOOD_X = [np.ones((3, 2)), np.zeros((2, 2))]
 GOOD_Y = [np.array([0, 1, 0]), np.array([1, 1])]

@@ -10,8 +10,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad, MultiClass,
-                       StructSVMCuttingPlane)
+from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad,
+                       M3NSimplicialDecomposition, MultiClass, StructSVMCuttingPlane)
 from sklstruct.metrics import chunk_f1_scorer, token_accuracy_scorer
 from sklstruct.utils import lengths_to_groups
 
@@ -24,7 +24,8 @@ EXPECTED_FAILED_CHECKS = {}
 @parametrize_with_checks(
     [StructSVMCuttingPlane(max_iter=2000, tol=1e-9), M3NExpGrad(max_iter=2000, tol=1e-4),
      M3NExcessiveGap(max_iter=300, tol=1e-3), L1M3N(max_iter=5),
-     L1M3N(solver="cutting_plane")],
+     L1M3N(solver="cutting_plane"), M3NSimplicialDecomposition(max_iter=3000, tol=1e-3),
+     M3NSimplicialDecomposition(max_points=10, blocks="single", tol=1e-4)],
     expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
 )
 def test_sklearn_common_checks(estimator, check):

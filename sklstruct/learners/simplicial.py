@@ -116,6 +116,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     [['a', 'b'], ['b', 'a', 'a']]
     """
 
+    _keeps_nonnegative_weights = True
+
     _parameter_constraints = {
         **BaseStructuredClassifier._parameter_constraints,
         "max_points": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -148,6 +150,13 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     def fit(self, X, y, lengths=None):
         """Fit the model (same input forms as :class:`StructSVMCuttingPlane`)."""
         return self._fit(X, y, lengths)
+
+    def __getstate__(self):
+        # the dual state (which holds the training data) is kept for warm starts in this
+        # process only; a pickled model is the fitted weights
+        state = super().__getstate__()
+        state.pop("_rsd_state", None)
+        return state
 
     # ------------------------------------------------------------------ set-up
     def _resolved_working_set(self, n_sequences):
