@@ -14,6 +14,7 @@ MODULES = [
     "sklstruct.learners._block_qp",
     "sklstruct.learners._online_eg",
     "sklstruct.learners._bcfw",
+    "sklstruct.learners._rsd_pass",
 ]
 DEBUG = os.environ.get("SKLSTRUCT_CYTHON_DEBUG", "0") == "1"
 

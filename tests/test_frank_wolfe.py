@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sklstruct import ChainStructure, MultiClass, StructSVMCuttingPlane
-from sklstruct.learners._frank_wolfe import BlockFrankWolfeState
+from sklstruct.learners._frank_wolfe import BlockFrankWolfeState, MultiPointFrankWolfeState
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import exact_optimum, primal_objective
@@ -55,3 +55,34 @@ def test_multiclass_matches_the_cutting_plane_learner():
     primal = reference.objective(X, y)
     assert dual <= primal + 1e-9
     assert primal - dual <= 1e-3 * primal
+
+
+@pytest.mark.parametrize("structure", [ChainStructure(), ChainStructure(start_end=False)])
+def test_multi_point_pass_ascends_and_reduces_to_bcfw(structure):
+    X, y = make_chain_data(n_sequences=8, n_states=3, n_features=3, max_length=4, seed=7)
+    bound, batch, Y = _bound(structure, X, y)
+    C = 0.5
+    plain = BlockFrankWolfeState(bound, batch, Y, C)
+    duals = {}
+    for r in (1, 3, 10):
+        state = MultiPointFrankWolfeState(bound, batch, Y, C, r)
+        dual = 0.0
+        for _ in range(1000):
+            state.run_pass()
+            if r == 1:  # one point per example: block-coordinate Frank-Wolfe exactly
+                plain.run_pass()
+                np.testing.assert_allclose(state.w, plain.w, atol=1e-10)
+            incremental = state.w.copy()
+            w, new_dual = state.certificate()
+            np.testing.assert_allclose(incremental, w, atol=1e-10)
+            assert new_dual >= dual - 1e-12
+            dual = new_dual
+        assert np.all(state.n_vertices <= r)
+        # weights of the kept points (dropped points' mass stays in the current point)
+        assert np.all(state.vertex_weight >= 0)
+        assert np.all(state.vertex_weight.sum(axis=1) <= 1.0 + 1e-9)
+        np.testing.assert_allclose(state.node_marg.sum(axis=1), 1.0, atol=1e-12)
+        duals[r] = dual
+    lower, upper, _ = exact_optimum(bound, batch, Y, C)
+    assert duals[1] < duals[3] < duals[10] <= upper + 1e-9
+    assert upper - duals[10] <= 1e-5 * upper

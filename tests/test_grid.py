@@ -9,6 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sklstruct import GridStructure, M3NSimplicialDecomposition, StructSVMCuttingPlane
 from sklstruct._inference.grid import grid_map
+from sklstruct.learners import _rsd
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import exact_optimum, primal_objective
@@ -137,7 +138,9 @@ def test_structure_oracles_match_enumeration(edge_features):
     dict(max_points=6, working_set_size=2),
     dict(max_points=30, blocks="single"),
 ])
-def test_training_reaches_the_constrained_optimum(config, checkerboard):
+@pytest.mark.parametrize("dense_mb", [256, 0])
+def test_training_reaches_the_constrained_optimum(config, checkerboard, dense_mb, monkeypatch):
+    monkeypatch.setattr(_rsd, "DENSE_POINTS_MB", dense_mb)
     X, y = _grid_data(n_images=4, seed=5, checkerboard=checkerboard)
     C = 0.8
     structure = GridStructure(width=3, contrast_gamma=0.5)

@@ -9,6 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sklstruct import (ChainStructure, M3NExpGrad, M3NSimplicialDecomposition, MultiClass,
                        StructSVMCuttingPlane)
+from sklstruct.learners import _rsd
 from sklstruct.learners._rsd import SimplicialDecompositionState
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
@@ -38,9 +39,17 @@ CONFIGS = [
 ]
 
 
+@pytest.fixture(params=["dense points", "token points"])
+def point_storage(request, monkeypatch):
+    """Run the general solver with both storages of its points."""
+    if request.param == "token points":
+        monkeypatch.setattr(_rsd, "DENSE_POINTS_MB", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("rescale", ["margin", "slack"])
-def test_within_reported_gap_of_the_exact_optimum(config, rescale):
+def test_within_reported_gap_of_the_exact_optimum(config, rescale, point_storage):
     X, y = make_chain_data(n_sequences=6, n_states=3, n_features=3, max_length=4, seed=11)
     C = 0.7
     one_point = config["max_points"] == 1  # plain Frank-Wolfe: O(1/k), a looser target
@@ -140,13 +149,14 @@ def test_more_points_need_fewer_oracle_calls():
     assert calls[5, "single"] < calls[1, "single"]
 
 
-def test_incremental_point_matches_recomputation_and_dual_ascends():
+def test_incremental_point_matches_recomputation_and_dual_ascends(point_storage):
     X, y = make_chain_data(n_sequences=12, n_states=3, n_features=3, max_length=5, seed=2)
     for rescale in ("margin", "slack"):
         bound, batch, Y = _bound(ChainStructure(), X, y)
         state = SimplicialDecompositionState(
             bound, batch, Y, 0.8, rescale=rescale, max_points=3, blocks="per_example",
             working_set_size=4, random_state=np.random.RandomState(0))
+        assert state.dense == (point_storage == "dense points")
         dual = state.dual()
         for _ in range(30):
             state.run_pass()

@@ -7,13 +7,16 @@ from ._loaders import (
     load_ocr_letters,
     load_ocr_sample,
 )
+from ._horses import grid_pixel_features, load_weizmann_horses
 from ._synthetic import make_sparse_chain
 
 __all__ = [
     "get_data_home",
+    "grid_pixel_features",
     "load_conll2000",
     "load_conll2002",
     "load_ocr_letters",
     "load_ocr_sample",
+    "load_weizmann_horses",
     "make_sparse_chain",
 ]

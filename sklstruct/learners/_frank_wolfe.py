@@ -9,6 +9,7 @@ import numpy as np
 
 from ._bcfw import bcfw_pass
 from ._factored_dual import FactoredDualState
+from ._rsd_pass import rsd_pass
 
 
 class BlockFrankWolfeState(FactoredDualState):
@@ -26,3 +27,31 @@ class BlockFrankWolfeState(FactoredDualState):
                          self.node_loss, self.node_marg, self.pair_marg, self.expected_loss,
                          self.WT, self.theta, self.C, self.scratch, self.marker,
                          self.block_gap)
+
+
+class MultiPointFrankWolfeState(BlockFrankWolfeState):
+    """Restricted simplicial decomposition with ``max_points`` extreme points per example.
+
+    Runs compiled passes (:func:`_rsd_pass.rsd_pass`): per visit one loss-augmented Viterbi,
+    a master QP over the current point and the kept labellings of the example, and an update of
+    the example's statistics and weights.
+    """
+
+    def __init__(self, structure, batch, Y, C, max_points):
+        super().__init__(structure, batch, Y, C)
+        if not 1 <= max_points <= 63:
+            raise ValueError(f"the compiled pass keeps 1 to 63 points per example, got "
+                             f"{max_points}.")
+        self.vertex_labels = np.zeros((batch.n_tokens, max_points), dtype=np.int32)
+        self.vertex_loss = np.zeros((batch.n_sequences, max_points))
+        self.vertex_weight = np.zeros((batch.n_sequences, max_points))
+        self.n_vertices = np.zeros(batch.n_sequences, dtype=np.int64)
+        self.feature_buffer = np.zeros(structure.n_features_)
+
+    def run_pass(self, order=None):
+        order = self.order if order is None else np.ascontiguousarray(order, dtype=np.int64)
+        return rsd_pass(self.indptr, self.indices, self.data, self.batch.offsets, order,
+                        self.node_loss, self.node_marg, self.pair_marg, self.expected_loss,
+                        self.WT, self.theta, self.C, self.feature_buffer, self.marker,
+                        self.vertex_labels, self.vertex_loss, self.vertex_weight,
+                        self.n_vertices, self.block_gap)

@@ -34,6 +34,7 @@ from ..utils._sequences import SequenceBatch, offsets_from_lengths, token_rows
 from ._qp import solve_capped_simplex_qp
 
 _MAX_NU_ROUNDS = 100
+DENSE_POINTS_MB = 256
 
 
 class SimplicialDecompositionState:
@@ -63,10 +64,18 @@ class SimplicialDecompositionState:
         self.block_ptr = np.zeros(self.n_blocks + 1, dtype=np.intp)
         np.cumsum(np.bincount(block_of, minlength=self.n_blocks), out=self.block_ptr[1:])
         self.block_members = order
-        # anchors (the origin at first) and extreme points
-        self.anchor_node = np.zeros((batch.n_tokens, S))
-        self.anchor_pair = np.zeros((n, structure.n_pairwise_))
-        self.anchor_gamma = np.zeros(n)
+        # anchors (the origin at first) and extreme points: as dense vectors b per block when
+        # they fit in DENSE_POINTS_MB, else per token (rebuilt for each working set)
+        self.dense = self.n_blocks * (self.r + 1) * self.size * 8 <= DENSE_POINTS_MB * 2**20
+        if self.dense:
+            self.anchor_vec = np.zeros((self.n_blocks, self.size))
+            self.anchor_gam = np.zeros(self.n_blocks)
+            self.vertex_vec = np.zeros((self.n_blocks, self.r, self.size))
+            self.vertex_gam = np.zeros((self.n_blocks, self.r))
+        else:
+            self.anchor_node = np.zeros((batch.n_tokens, S))
+            self.anchor_pair = np.zeros((n, structure.n_pairwise_))
+            self.anchor_gamma = np.zeros(n)
         self.vertex_labels = np.repeat(Y[None, :].astype(np.int32), self.r, axis=0)
         self.vertex_loss = np.zeros((self.r, n))
         self.vertex_pair = np.zeros((self.r, n, structure.n_pairwise_))
@@ -120,6 +129,11 @@ class SimplicialDecompositionState:
                                n_vertices)[fresh]
         if np.any(full):
             self._replace_anchors(blocks, examples, block_local, tokens, token_block, full)
+        if self.dense and np.any(fresh):
+            vec, gam = self._vertex_vectors(examples, block_local, tokens, token_block,
+                                            labels, losses, pair, blocks.shape[0])
+            self.vertex_vec[blocks[fresh], slot[fresh]] = vec[fresh]
+            self.vertex_gam[blocks[fresh], slot[fresh]] = gam[fresh]
         fresh_tok, fresh_ex = fresh[token_block], fresh[block_local]
         self.vertex_labels[slot[token_block[fresh_tok]], tokens[fresh_tok]] = labels[fresh_tok]
         self.vertex_loss[slot[block_local[fresh_ex]], examples[fresh_ex]] = losses[fresh_ex]
@@ -148,6 +162,14 @@ class SimplicialDecompositionState:
         Row ``q`` of the anchors is block ``q``'s anchor; row ``n_blocks + k`` is its extreme
         point ``k`` for ``(block, slot)`` pairs listed in ``points``.
         """
+        if self.dense:
+            counts = self.n_vertices[blocks]
+            point_block = np.repeat(np.arange(blocks.shape[0]), counts)
+            point_slot = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+            R = np.vstack([self.anchor_vec[blocks],
+                           self.vertex_vec[blocks[point_block], point_slot]])
+            return (R, self.anchor_gam[blocks], self.vertex_gam[blocks[point_block], point_slot],
+                    point_block, point_slot)
         S, C, n_blocks = self.structure.n_states_, self.C, blocks.shape[0]
         rows, states, coefs, toks = [], [], [], []
         pair_rows, pair_vals = [], []
@@ -217,7 +239,8 @@ class SimplicialDecompositionState:
         R, gamma_anchor, gamma_point, point_block, point_slot = self._rows(
             blocks, examples, block_local, tokens, token_block)
         point_row = n_blocks + np.arange(point_block.shape[0])
-        H = (R @ R.T).toarray()
+        H = R @ R.T
+        H = H.toarray() if sp.issparse(H) else H
         G = (H[np.ix_(point_row, point_row)] - H[np.ix_(point_row, point_block)]
              - H[np.ix_(point_block, point_row)] + H[np.ix_(point_block, point_block)])
         G = 0.5 * (G + G.T)
@@ -230,27 +253,11 @@ class SimplicialDecompositionState:
         anchor_weight = 1.0 - np.bincount(point_block, weights=mu_old, minlength=n_blocks)
         is_new = point_slot == new_slot[point_block]
         fw_gap = float(value[is_new].sum() - anchor_weight @ anchor_value - mu_old @ value)
-        c = gain - d_w + G @ mu_old
-        mu = mu_old
-        nu = self.nu
-        R_c = R[:, self.constrained].toarray() if self.constrained.size else None
-        for _ in range(_MAX_NU_ROUNDS):
-            mu, _, _ = solve_capped_simplex_qp(G, c, 1.0, groups=point_block, alpha0=mu)
-            if R_c is None:
-                break
-            coef = np.zeros(R.shape[0])
-            coef[point_row] = mu - mu_old
-            np.subtract.at(coef, point_block, mu - mu_old)
-            v_c = self.v[self.constrained] + R_c.T @ coef
-            new_nu = np.maximum(-v_c, 0.0)
-            shift = new_nu - nu
-            scale = max(1.0, float(np.abs(v_c).max(initial=0.0)))
-            if np.abs(shift).max(initial=0.0) <= 1e-12 * scale:
-                nu = new_nu
-                break
-            d_c = R_c[point_row] - R_c[point_block]
-            c = c - d_c @ shift
-            nu = new_nu
+        if self.constrained.size:
+            mu = self._constrained_master(R, G, gain, mu_old, point_row, point_block)
+        else:
+            mu, _, _ = solve_capped_simplex_qp(G, gain - d_w + G @ mu_old, 1.0,
+                                               groups=point_block, alpha0=mu_old)
         delta = mu - mu_old
         coef = np.zeros(R.shape[0])
         coef[point_row] = delta
@@ -260,6 +267,42 @@ class SimplicialDecompositionState:
         self.weights[blocks[point_block], point_slot] = mu
         self._set_weights()
         return fw_gap
+
+    def _constrained_master(self, R, G, gain, mu_old, point_row, point_block):
+        """Master problem with ``-1/2 ||[v_C]_+||^2`` on the constrained coordinates.
+
+        Active-set rounds: with ``A`` the coordinates where ``v_C < 0``, the objective is the
+        QP without the ``A`` coordinates, exact (value and gradient) wherever the signs of
+        ``v_C`` stay those of ``A``; a QP solution whose signs reproduce ``A`` is optimal. If
+        the signs do not settle, exact alternation between the QP in the weights and
+        ``nu = [-v_C]_+`` (the dual of ``w_C >= 0``) finishes the job.
+        """
+        R_c = R[:, self.constrained]
+        R_c = R_c.toarray() if sp.issparse(R_c) else np.asarray(R_c)
+        D_c = R_c[point_row] - R_c[point_block]
+        Rv = R @ self.v
+        d_v = Rv[point_row] - Rv[point_block]
+        v_c = self.v[self.constrained]
+        active = v_c < 0
+        mu = mu_old
+        for _ in range(_MAX_NU_ROUNDS):
+            G_kept = G - D_c[:, active] @ D_c[:, active].T
+            c = gain - d_v + D_c[:, active] @ v_c[active] + G_kept @ mu_old
+            mu, _, _ = solve_capped_simplex_qp(G_kept, c, 1.0, groups=point_block, alpha0=mu)
+            new_active = v_c + D_c.T @ (mu - mu_old) < 0
+            if np.array_equal(new_active, active):
+                return mu
+            active = new_active
+        nu = np.maximum(-(v_c + D_c.T @ (mu - mu_old)), 0.0)
+        for _ in range(_MAX_NU_ROUNDS):
+            c = gain - d_v - D_c @ nu + G @ mu_old
+            mu, _, _ = solve_capped_simplex_qp(G, c, 1.0, groups=point_block, alpha0=mu)
+            moved = v_c + D_c.T @ (mu - mu_old)
+            new_nu = np.maximum(-moved, 0.0)
+            if np.abs(new_nu - nu).max() <= 1e-12 * max(1.0, float(np.abs(moved).max())):
+                break
+            nu = new_nu
+        return mu
 
     def _set_weights(self):
         self.w[:] = self.v
@@ -271,6 +314,14 @@ class SimplicialDecompositionState:
         """Make the current iterate the anchor of the full blocks (footnote 1)."""
         mu = self.weights[blocks]  # (n_blocks, r)
         anchor_weight = 1.0 - mu.sum(axis=1)
+        if self.dense:
+            b = blocks[full]
+            self.anchor_vec[b] = (anchor_weight[full, None] * self.anchor_vec[b]
+                                  + np.einsum("kp,kpj->kj", mu[full], self.vertex_vec[b]))
+            self.anchor_gam[b] = (anchor_weight[full] * self.anchor_gam[b]
+                                  + (mu[full] * self.vertex_gam[b]).sum(axis=1))
+            self.weights[b] = 0.0
+            return
         full_ex = full[block_local]
         full_tok = full[token_block]
         tok = tokens[full_tok]
@@ -294,6 +345,25 @@ class SimplicialDecompositionState:
         self.anchor_pair[ex] = pair
         self.anchor_gamma[ex] = gamma
         self.weights[blocks[full]] = 0.0
+
+    def _vertex_vectors(self, examples, block_local, tokens, token_block, labels, losses, pair,
+                        n_blocks):
+        """Dense ``b`` and ``gamma`` of the working set's new extreme points, per block."""
+        S, C = self.structure.n_states_, self.C
+        scale = self._scale(losses)
+        example_of_token = np.repeat(np.arange(examples.shape[0]),
+                                     self.batch.lengths[examples])
+        Y_tok = self.Y[tokens]
+        t_idx = np.flatnonzero(labels != Y_tok)
+        coef = C * scale[example_of_token[t_idx]]
+        vec = _feature_rows(self.X, np.concatenate([tokens[t_idx], tokens[t_idx]]),
+                            np.concatenate([Y_tok[t_idx], labels[t_idx]]),
+                            np.concatenate([coef, -coef]),
+                            np.concatenate([token_block[t_idx], token_block[t_idx]]),
+                            n_blocks, S, self.size).toarray()
+        np.add.at(vec[:, self.n_unary:], block_local,
+                  C * scale[:, None] * (self.true_pair[examples] - pair))
+        return vec, C * np.bincount(block_local, weights=losses, minlength=n_blocks)
 
     # ------------------------------------------------------------------ certificate
     def exact_point(self):

@@ -10,7 +10,7 @@ from sklearn.utils import check_random_state
 from ..base import BaseStructuredClassifier
 from ..structures import ChainStructure, MultiClass
 from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
-from ._frank_wolfe import BlockFrankWolfeState
+from ._frank_wolfe import BlockFrankWolfeState, MultiPointFrankWolfeState
 from ._history import History
 from ._rsd import SimplicialDecompositionState
 
@@ -36,10 +36,13 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     point is dropped and the current iterate is kept instead, the seed's footnote 1). The
     master QP is solved by the suite's SMO solver. The parameter ``C`` is the seed's ``C``.
 
-    ``max_points=1, blocks="per_example"`` and ``working_set_size=1`` is block-coordinate
-    Frank-Wolfe with exact line search; for chains and multiclass it runs in a compiled pass
-    over per-example sufficient statistics (one loss-augmented Viterbi per example, only the
-    example's weights touched).
+    With ``blocks="per_example"`` and ``working_set_size=1``, chains and multiclass data (margin
+    rescaling, ``max_points <= 63``) run in a compiled pass over per-example sufficient
+    statistics: per visit one loss-augmented Viterbi, a master QP over the example's current
+    point and kept labellings (Gram matrix from the example's token Gram matrix), and an update
+    of only the example's weights. That pass keeps the current point as the retained point at
+    every visit (the rule of the seed's section 2.1), so ``max_points=1`` is block-coordinate
+    Frank-Wolfe with exact line search. The general solver follows footnote 1.
 
     ``rescale="slack"`` is the seed's slack-rescaling variant I (section 4.2, problem (17)-(21)):
     the extreme points are ``C Delta(ybar) (Psi(y_i) - Psi(ybar))`` with
@@ -68,9 +71,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         (the seed's section 3.2 (i) when the working set is all the data).
     working_set_size : int, default=None
         Examples whose direction finding and master problem are solved together. ``None``:
-        1 for ``blocks="per_example"`` with ``max_points=1`` (block-coordinate Frank-Wolfe), 16
-        for ``"per_example"`` otherwise, all examples for ``"single"``. With
-        ``blocks="single"`` the working sets are a fixed partition of the examples.
+        for ``blocks="per_example"`` 1 where the compiled pass applies, else 16; all examples
+        for ``"single"``. With ``blocks="single"`` the working sets are a fixed partition of
+        the examples.
     rescale : {"margin", "slack"}, default="margin"
     tol : float, default=1e-3
         Relative duality gap at which the fit stops.
@@ -159,19 +162,22 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         return state
 
     # ------------------------------------------------------------------ set-up
+    def _compiled_structure(self):
+        """Whether the compiled per-example passes apply to this structure and rescaling."""
+        structure = self.structure_
+        return (self.rescale == "margin" and self.max_points <= 63
+                and isinstance(structure, (ChainStructure, MultiClass))
+                and getattr(structure, "nonnegative_", np.zeros(0)).size == 0)
+
     def _resolved_working_set(self, n_sequences):
         if self.working_set_size is not None:
             return min(int(self.working_set_size), n_sequences)
         if self.blocks == "single":
             return n_sequences
-        return 1 if self.max_points == 1 else min(16, n_sequences)
+        return 1 if self._compiled_structure() else min(16, n_sequences)
 
     def _uses_compiled_pass(self, working_set):
-        structure = self.structure_
-        return (self.blocks == "per_example" and self.max_points == 1 and working_set == 1
-                and self.rescale == "margin" and isinstance(structure, (ChainStructure,
-                                                                        MultiClass))
-                and getattr(structure, "nonnegative_", np.zeros(0)).size == 0)
+        return self.blocks == "per_example" and working_set == 1 and self._compiled_structure()
 
     def _previous_state(self, batch, signature):
         if not self.warm_start:
@@ -191,8 +197,11 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                      self.structure_.size_joint_feature_)
         state = self._previous_state(batch, signature)
         if state is None:
-            if compiled:
+            if compiled and self.max_points == 1:
                 state = BlockFrankWolfeState(self.structure_, batch, Y, self.C)
+            elif compiled:
+                state = MultiPointFrankWolfeState(self.structure_, batch, Y, self.C,
+                                                  self.max_points)
             else:
                 state = SimplicialDecompositionState(
                     self.structure_, batch, Y, self.C, rescale=self.rescale,

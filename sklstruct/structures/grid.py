@@ -87,8 +87,23 @@ class GridStructure(BaseStructure):
     def _edges(self, batch):
         """``(left, right, features)`` of the horizontal, then the vertical edges.
 
-        ``left``/``right`` are global pixel indices, ``features`` has one row per edge.
+        ``left``/``right`` are global pixel indices, ``features`` has one row per edge. The
+        last batch's edges are kept, since an oracle call and the statistics of its answer
+        ask for the same batch.
         """
+        cached = getattr(self, "_edge_cache", None)
+        if cached is not None and cached[0] is batch.X and cached[1] is batch.offsets:
+            return cached[2]
+        edges = self._compute_edges(batch)
+        self._edge_cache = (batch.X, batch.offsets, edges)
+        return edges
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_edge_cache", None)
+        return state
+
+    def _compute_edges(self, batch):
         lengths = batch.lengths
         if np.any(lengths % self.width):
             bad = int(np.flatnonzero(lengths % self.width)[0])
