@@ -83,11 +83,11 @@ def dimension(args):
     rows = []
     for blocks in ("per_example", "single"):
         for r in (1, 5, 20):
-            max_iter = 3000 if (r == 1 and blocks == "per_example") else args.max_passes
+            per_example = blocks == "per_example"
             model = M3NSimplicialDecomposition(
                 ChainStructure(start_end=False), C=OCR_C, max_points=r, blocks=blocks,
-                tol=1e-3, max_iter=max_iter, check_every=10 if r == 1 and
-                blocks == "per_example" else 1, random_state=0)
+                tol=1e-3, max_iter=3000 if per_example else args.max_passes,
+                check_every=(10 if r == 1 else 5) if per_example else 1, random_state=0)
             memory = _fit(model, X, y)
             h = model.history_
             row = {"blocks": blocks, "r": r, "working_set": model._resolved_working_set(len(X)),
@@ -111,9 +111,14 @@ def ocr(args):
     structure = ChainStructure(start_end=False)
     learners = [
         ("BCFW (r=1, per example)", M3NSimplicialDecomposition(
-            structure, C=OCR_C, tol=1e-3, max_iter=3000, check_every=10, random_state=0)),
-        ("RSD r=5, per example, working sets of 16", M3NSimplicialDecomposition(
-            structure, C=OCR_C, max_points=5, tol=1e-3, max_iter=300, random_state=0)),
+            structure, C=OCR_C, max_points=1, tol=1e-3, max_iter=3000, check_every=10,
+            random_state=0)),
+        ("RSD r=5, per example", M3NSimplicialDecomposition(
+            structure, C=OCR_C, max_points=5, tol=1e-3, max_iter=1000, check_every=5,
+            random_state=0)),
+        ("RSD r=10, per example", M3NSimplicialDecomposition(
+            structure, C=OCR_C, max_points=10, tol=1e-3, max_iter=1000, check_every=5,
+            random_state=0)),
         ("StructSVMCuttingPlane n-slack", StructSVMCuttingPlane(
             structure, C=OCR_C, variant="n-slack", tol=1e-3, max_iter=300, random_state=0)),
         ("StructSVMCuttingPlane 1-slack", StructSVMCuttingPlane(
@@ -142,18 +147,22 @@ def conll2000(args):
     X, X_test = vectorizer.fit_transform(feats_train), vectorizer.transform(feats_test)
     y, y_test = train.target, test.target
     rows = []
-    for passes in args.budgets:
-        model = M3NSimplicialDecomposition(C=0.1, max_iter=passes, check_every=passes,
-                                           random_state=0)
-        memory = _fit(model, X, y)
-        rows.append(_gap_row(f"BCFW {passes} passes", model, memory, "chunk_F1",
-                             chunk_f1_score(y_test, model.predict(X_test))))
-        print_table(rows[-1:], list(rows[-1]))
+    for r in (1, 5):
+        for passes in args.budgets:
+            model = M3NSimplicialDecomposition(C=0.1, max_points=r, max_iter=passes,
+                                               check_every=passes, random_state=0)
+            memory = _fit(model, X, y)
+            name = "BCFW (r=1)" if r == 1 else f"RSD r={r}"
+            rows.append(_gap_row(f"{name}, {passes} passes", model, memory, "chunk_F1",
+                                 chunk_f1_score(y_test, model.predict(X_test))))
+            print_table(rows[-1:], list(rows[-1]))
     long_runs = [
-        ("BCFW to 1e-3", M3NSimplicialDecomposition(C=0.1, tol=1e-3, max_iter=args.max_passes,
-                                                    check_every=5, random_state=0)),
+        (f"{name} to 1e-3", M3NSimplicialDecomposition(
+            C=0.1, max_points=r, tol=1e-3, max_iter=args.max_passes, check_every=5,
+            random_state=0)) for r, name in ((1, "BCFW (r=1)"), (5, "RSD r=5"))
+    ] + [
         ("StructSVMCuttingPlane n-slack", StructSVMCuttingPlane(
-            C=0.1, variant="n-slack", tol=1e-3, max_iter=100, random_state=0)),
+            C=0.1, variant="n-slack", tol=1e-3, max_iter=40, random_state=0)),
     ]
     for name, model in long_runs:
         memory = _fit(model, X, y)

@@ -58,29 +58,36 @@ def test_multiclass_matches_the_cutting_plane_learner():
 
 
 @pytest.mark.parametrize("structure", [ChainStructure(), ChainStructure(start_end=False)])
-def test_multi_point_pass_ascends_and_reduces_to_bcfw(structure):
+def test_multi_point_pass_ascends_and_reaches_the_exact_optimum(structure):
     X, y = make_chain_data(n_sequences=8, n_states=3, n_features=3, max_length=4, seed=7)
     bound, batch, Y = _bound(structure, X, y)
     C = 0.5
     plain = BlockFrankWolfeState(bound, batch, Y, C)
-    duals = {}
-    for r in (1, 3, 10):
+    for _ in range(1000):
+        plain.run_pass()
+    duals = {1: plain.certificate()[1]}
+    for r in (3, 10):
         state = MultiPointFrankWolfeState(bound, batch, Y, C, r)
         dual = 0.0
         for _ in range(1000):
             state.run_pass()
-            if r == 1:  # one point per example: block-coordinate Frank-Wolfe exactly
-                plain.run_pass()
-                np.testing.assert_allclose(state.w, plain.w, atol=1e-10)
             incremental = state.w.copy()
             w, new_dual = state.certificate()
             np.testing.assert_allclose(incremental, w, atol=1e-10)
             assert new_dual >= dual - 1e-12
             dual = new_dual
         assert np.all(state.n_vertices <= r)
-        # weights of the kept points (dropped points' mass stays in the current point)
+        # x = (1 - sum mu) a + sum mu_k z_k: the kept weights and the anchor rebuild x
         assert np.all(state.vertex_weight >= 0)
         assert np.all(state.vertex_weight.sum(axis=1) <= 1.0 + 1e-9)
+        rebuilt = (1.0 - state.vertex_weight.sum(axis=1))[batch.sequence_index, None] \
+            * state.anchor_node
+        for k in range(r):
+            kept = state.n_vertices[batch.sequence_index] > k
+            rows = np.flatnonzero(kept)
+            rebuilt[rows, state.vertex_labels[rows, k]] += \
+                state.vertex_weight[batch.sequence_index[rows], k]
+        np.testing.assert_allclose(rebuilt, state.node_marg, atol=1e-9)
         np.testing.assert_allclose(state.node_marg.sum(axis=1), 1.0, atol=1e-12)
         duals[r] = dual
     lower, upper, _ = exact_optimum(bound, batch, Y, C)

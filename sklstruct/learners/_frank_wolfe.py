@@ -33,8 +33,8 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
     """Restricted simplicial decomposition with ``max_points`` extreme points per example.
 
     Runs compiled passes (:func:`_rsd_pass.rsd_pass`): per visit one loss-augmented Viterbi,
-    a master QP over the current point and the kept labellings of the example, and an update of
-    the example's statistics and weights.
+    a master QP over the example's anchor and kept labellings (the seed's footnote 1), and an
+    update of the example's statistics and weights.
     """
 
     def __init__(self, structure, batch, Y, C, max_points):
@@ -47,6 +47,10 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
         self.vertex_weight = np.zeros((batch.n_sequences, max_points))
         self.n_vertices = np.zeros(batch.n_sequences, dtype=np.int64)
         self.feature_buffer = np.zeros(structure.n_features_)
+        # the anchor of every example: its starting point (the true labelling) at first
+        self.anchor_node = self.node_marg.copy()
+        self.anchor_pair = self.pair_marg.copy()
+        self.anchor_loss = self.expected_loss.copy()
 
     def run_pass(self, order=None):
         order = self.order if order is None else np.ascontiguousarray(order, dtype=np.int64)
@@ -54,4 +58,5 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
                         self.node_loss, self.node_marg, self.pair_marg, self.expected_loss,
                         self.WT, self.theta, self.C, self.feature_buffer, self.marker,
                         self.vertex_labels, self.vertex_loss, self.vertex_weight,
-                        self.n_vertices, self.block_gap)
+                        self.n_vertices, self.anchor_node, self.anchor_pair, self.anchor_loss,
+                        self.block_gap)

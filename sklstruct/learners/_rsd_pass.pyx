@@ -3,23 +3,24 @@
 Example ``i``'s dual point is kept as sufficient statistics, as in :mod:`._bcfw`: node marginals
 (rows of ``node_marg``), expected pairwise statistics ``pair_marg[i]`` and the expected loss;
 ``w = C sum_i (Psi(x_i, y_i) - E_i[Psi])`` is kept explicitly. The example also keeps at most
-``r`` extreme points (labellings, ``vertex_labels[t, k]`` for its tokens) with their losses and
-their weights in the expression of the current point. Visiting example ``i``:
+``r`` extreme points (labellings, ``vertex_labels[t, k]`` for its tokens) with their losses,
+an anchor ``a`` (a past point, as node measures ``anchor_node``, pairwise statistics and loss)
+and the weights ``mu_k`` with ``x = (1 - sum_k mu_k) a + sum_k mu_k z_k``. Visiting example
+``i``:
 
-1. loss-augmented Viterbi at the current ``w`` gives a new extreme point; unless the example
-   already has it, it is added, replacing the point of lowest weight when ``r`` are kept;
-2. the master problem over the convex hull of the current point and the kept extreme points,
-   ``max_mu f(x + sum_k mu_k (z_k - x))`` over ``mu >= 0, sum_k mu_k <= 1``, is a QP whose Gram
-   matrix ``<d_k, d_l>`` (``d_k = C (E_x[Psi] - Psi(z_k))``) comes from the example's token Gram
-   matrix, and whose linear term ``C (loss_k - E_x[loss] + score(z_k) - E_x[score])`` from its
-   token scores; it is solved by pairwise (SMO) steps;
-3. the statistics, the point weights and ``w`` (only the rows of ``W^T`` of the example's
-   features, and the pairwise weights) move to the solution.
+1. loss-augmented Viterbi at the current ``w`` gives a new extreme point (its Frank-Wolfe gap
+   at ``x`` goes to ``block_gap``); unless the example already has it, it is added; when ``r``
+   are kept, the point of lowest weight is dropped and ``x`` becomes the anchor (the seed's
+   footnote 1);
+2. the master problem over the convex hull of the anchor and the points is a QP in ``mu``
+   (``mu >= 0, sum_k mu_k <= 1``) whose Gram matrix ``<d_k, d_l>``, ``d_k = C (E_a[Psi] -
+   Psi(z_k))``, comes from the example's token Gram matrix and whose gradient
+   ``C (loss_k - E_a[loss] + score(z_k) - E_a[score])`` from its token scores; it is solved by
+   pairwise (SMO) steps from the current weights;
+3. the statistics and ``w`` (only the rows of ``W^T`` of the example's features, and the
+   pairwise weights) move by ``sum_k (mu_k' - mu_k) (z_k - a)``.
 
-The current point is the retained point of restricted simplicial decomposition at every visit
-(the seed's section 2.1 rule "replace one point by x_k"), so ``r = 1`` is block-coordinate
-Frank-Wolfe with exact line search. The caller validates the arrays as for
-:func:`sklstruct.learners._bcfw.bcfw_pass`.
+The caller validates the arrays as for :func:`sklstruct.learners._bcfw.bcfw_pass`.
 """
 
 from libc.math cimport fabs
@@ -118,7 +119,8 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
              double C, float64_t[::1] feature_buffer, int8_t[::1] marker,
              int32_t[:, ::1] vertex_labels, float64_t[:, ::1] vertex_loss,
              float64_t[:, ::1] vertex_weight, int64_t[::1] n_vertices,
-             float64_t[::1] block_gap):
+             float64_t[:, ::1] anchor_node, float64_t[:, ::1] anchor_pair,
+             float64_t[::1] anchor_loss, float64_t[::1] block_gap):
     """Visit the examples of ``order`` in turn; return the sum of their Frank-Wolfe gaps.
 
     ``feature_buffer`` (n_features) is zero on entry and left zero; ``r`` is
@@ -134,7 +136,7 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
     cdef intp_t m, slot, p
     cdef int64_t q
     cdef int32_t j
-    cdef double v, loss_bar, total, mass, kval, pp
+    cdef double v, loss_bar, total, mass, kval, pp, gap, anchor_score, anchor_pair_norm
     cdef double total_gap = 0.0
     cdef double* scores
     cdef double* transition_t
@@ -146,14 +148,15 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
     cdef double G[63 * 63]
     cdef double c[63]
     cdef double mu[63]
+    cdef double dmu[63]
     cdef double mv[63]
     cdef double vertex_score[63]
     cdef double marg_pair_dot[63]
-    cdef double mm, expected_score, expected_pair_norm
+    cdef double mm
     cdef int32_t* backpointer
     cdef int64_t* labels
     cdef int32_t* touched
-    cdef bint failed = False, duplicate
+    cdef bint failed = False, duplicate, changed
     if r > 63:
         raise ValueError("at most 63 points per example")
     sequence_sizes(&indptr[0], &offsets[0], n_sequences, &max_len, &max_nnz)
@@ -198,6 +201,25 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                                   &theta[S * S] if has_start_end else zeros + S * S,
                                   &theta[S * S + S] if has_start_end else zeros + S * S + S,
                                   delta, delta + S, backpointer, labels)
+                # the block's Frank-Wolfe gap at the current point x
+                loss_bar = 0.0
+                total = 0.0
+                for t in range(length):
+                    loss_bar += node_loss[lo + t, labels[t]]
+                    total += scores[t * S + labels[t]]
+                    for s in range(S):
+                        total -= scores[t * S + s] * node_marg[lo + t, s]
+                if has_transition:
+                    for t in range(1, length):
+                        total += theta[labels[t - 1] * S + labels[t]]
+                if has_start_end:
+                    total += theta[S * S + labels[0]] + theta[S * S + S + labels[length - 1]]
+                for q2 in range(P):
+                    total -= theta[q2] * pair_marg[i, q2]
+                gap = C * (loss_bar - expected_loss[i] + total)
+                block_gap[i] = gap
+                if gap > 0.0:
+                    total_gap += gap
                 # 1. add the new extreme point unless it is kept already
                 m = n_vertices[i]
                 slot = -1
@@ -215,15 +237,21 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                         slot = m
                         m += 1
                         n_vertices[i] = m
-                    else:
+                    else:  # footnote 1: drop the lowest weight, x becomes the anchor
                         slot = 0
                         for p in range(1, m):
                             if vertex_weight[i, p] < vertex_weight[i, slot]:
                                 slot = p
-                    loss_bar = 0.0
+                        for t in range(length):
+                            for s in range(S):
+                                anchor_node[lo + t, s] = node_marg[lo + t, s]
+                        for q2 in range(P):
+                            anchor_pair[i, q2] = pair_marg[i, q2]
+                        anchor_loss[i] = expected_loss[i]
+                        for p in range(m):
+                            vertex_weight[i, p] = 0.0
                     for t in range(length):
                         vertex_labels[lo + t, slot] = <int32_t> labels[t]
-                        loss_bar += node_loss[lo + t, labels[t]]
                     vertex_loss[i, slot] = loss_bar
                     vertex_weight[i, slot] = 0.0
                 # pairwise statistics of the points, as lists of the entries they count
@@ -250,21 +278,22 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                         gram_tokens[t2 * length + t] = kval
                     for q in range(indptr[lo + t], indptr[lo + t + 1]):
                         feature_buffer[indices[q]] = 0.0
-                # scores: E_x[score], score(z_k); Gram pieces
-                expected_score = 0.0
+                # 2. the master problem over the anchor a and the points z_k: the QP in the
+                # weights of the points, d_k = C (E_a[Psi] - Psi(z_k)), from the current weights
+                anchor_score = 0.0
                 for t in range(length):
                     for s in range(S):
-                        expected_score += scores[t * S + s] * node_marg[lo + t, s]
-                expected_pair_norm = 0.0
+                        anchor_score += scores[t * S + s] * anchor_node[lo + t, s]
+                anchor_pair_norm = 0.0
                 for q2 in range(P):
-                    expected_score += theta[q2] * pair_marg[i, q2]
-                    expected_pair_norm += pair_marg[i, q2] * pair_marg[i, q2]
+                    anchor_score += theta[q2] * anchor_pair[i, q2]
+                    anchor_pair_norm += anchor_pair[i, q2] * anchor_pair[i, q2]
                 mm = 0.0
                 for t in range(length):
                     for t2 in range(length):
                         v = 0.0
                         for s in range(S):
-                            v += node_marg[lo + t, s] * node_marg[lo + t2, s]
+                            v += anchor_node[lo + t, s] * anchor_node[lo + t2, s]
                         mm += gram_tokens[t * length + t2] * v
                 for p in range(m):
                     total = 0.0
@@ -273,18 +302,19 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                     pp = 0.0
                     for e in range(p * (max_len + 1), p * (max_len + 1) + n_pairs):
                         total += theta[pair_index[e]]
-                        pp += pair_marg[i, pair_index[e]]
+                        pp += anchor_pair[i, pair_index[e]]
                     vertex_score[p] = total
                     marg_pair_dot[p] = pp
                     total = 0.0
                     for t in range(length):
                         for t2 in range(length):
                             total += gram_tokens[t * length + t2] * \
-                                node_marg[lo + t, vertex_labels[lo + t2, p]]
+                                anchor_node[lo + t, vertex_labels[lo + t2, p]]
                     mv[p] = total
                 for p in range(m):
-                    c[p] = C * (vertex_loss[i, p] - expected_loss[i] + vertex_score[p]
-                                - expected_score)
+                    # gradient at the current weights: C (loss_k - loss_a + score_k - score_a)
+                    c[p] = C * (vertex_loss[i, p] - anchor_loss[i] + vertex_score[p]
+                                - anchor_score)
                     for l in range(p, m):
                         total = 0.0
                         for t in range(length):
@@ -296,28 +326,32 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                             for e2 in range(l * (max_len + 1), l * (max_len + 1) + n_pairs):
                                 if pair_index[e] == pair_index[e2]:
                                     pp += 1.0
-                        total = C * C * (mm - mv[p] - mv[l] + total + expected_pair_norm
+                        total = C * C * (mm - mv[p] - mv[l] + total + anchor_pair_norm
                                          - marg_pair_dot[p] - marg_pair_dot[l] + pp)
                         G[p * m + l] = total
                         G[l * m + p] = total
-                block_gap[i] = c[slot]
-                if c[slot] > 0.0:
-                    total_gap += c[slot]
-                # 2. the master problem, from the current point (mu = 0)
                 for p in range(m):
-                    mu[p] = 0.0
-                _solve_master(G, c, mu, m, 1e-6 * fabs(c[slot]) + 1e-300, 20 * m + 20)
+                    mu[p] = vertex_weight[i, p]
+                for p in range(m):
+                    for l in range(m):
+                        c[p] += G[p * m + l] * mu[l]
+                _solve_master(G, c, mu, m, 1e-6 * fabs(gap) + 1e-300, 20 * m + 20)
+                # 3. move the statistics and w by sum_k (mu_k - weight_k) (z_k - a)
                 mass = 0.0
+                changed = False
                 for p in range(m):
-                    mass += mu[p]
-                if mass <= 0.0:
+                    dmu[p] = mu[p] - vertex_weight[i, p]
+                    mass += dmu[p]
+                    if dmu[p] != 0.0:
+                        changed = True
+                    vertex_weight[i, p] = mu[p]
+                if not changed:
                     continue
-                # 3. move the statistics and w: new = (1 - mass) x + sum_k mu_k z_k
                 for t in range(length):
                     for s in range(S):
-                        scores[t * S + s] = -mass * node_marg[lo + t, s]  # change of marginals
+                        scores[t * S + s] = -mass * anchor_node[lo + t, s]  # change of x
                     for p in range(m):
-                        scores[t * S + vertex_labels[lo + t, p]] += mu[p]
+                        scores[t * S + vertex_labels[lo + t, p]] += dmu[p]
                     for q in range(indptr[lo + t], indptr[lo + t + 1]):
                         j = indices[q]
                         v = C * data[q]
@@ -326,19 +360,16 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                     for s in range(S):
                         node_marg[lo + t, s] += scores[t * S + s]
                 for q2 in range(P):
-                    theta[q2] += C * mass * pair_marg[i, q2]
-                    pair_marg[i, q2] *= 1.0 - mass
+                    theta[q2] += C * mass * anchor_pair[i, q2]
+                    pair_marg[i, q2] -= mass * anchor_pair[i, q2]
                 for p in range(m):
                     for e in range(p * (max_len + 1), p * (max_len + 1) + n_pairs):
-                        theta[pair_index[e]] -= C * mu[p]
-                        pair_marg[i, pair_index[e]] += mu[p]
-                v = -mass * expected_loss[i]
+                        theta[pair_index[e]] -= C * dmu[p]
+                        pair_marg[i, pair_index[e]] += dmu[p]
+                v = -mass * anchor_loss[i]
                 for p in range(m):
-                    v += mu[p] * vertex_loss[i, p]
+                    v += dmu[p] * vertex_loss[i, p]
                 expected_loss[i] += v
-                for p in range(m):  # (rounding can leave 1 - mass at -1e-16)
-                    v = (1.0 - mass) * vertex_weight[i, p] + mu[p]
-                    vertex_weight[i, p] = v if v > 0.0 else 0.0
         free(scores)
         free(transition_t)
         free(gram_tokens)
