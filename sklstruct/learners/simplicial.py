@@ -38,11 +38,11 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
 
     With ``blocks="per_example"`` and ``working_set_size=1``, chains and multiclass data (margin
     rescaling, ``max_points <= 63``) run in a compiled pass over per-example sufficient
-    statistics: per visit one loss-augmented Viterbi, a master QP over the example's current
-    point and kept labellings (Gram matrix from the example's token Gram matrix), and an update
-    of only the example's weights. That pass keeps the current point as the retained point at
-    every visit (the rule of the seed's section 2.1), so ``max_points=1`` is block-coordinate
-    Frank-Wolfe with exact line search. The general solver follows footnote 1.
+    statistics: per visit one loss-augmented Viterbi, a master QP over the example's anchor and
+    kept labellings (its Gram matrix from the example's token Gram matrix), and an update of
+    only the example's weights, so a pass costs about one oracle pass plus small QPs.
+    ``max_points=1`` is then block-coordinate Frank-Wolfe with exact line search (its own
+    compiled pass).
 
     ``rescale="slack"`` is the seed's slack-rescaling variant I (section 4.2, problem (17)-(21)):
     the extreme points are ``C Delta(ybar) (Psi(y_i) - Psi(ybar))`` with
@@ -104,11 +104,14 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
 
     Notes
     -----
-    Memory: the compiled Frank-Wolfe pass keeps node marginals (n_tokens x n_states), pairwise
-    statistics (n_sequences x n_pairwise) and the weights. The general solver keeps per block
-    an anchor (n_tokens x n_states and n_sequences x n_pairwise in total) and ``max_points``
-    labellings with their losses and pairwise statistics
-    (``max_points x n_sequences x n_pairwise`` doubles).
+    Memory: the compiled passes keep node marginals (n_tokens x n_states), pairwise statistics
+    (n_sequences x n_pairwise) and the weights; with ``max_points > 1`` also an anchor of the
+    same size and ``max_points`` labels per token. The general solver keeps the points of a
+    block as dense vectors in weight space when all of them fit in 256 MB
+    (``n_blocks x (max_points + 1) x n_weights`` doubles), else per token: an anchor
+    (n_tokens x n_states) and ``max_points`` labellings with their losses and pairwise
+    statistics (``max_points x n_sequences x n_pairwise`` doubles), rebuilt into sparse rows
+    for each working set.
 
     Examples
     --------
