@@ -317,3 +317,31 @@ def test_data_home_resolution(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert get_data_home() == os.path.join(str(tmp_path / "home"), "sklstruct_data")
     assert not os.path.exists(get_data_home())
+
+
+def test_grid_pixel_features_shapes_and_validation():
+    from sklstruct.datasets import grid_pixel_features
+
+    gray = np.random.default_rng(0).integers(0, 256, size=(2, 4, 6)).astype(np.uint8)
+    features = grid_pixel_features(gray, n_bins=3)
+    assert len(features) == 2 and features[0].shape == (24, 4 + 3 * 3)
+    np.testing.assert_allclose(features[0][:, 1], gray[0].ravel() / 255.0)
+    for bins in (features[0][:, 4:7], features[0][:, 7:10], features[0][:, 10:13]):
+        np.testing.assert_array_equal(bins.sum(axis=1), 1.0)  # one-hot bins
+    with pytest.raises(ValueError, match="n_bins"):
+        grid_pixel_features(gray, n_bins=0)
+    with pytest.raises(ValueError, match=r"\[0, 255\]"):
+        grid_pixel_features(gray.astype(float) * 2.0)
+    with pytest.raises(ValueError, match="shape"):
+        grid_pixel_features(gray[0])
+
+
+@needs_data
+def test_weizmann_horses():
+    from sklstruct.datasets import load_weizmann_horses
+
+    horses = load_weizmann_horses(DATA_HOME)
+    assert horses.gray.shape == (328, 32, 32) and horses.rgb.shape == (328, 32, 32, 3)
+    assert horses.masks.shape == (328, 32, 32) and set(np.unique(horses.masks)) == {0, 1}
+    assert 0.2 < horses.masks.mean() < 0.3  # foreground fraction 0.251 (data README)
+    assert horses.names[0] == "horse001"

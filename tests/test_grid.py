@@ -72,12 +72,20 @@ def test_batched_images_are_independent_and_cut_value_is_the_energy_gap():
     (dict(unary=np.full((9, 2), np.nan)), "NaN"),
     (dict(right=np.ones(8)), "one entry per pixel"),
     (dict(offsets=[0, 3]), "end at the number of pixels"),
+    (dict(width=2.5), "width must be a positive integer"),
 ])
 def test_min_cut_rejects_bad_input(kwargs, match):
-    args = dict(unary=np.zeros((9, 2)), offsets=[0, 9], right=np.ones(9), down=np.ones(9))
+    args = dict(unary=np.zeros((9, 2)), offsets=[0, 9], right=np.ones(9), down=np.ones(9),
+                width=3)
     args.update(kwargs)
     with pytest.raises((ValueError, TypeError), match=match):
-        grid_map(args["unary"], args["offsets"], 3, args["right"], args["down"])
+        grid_map(args["unary"], args["offsets"], args["width"], args["right"], args["down"])
+
+
+def test_min_cut_is_exact_across_scales():
+    # a tiny preference beside a huge one is still honoured (no capacity tolerance)
+    labels, _ = grid_map([[0.0, 1e6], [0.0, 5e-8]], [0, 2], 2, [0.0, 0.0], [0.0, 0.0])
+    np.testing.assert_array_equal(labels, [1, 1])
 
 
 def _grid_data(n_images=5, side=3, n_features=3, seed=0, checkerboard=False):

@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from sklstruct import (ChainStructure, M3NExpGrad, M3NSimplicialDecomposition, MultiClass,
@@ -179,8 +180,14 @@ def test_warm_start_continues_and_pickle_drops_the_dual_state():
     assert model.history_["dual"][0] == pytest.approx(first_dual, rel=1e-12)
     assert model.history_["dual"][-1] > first_dual
     restored = pickle.loads(pickle.dumps(model))
-    assert not hasattr(restored, "_rsd_state")
+    assert not hasattr(restored, "_rsd_state") and hasattr(model, "_rsd_state")
     np.testing.assert_array_equal(restored.w_, model.w_)
+    # other data of the same shape: a fresh fit, the same as a cold one
+    other = [1 - labels if labels.max() < 2 else (labels + 1) % 3 for labels in y]
+    model.set_params(max_iter=20)
+    _fit(model, X, other)
+    cold = _fit(clone(model).set_params(warm_start=False), X, other)
+    np.testing.assert_allclose(model.w_, cold.w_)
     # a different C starts afresh
     model.set_params(C=5.0, max_iter=1)
     _fit(model, X, y)

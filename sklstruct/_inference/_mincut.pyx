@@ -14,7 +14,6 @@ pointers); pixels still reachable from the source in the residual graph take lab
 The caller validates the arrays (``sklstruct._inference.grid``); costs must be non-negative.
 """
 
-from libc.math cimport fabs
 from libc.stdlib cimport free, malloc
 
 ctypedef double float64_t
@@ -110,7 +109,7 @@ def grid_mincut(const float64_t[:, ::1] unary, const int64_t[::1] offsets, intp_
     """
     cdef intp_t n_images = offsets.shape[0] - 1
     cdef intp_t i, t, lo, n, max_n = 0, n_nodes, source, sink, n_arcs, e, col
-    cdef double d, total = 0.0, scale, eps
+    cdef double d, total = 0.0, eps
     cdef intp_t *head
     cdef intp_t *nxt
     cdef intp_t *to
@@ -147,11 +146,8 @@ def grid_mincut(const float64_t[:, ::1] unary, const int64_t[::1] offsets, intp_
                 for t in range(n_nodes):
                     head[t] = -1
                 n_arcs = 0
-                scale = 0.0
                 for t in range(n):
                     d = unary[lo + t, 1] - unary[lo + t, 0]
-                    if fabs(d) > scale:
-                        scale = fabs(d)
                     if d > 0:
                         _add_pair(source, t, d, 0.0, &n_arcs, head, nxt, to, cap)
                     elif d < 0:
@@ -160,14 +156,11 @@ def grid_mincut(const float64_t[:, ::1] unary, const int64_t[::1] offsets, intp_
                     if col + 1 < width and t + 1 < n and right_cost[lo + t] > 0:
                         _add_pair(t, t + 1, right_cost[lo + t], right_cost[lo + t], &n_arcs,
                                   head, nxt, to, cap)
-                        if right_cost[lo + t] > scale:
-                            scale = right_cost[lo + t]
                     if t + width < n and down_cost[lo + t] > 0:
                         _add_pair(t, t + width, down_cost[lo + t], down_cost[lo + t], &n_arcs,
                                   head, nxt, to, cap)
-                        if down_cost[lo + t] > scale:
-                            scale = down_cost[lo + t]
-                eps = 1e-13 * scale
+                # (each augmentation empties its bottleneck arc exactly: no tolerance needed)
+                eps = 0.0
                 while _levels(n_nodes, source, sink, eps, head, nxt, to, cap, level, queue):
                     for t in range(n_nodes):
                         current[t] = head[t]

@@ -54,9 +54,9 @@ def grid_map(unary, offsets, width, right_cost, down_cost):
     if unary.shape[1] != 2:
         raise ValueError(f"grid labellings are binary: unary must have 2 columns, got "
                          f"{unary.shape[1]}.")
+    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 1:
+        raise ValueError(f"width must be a positive integer, got {width!r}.")
     width = int(width)
-    if width < 1:
-        raise ValueError(f"width must be a positive integer, got {width}.")
     offsets = _check_offsets(offsets, unary.shape[0], width)
     costs = []
     for name, cost in (("right_cost", right_cost), ("down_cost", down_cost)):

@@ -49,9 +49,13 @@ def grid_pixel_features(gray, n_bins=8):
     -------
     features : list of ndarray of shape (height * width, 4 + 3 * n_bins)
     """
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}.")
     gray = np.asarray(gray, dtype=np.float64)
     if gray.ndim != 3:
         raise ValueError(f"gray must have shape (n_images, height, width), got {gray.shape}.")
+    if gray.size and (not np.all(np.isfinite(gray)) or gray.min() < 0 or gray.max() > 255):
+        raise ValueError("gray must hold intensities in [0, 255].")
     images = gray / 255.0
     _, height, width = images.shape
     rows, cols = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")

@@ -1,9 +1,11 @@
 """Restricted simplicial decomposition on the reparametrized dual (Yu and Rousu, seed 003)."""
 
+import hashlib
 import numbers
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
@@ -13,6 +15,18 @@ from ..utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ._frank_wolfe import BlockFrankWolfeState, MultiPointFrankWolfeState
 from ._history import History
 from ._rsd import SimplicialDecompositionState
+
+
+def _fingerprint(batch, Y, structure):
+    """Digest of the training data and the bound structure (a warm start needs both equal)."""
+    digest = hashlib.blake2b(digest_size=16)
+    X = batch.X
+    arrays = (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
+    for array in arrays + (batch.offsets, Y):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    digest.update(repr(sorted(structure.get_params().items())).encode())
+    digest.update(repr(structure.loss_weights_.tolist()).encode())
+    return digest.hexdigest()
 
 
 class M3NSimplicialDecomposition(BaseStructuredClassifier):
@@ -84,8 +98,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     check_every : int, default=1
         Passes between two certificates.
     warm_start : bool, default=False
-        Continue from the dual of the previous fit when the data, ``C`` and the solver settings
-        are the same.
+        Continue from the dual of the previous fit when the training data (compared by a
+        digest), the structure, ``C`` and the solver settings are the same; otherwise start
+        afresh.
     random_state : int, RandomState instance or None, default=None
         Order of the examples in every pass (and the partition for ``blocks="single"``).
     n_jobs : int, default=None
@@ -162,7 +177,7 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     def __getstate__(self):
         # the dual state (which holds the training data) is kept for warm starts in this
         # process only; a pickled model is the fitted weights
-        state = super().__getstate__()
+        state = dict(super().__getstate__())
         state.pop("_rsd_state", None)
         return state
 
@@ -197,9 +212,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         rng = check_random_state(self.random_state)
         working_set = self._resolved_working_set(batch.n_sequences)
         compiled = self._uses_compiled_pass(working_set)
-        signature = (compiled, batch.n_tokens, batch.n_sequences, float(self.C),
-                     self.max_points, self.blocks, working_set, self.rescale,
-                     self.structure_.size_joint_feature_)
+        signature = (compiled, float(self.C), self.max_points, self.blocks, working_set,
+                     self.rescale, _fingerprint(batch, Y, self.structure_))
         state = self._previous_state(batch, signature)
         if state is None:
             if compiled and self.max_points == 1:

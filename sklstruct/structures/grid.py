@@ -99,7 +99,7 @@ class GridStructure(BaseStructure):
         return edges
 
     def __getstate__(self):
-        state = super().__getstate__()
+        state = dict(super().__getstate__())
         state.pop("_edge_cache", None)
         return state
 
