@@ -7,24 +7,28 @@ whose points share one simplex: one example (``blocks="per_example"``, a product
 or a chunk of ``working_set_size`` examples (``blocks="single"``: one simplex in
 ``z = (sum b_i, sum gamma_i)``). Every block keeps
 
-- an *anchor* (the seed's footnote 1 set ``S^x``: the origin at first, later a past iterate),
-  stored per token as the token x state matrix ``A_i`` with ``b = C [X_i^T A_i, a_i]``;
-- at most ``max_points`` extreme points (``S^s``), stored as the labellings returned by
-  loss-augmented decoding, with their losses and pairwise statistics;
+- an *anchor* (the seed's footnote 1 set ``S^x``: the origin at first, later a past iterate);
+- at most ``max_points`` extreme points (``S^s``): the labellings returned by loss-augmented
+  decoding, with their losses and pairwise statistics;
 - the convex weights of its extreme points (the anchor takes the rest).
+
+The points are stored as dense vectors ``b`` in weight space when all blocks' points fit in
+``DENSE_POINTS_MB``; otherwise per token (the anchor as the token x state matrix ``A_i`` with
+``b = C [X_i^T A_i, a_i]``, extreme points as labellings) and rebuilt into sparse rows for
+each working set.
 
 An iteration takes a working set of blocks: one batched loss-augmented decoding at the current
 ``w`` gives every block a new extreme point (eq. (9), or eq. (21) for slack rescaling); a
 full block first drops its lowest-weight point and makes the current iterate its anchor; then
 the master problem over the product of the blocks' simplexes, a QP in the extreme-point weights
 (the anchor weight is the unused capacity), is solved by the suite's SMO solver. Its Gram matrix
-and linear term come from one sparse matrix whose rows are the anchors and extreme points of the
+and linear term come from one matrix whose rows are the anchors and extreme points of the
 working set, so an iteration runs in vectorised numpy/scipy without a loop over examples.
 
 Non-negative weights (``structure.nonnegative_``): the dual (15) has ``-1/2 ||[v_C]_+||^2`` for
-the constrained coordinates ``C`` of ``v = sum_i b_i``. It equals
-``max_{nu >= 0} -1/2 ||v_C + nu||^2``, so the master alternates an exact QP step in the weights
-with the exact step ``nu = [-v_C]_+`` until ``nu`` settles; ``w = v + nu``.
+the constrained coordinates ``C`` of ``v = sum_i b_i``, and ``w = v + nu`` with
+``nu = [-v_C]_+``; the master is solved by active-set rounds on the sign pattern of ``v_C``
+(see :meth:`SimplicialDecompositionState._constrained_master`).
 """
 
 import numpy as np
