@@ -158,3 +158,23 @@ def test_decision_function_and_marginals(chain_data):
     mc = StructSVMCuttingPlane(MultiClass()).fit(np.vstack(X), np.concatenate(y))
     probs = mc.predict_marginals(np.vstack(X))
     np.testing.assert_array_equal(mc.classes_[np.argmax(probs, axis=1)], mc.predict(np.vstack(X)))
+
+
+@pytest.mark.parametrize("params", [dict(), dict(max_points=3, blocks="single")])
+def test_simplicial_decomposition_in_sequence_workflows(chain_data, params):
+    X, y = chain_data
+    model = M3NSimplicialDecomposition(C=0.5, tol=1e-3, random_state=0, **params)
+    fitted = clone(model).fit(X, y)
+    restored = pickle.loads(pickle.dumps(fitted))
+    for a, b in zip(fitted.predict(X), restored.predict(X)):
+        np.testing.assert_array_equal(a, b)
+    search = GridSearchCV(model, {"C": [0.01, 1.0]}, cv=KFold(3),
+                          scoring=token_accuracy_scorer).fit(X, y)
+    assert search.best_params_["C"] in (0.01, 1.0)
+    assert cross_validate(model, X, y, cv=3)["test_score"].min() > 0.5
+    lengths = [len(s) for s in y]
+    flat = clone(model).fit(np.vstack(X), np.concatenate(y), lengths=lengths)
+    np.testing.assert_allclose(flat.w_, fitted.w_)
+    pipe = make_pipeline(FunctionTransformer(lambda seqs: [2.0 * s for s in seqs]),
+                         clone(model)).fit(X, y)
+    assert pipe.score(X, y) > 0.5
