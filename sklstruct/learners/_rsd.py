@@ -80,9 +80,9 @@ class SimplicialDecompositionState:
             self.anchor_node = np.zeros((batch.n_tokens, S))
             self.anchor_pair = np.zeros((n, structure.n_pairwise_))
             self.anchor_gamma = np.zeros(n)
+            self.vertex_pair = np.zeros((self.r, n, structure.n_pairwise_))
         self.vertex_labels = np.repeat(Y[None, :].astype(np.int32), self.r, axis=0)
         self.vertex_loss = np.zeros((self.r, n))
-        self.vertex_pair = np.zeros((self.r, n, structure.n_pairwise_))
         self.n_vertices = np.zeros(self.n_blocks, dtype=np.intp)
         self.weights = np.zeros((self.n_blocks, self.r))
         # the current point: v = sum_i b_i, nu, w = v + nu, sum_i gamma_i
@@ -141,7 +141,8 @@ class SimplicialDecompositionState:
         fresh_tok, fresh_ex = fresh[token_block], fresh[block_local]
         self.vertex_labels[slot[token_block[fresh_tok]], tokens[fresh_tok]] = labels[fresh_tok]
         self.vertex_loss[slot[block_local[fresh_ex]], examples[fresh_ex]] = losses[fresh_ex]
-        self.vertex_pair[slot[block_local[fresh_ex]], examples[fresh_ex]] = pair[fresh_ex]
+        if not self.dense:
+            self.vertex_pair[slot[block_local[fresh_ex]], examples[fresh_ex]] = pair[fresh_ex]
         self.weights[blocks[fresh], slot[fresh]] = 0.0
         self.n_vertices[blocks[fresh]] = np.minimum(n_vertices[fresh] + 1, self.r)
         fw_gap = self._master(blocks, examples, block_local, tokens, token_block, slot)
