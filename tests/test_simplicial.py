@@ -130,8 +130,11 @@ def test_one_point_one_simplex_is_conditional_gradient():
     model = _fit(M3NSimplicialDecomposition(C=C, max_points=1, blocks="single", tol=1e-12,
                                             max_iter=25, random_state=0), X, y)
     bound, batch, Y = _bound(model.structure_, X, y)
-    reference = _frank_wolfe_reference(bound, batch, Y, C, 25)
+    reference = _frank_wolfe_reference(bound, batch, Y, C, 26)
     np.testing.assert_allclose(model.history_["dual"], reference, rtol=1e-9, atol=1e-12)
+    # the last record certifies the returned weights
+    np.testing.assert_allclose(model.history_["primal"][-1],
+                               primal_objective(bound, batch, Y, model.w_, C), rtol=1e-9)
     assert np.all(np.diff(reference) >= -1e-12) and reference[-1] > reference[1]
 
 

@@ -199,7 +199,7 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     def _uses_compiled_pass(self, working_set):
         return self.blocks == "per_example" and working_set == 1 and self._compiled_structure()
 
-    def _previous_state(self, batch, signature):
+    def _previous_state(self, signature):
         if not self.warm_start:
             return None
         previous = getattr(self, "_rsd_state", None)
@@ -214,7 +214,7 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         compiled = self._uses_compiled_pass(working_set)
         signature = (compiled, float(self.C), self.max_points, self.blocks, working_set,
                      self.rescale, _fingerprint(batch, Y, self.structure_))
-        state = self._previous_state(batch, signature)
+        state = self._previous_state(signature)
         if state is None:
             if compiled and self.max_points == 1:
                 state = BlockFrankWolfeState(self.structure_, batch, Y, self.C)
@@ -226,9 +226,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                     self.structure_, batch, Y, self.C, rescale=self.rescale,
                     max_points=self.max_points, blocks=self.blocks,
                     working_set_size=working_set, random_state=rng)
-        else:
-            if not compiled:
-                state.rng = rng
+        elif not compiled:
+            state.rng = rng
         history = History(extra_fields=("passes", "fw_gap"))
         run = self._run_compiled if compiled else self._run_general
         w, converged = run(state, batch, Y, rng, history)
@@ -291,5 +290,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                                          or passes == self.max_iter):
                 converged, calls = self._record(history, batch, Y, state.w.copy(),
                                                 state.dual(), passes, calls, fw_gap)
+        if free_certificate:  # the last row certifies the weights returned
+            converged, calls = self._record(history, batch, Y, state.w.copy(), state.dual(),
+                                            passes, calls, np.nan)
         self.n_iter_ = passes
         return state.w.copy(), converged
