@@ -13,10 +13,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .structures import BaseStructure, ChainStructure, MultiClass
+from .structures import BaseStructure, ChainStructure, GridStructure, MultiClass
 from .utils._sequences import (
     SequenceBatch,
     check_lengths,
+    image_rows,
     check_token_matrix,
     flatten_labels,
     offsets_from_lengths,
@@ -25,6 +26,12 @@ from .utils._sequences import (
 )
 from .utils._sklearn_compat import Interval, StrOptions, validate_data
 
+
+
+def _is_image_list(X):
+    """A non-empty list/tuple of 3-D (n_rows, n_cols, n_features) arrays."""
+    return isinstance(X, (list, tuple)) and len(X) > 0 and not sp.issparse(X[0]) \
+        and np.ndim(X[0]) == 3
 
 
 def _is_sequence_list(X):
@@ -43,7 +50,9 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
     - a list of per-sequence feature matrices (numpy 2-D or scipy.sparse, one row per token)
       with ``y`` a list of 1-D label arrays;
     - a flat ``X`` of shape (n_tokens, n_features) with ``lengths=`` and a flat ``y``;
-    - a plain 2-D ``X`` with 1-D ``y`` and no ``lengths``: multiclass classification.
+    - a plain 2-D ``X`` with 1-D ``y`` and no ``lengths``: multiclass classification;
+    - a list of images, 3-D arrays (n_rows, n_cols, n_features), with ``y`` a list of 2-D label
+      masks: pixel grids (``structure="auto"`` gives :class:`~sklstruct.GridStructure`).
 
     Outputs follow the input form.
     """
@@ -67,12 +76,17 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ input handling
     def _validate_input(self, X, y=None, lengths=None, *, reset):
         """Convert any accepted input form to a :class:`SequenceBatch` (+ flat labels)."""
+        widths = None
+        if _is_image_list(X):
+            if lengths is not None:
+                raise ValueError("lengths= is only used with a flat X, not a list of images.")
+            X, widths, y = image_rows(X, y)
         if _is_sequence_list(X):
             if lengths is not None:
                 raise ValueError("lengths= is only used with a flat X, not a list of sequences.")
             stacked, seq_lengths = stack_sequences(X)
             stacked, _ = self._validate_matrix(stacked, None, reset)
-            form = "list"
+            form = "list" if widths is None else "images"
             y_flat = None if y is None else flatten_labels(y, seq_lengths)
         else:
             stacked, y_flat = self._validate_matrix(X, y, reset)
@@ -87,7 +101,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             self._fit_token_map(stacked)
         if getattr(self, "token_map_", None) is not None:
             stacked = self.token_map_.transform(stacked)
-        batch = SequenceBatch(stacked, offsets_from_lengths(seq_lengths))
+        batch = SequenceBatch(stacked, offsets_from_lengths(seq_lengths), widths)
         return batch, y_flat, form
 
     def _validate_matrix(self, X, y, reset):
@@ -102,13 +116,18 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         self.token_map_ = None
 
     def _format_output(self, values, batch, form):
-        """Per-token values in the form of the input (list of arrays, or flat)."""
+        """Per-token values in the form of the input (list of arrays, images, or flat)."""
         if form == "list":
             return split_flat(values, batch.offsets)
+        if form == "images":
+            return [piece.reshape((-1, width) + piece.shape[1:]) for piece, width
+                    in zip(split_flat(values, batch.offsets), batch.widths)]
         return values
 
     def _resolve_structure(self, form):
         if self.structure == "auto":
+            if form == "images":
+                return GridStructure()
             return MultiClass() if form == "multiclass" else ChainStructure()
         return self.structure
 
@@ -119,7 +138,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
             )
         batch, y_flat, form = self._validate_input(X, y, lengths, reset=True)
-        y_flat = column_or_1d(y_flat, warn=True) if form != "list" else y_flat
+        y_flat = column_or_1d(y_flat, warn=True) if form not in ("list", "images") else y_flat
         check_classification_targets(y_flat)
         self.classes_, Y = np.unique(y_flat, return_inverse=True)
         if self.classes_.shape[0] < 2:
@@ -232,7 +251,9 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         Labels in ``y`` that were never seen in training count as errors.
         """
         batch, Y, form = self._predict_encoded(X, lengths)
-        if form == "list":
+        if form == "images":
+            y_flat = flatten_labels(image_rows(X, y)[2], batch.lengths)
+        elif form == "list":
             y_flat = flatten_labels(y, batch.lengths)
         else:
             y_flat = column_or_1d(y)

@@ -194,3 +194,47 @@ def test_grid_structure_validation():
     assert [p.shape for p in model.predict(X)] == [(9,), (9,)]
     with pytest.raises(NotImplementedError, match="marginal"):
         model.predict_marginals(X)
+
+
+def test_image_shaped_input_matches_pixel_matrices():
+    X, y = _grid_data(n_images=4, seed=7)
+    images = [x.reshape(3, 3, -1) for x in X]
+    masks = [labels.reshape(3, 3) for labels in y]
+    params = dict(C=0.5, tol=1e-6, max_iter=300, random_state=0)
+    flat = M3NSimplicialDecomposition(GridStructure(width=3), **params).fit(X, y)
+    shaped = M3NSimplicialDecomposition(**params).fit(images, masks)  # auto: GridStructure
+    assert isinstance(shaped.structure_, GridStructure)
+    np.testing.assert_allclose(shaped.w_, flat.w_)
+    predicted = shaped.predict(images)
+    assert [p.shape for p in predicted] == [(3, 3)] * 4
+    for p, q in zip(predicted, flat.predict(X)):
+        np.testing.assert_array_equal(p.ravel(), q)
+    assert shaped.score(images, masks) == pytest.approx(flat.score(X, y))
+    assert shaped.decision_function(images)[0].shape == (3, 3, 2)
+    assert shaped.objective(images, masks) == pytest.approx(flat.objective(X, y))
+    # images of different sizes, and the checks of the image form
+    rng = np.random.default_rng(0)
+    mixed = [rng.normal(size=(2, 4, 3)), rng.normal(size=(3, 2, 3))]
+    mixed_masks = [np.array([[0, 1, 1, 0], [1, 1, 0, 0]]), np.array([[1, 0], [1, 1], [0, 0]])]
+    model = M3NSimplicialDecomposition(GridStructure(), max_iter=20).fit(mixed, mixed_masks)
+    assert [p.shape for p in model.predict(mixed)] == [(2, 4), (3, 2)]
+    with pytest.raises(ValueError, match="labels have shape"):
+        M3NSimplicialDecomposition().fit(mixed, [m.T for m in mixed_masks])
+    with pytest.raises(ValueError, match="pixels wide but the structure has width=4"):
+        M3NSimplicialDecomposition(GridStructure(width=4), max_iter=2).fit(mixed, mixed_masks)
+    with pytest.raises(ValueError, match="needs images as 3-D arrays"):
+        M3NSimplicialDecomposition(GridStructure(), max_iter=2).fit(X, y)
+
+
+def test_min_cut_with_one_width_per_image():
+    rng = np.random.default_rng(2)
+    sizes, widths = [6, 6, 4], [3, 2, 4]
+    offsets = offsets_from_lengths(sizes)
+    unary = rng.normal(size=(16, 2))
+    right, down = rng.exponential(size=(2, 16))
+    labels, _ = grid_map(unary, offsets, widths, right, down)
+    for i, (size, width) in enumerate(zip(sizes, widths)):
+        lo = offsets[i]
+        alone, _ = grid_map(unary[lo:lo + size], [0, size], width, right[lo:lo + size],
+                            down[lo:lo + size])
+        np.testing.assert_array_equal(labels[lo:lo + size], alone)

@@ -1,10 +1,10 @@
 """Exact MAP labelling of binary 4-connected grids by minimum cut (Greig et al., 1989).
 
-For every image (a segment of rows of ``unary``, ``width`` pixels per grid row) the labelling
+For every image (a segment of rows of ``unary``, stored row by row) the labelling
 
     argmax_y  sum_t unary[t, y_t] - sum_{t ~ u} cost(t, u) [y_t != y_u],   cost >= 0
 
-is a minimum s-t cut: pixel ``t`` gets an arc from the source of capacity
+is a minimum s-t cut (``widths[i]`` pixels per row of image ``i``): pixel ``t`` gets an arc from the source of capacity
 ``unary[t, 1] - unary[t, 0]`` when that is positive (paid when ``y_t = 0``) and an arc to the sink
 of capacity ``unary[t, 0] - unary[t, 1]`` otherwise (paid when ``y_t = 1``); neighbours share one
 pair of arcs of capacity ``cost(t, u)`` in both directions. The maximum flow is found by Dinic's
@@ -98,17 +98,19 @@ cdef void _blocking_flow(intp_t source, intp_t sink, double eps, const intp_t* h
             current[u] = nxt[current[u]]
 
 
-def grid_mincut(const float64_t[:, ::1] unary, const int64_t[::1] offsets, intp_t width,
-                const float64_t[::1] right_cost, const float64_t[::1] down_cost,
-                int64_t[::1] labels):
+def grid_mincut(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
+                const int64_t[::1] widths, const float64_t[::1] right_cost,
+                const float64_t[::1] down_cost, int64_t[::1] labels):
     """Write the maximising labelling of every image into ``labels``.
+
+    Image ``i`` has ``widths[i]`` pixels per row.
 
     ``right_cost[t]`` is the cost of pixel ``t`` disagreeing with its right neighbour (ignored
     in the last column), ``down_cost[t]`` with the pixel below (ignored in the last row).
     Returns the total flow (the sum of the images' minimum cut values).
     """
     cdef intp_t n_images = offsets.shape[0] - 1
-    cdef intp_t i, t, lo, n, max_n = 0, n_nodes, source, sink, n_arcs, e, col
+    cdef intp_t i, t, lo, n, max_n = 0, n_nodes, source, sink, n_arcs, e, col, width
     cdef double d, total = 0.0, eps
     cdef intp_t *head
     cdef intp_t *nxt
@@ -138,6 +140,7 @@ def grid_mincut(const float64_t[:, ::1] unary, const int64_t[::1] offsets, intp_
             for i in range(n_images):
                 lo = offsets[i]
                 n = offsets[i + 1] - lo
+                width = widths[i]
                 if n == 0:
                     continue
                 source = n

@@ -112,7 +112,8 @@ class SimplicialDecompositionState:
         examples, block_local = self._examples(blocks)
         tokens = token_rows(self.batch.offsets, examples)
         lengths = self.batch.lengths[examples]
-        sub = SequenceBatch(self.batch.X[tokens], offsets_from_lengths(lengths))
+        sub = SequenceBatch(self.batch.X[tokens], offsets_from_lengths(lengths),
+                            None if self.batch.widths is None else self.batch.widths[examples])
         Y_sub = self.Y[tokens]
         labels, losses, _ = self.structure.loss_augmented_decode(
             sub, self.w, Y_sub, rescale=self.rescale, n_jobs=n_jobs)

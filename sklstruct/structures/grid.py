@@ -6,15 +6,17 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.extmath import row_norms
 
-from .._inference.grid import grid_map
+from .._inference.grid import check_widths, grid_map
 from ._base import BaseStructure, check_rescale
 
 
 class GridStructure(BaseStructure):
     """Binary labels on a 4-connected grid with non-negative disagreement costs.
 
-    An image is a "sequence" of pixels stored row by row, ``width`` pixels per grid row (the
-    height is the number of pixels over ``width``; images may differ in height). The score is
+    Images come as 3-D arrays (n_rows, n_cols, n_features) with 2-D label masks, or as
+    "sequences" of pixels stored row by row (one feature row per pixel) with ``width`` pixels
+    per grid row (the height is the number of pixels over ``width``; images may differ in
+    height). The score is
     seed 003's section 4.1 form::
 
         w . Psi(x, y) = sum_n W[y_n] . x_n - sum_e w_edge . phi_e(x) [y_u(e) != y_v(e)]
@@ -37,8 +39,9 @@ class GridStructure(BaseStructure):
 
     Parameters
     ----------
-    width : int
-        Pixels per grid row.
+    width : int, default=None
+        Pixels per grid row of pixel-matrix input. ``None``: take every image's width from
+        image-shaped input (then images may differ in size).
     edge_features : {"contrast", "potts"}, default="contrast"
     contrast_gamma : float, default=1.0
         Bandwidth of the contrast feature.
@@ -46,7 +49,7 @@ class GridStructure(BaseStructure):
         Per-class weights of the Hamming loss.
     """
 
-    def __init__(self, *, width, edge_features="contrast", contrast_gamma=1.0,
+    def __init__(self, *, width=None, edge_features="contrast", contrast_gamma=1.0,
                  class_weight=None):
         self.width = width
         self.edge_features = edge_features
@@ -54,9 +57,9 @@ class GridStructure(BaseStructure):
         self.class_weight = class_weight
 
     def bind(self, n_features, n_states, classes=None, y=None):
-        if isinstance(self.width, bool) or not isinstance(self.width, numbers.Integral) \
-                or self.width < 1:
-            raise ValueError(f"width must be a positive integer, got {self.width!r}.")
+        if self.width is not None and (isinstance(self.width, bool) or not isinstance(
+                self.width, numbers.Integral) or self.width < 1):
+            raise ValueError(f"width must be None or a positive integer, got {self.width!r}.")
         if self.edge_features not in ("contrast", "potts"):
             raise ValueError(f"edge_features must be 'contrast' or 'potts', got "
                              f"{self.edge_features!r}.")
@@ -103,19 +106,30 @@ class GridStructure(BaseStructure):
         state.pop("_edge_cache", None)
         return state
 
+    def _widths(self, batch):
+        """Per-image widths: the structure's ``width`` or the widths of image-shaped input."""
+        if self.width is None:
+            if batch.widths is None:
+                raise ValueError("GridStructure(width=None) needs images as 3-D arrays "
+                                 "(n_rows, n_cols, n_features); for pixel matrices give width.")
+            return check_widths(batch.widths, batch.lengths)
+        if batch.widths is not None and np.any(batch.widths != self.width):
+            bad = int(np.flatnonzero(batch.widths != self.width)[0])
+            raise ValueError(f"image {bad} is {int(batch.widths[bad])} pixels wide but the "
+                             f"structure has width={self.width}.")
+        return check_widths(self.width, batch.lengths)
+
     def _compute_edges(self, batch):
         lengths = batch.lengths
-        if np.any(lengths % self.width):
-            bad = int(np.flatnonzero(lengths % self.width)[0])
-            raise ValueError(f"image {bad} has {lengths[bad]} pixels, not a multiple of the "
-                             f"grid width {self.width}.")
+        widths = self._widths(batch)
+        width = np.repeat(widths, lengths)
         local = np.arange(batch.n_tokens) - np.repeat(batch.offsets[:-1], lengths)
         length_of = np.repeat(lengths, lengths)
         pixels = np.arange(batch.n_tokens)
-        horizontal = pixels[(local % self.width) + 1 < self.width]
-        vertical = pixels[local + self.width < length_of]
+        horizontal = pixels[(local % width) + 1 < width]
+        vertical = pixels[local + width < length_of]
         edges = []
-        for left, step in ((horizontal, 1), (vertical, self.width)):
+        for left, step in ((horizontal, 1), (vertical, width[vertical])):
             right = left + step
             columns = [np.ones(left.shape[0])]
             if self.edge_features == "contrast":
@@ -165,7 +179,7 @@ class GridStructure(BaseStructure):
         if unary is None:
             unary = self.unary_potentials(batch, w)
         right, down = self._edge_costs(batch, self.split_weights(w)[1])
-        labels, _ = grid_map(unary, batch.offsets, self.width, right, down)
+        labels, _ = grid_map(unary, batch.offsets, self._widths(batch), right, down)
         return labels
 
     def loss_augmented_decode(self, batch, w, Y, rescale="margin", n_jobs=None, unary=None):
@@ -190,7 +204,8 @@ class GridStructure(BaseStructure):
         node_loss = np.repeat(self.loss_weights_[Y][:, None], 2, axis=1)
         node_loss[np.arange(Y.shape[0]), Y] = 0.0
         right, down = self._edge_costs(batch, self.split_weights(w)[1])
-        labels, _ = grid_map(unary + node_loss, batch.offsets, self.width, right, down)
+        labels, _ = grid_map(unary + node_loss, batch.offsets, self._widths(batch), right,
+                             down)
         scores = self.score_labels(batch, w, labels, unary=unary)
         return labels, self.loss(batch, Y, labels), scores
 

@@ -22,10 +22,14 @@ class SequenceBatch:
         Stacked token features.
     offsets : ndarray of shape (n_sequences + 1,), dtype int64
         Sequence ``i`` spans rows ``offsets[i]:offsets[i + 1]``.
+    widths : ndarray of shape (n_sequences,), dtype int64, default=None
+        For image input: the number of pixels per row of every image (its rows are stored
+        one after the other).
     """
 
     X: object
     offsets: np.ndarray
+    widths: object = None
 
     @property
     def n_tokens(self):
@@ -49,7 +53,8 @@ class SequenceBatch:
         indices = np.asarray(indices, dtype=np.intp)
         lengths = self.lengths[indices]
         rows = token_rows(self.offsets, indices)
-        return SequenceBatch(self.X[rows], offsets_from_lengths(lengths))
+        widths = None if self.widths is None else self.widths[indices]
+        return SequenceBatch(self.X[rows], offsets_from_lengths(lengths), widths)
 
 
 def offsets_from_lengths(lengths):
@@ -171,6 +176,34 @@ def check_token_matrix(X):
 def split_flat(values, offsets):
     """Split a flat per-token array into a list of per-sequence arrays."""
     return np.split(values, offsets[1:-1])
+
+
+def image_rows(X, y=None):
+    """Image input as pixel rows: ``X`` a list of (n_rows, n_cols, n_features) arrays.
+
+    Returns the per-image (n_rows * n_cols, n_features) matrices, the widths ``n_cols`` and,
+    when ``y`` is given, the per-image label masks (n_rows, n_cols) flattened row by row.
+    """
+    images = [np.asarray(x) for x in X]
+    for i, image in enumerate(images):
+        if image.ndim != 3:
+            raise ValueError(f"Image {i} must be 3-D (n_rows, n_cols, n_features), got shape "
+                             f"{image.shape}.")
+    widths = np.array([image.shape[1] for image in images], dtype=np.int64)
+    rows = [image.reshape(-1, image.shape[2]) for image in images]
+    if y is None:
+        return rows, widths, None
+    if not isinstance(y, (list, tuple)) or len(y) != len(images):
+        raise ValueError("With X given as a list of images, y must be a list of as many 2-D "
+                         "label masks.")
+    masks = []
+    for i, (image, mask) in enumerate(zip(images, y)):
+        mask = np.asarray(mask)
+        if mask.shape != image.shape[:2]:
+            raise ValueError(f"Image {i} has shape {image.shape[:2]} but its labels have shape "
+                             f"{mask.shape}.")
+        masks.append(mask.ravel())
+    return rows, widths, masks
 
 
 def flatten_labels(y, lengths):
