@@ -21,9 +21,9 @@ The caller validates the arrays as for :func:`sklstruct.learners._online_eg.onli
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
-from sklstruct.learners._token_rows cimport int8_t, sequence_sizes, token_scores
-from sklstruct._inference._chain cimport (_viterbi_sequence, float64_t, int32_t, int64_t,
-                                          intp_t)
+from sklstruct.learners._token_rows cimport (int8_t, loss_augmented_viterbi, sequence_sizes,
+                                             token_scores)
+from sklstruct._inference._chain cimport float64_t, int32_t, int64_t, intp_t
 
 
 cdef inline double _dot(const double* a, const double* b, intp_t n) noexcept nogil:
@@ -58,7 +58,7 @@ def bcfw_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
     cdef intp_t n_sequences = offsets.shape[0] - 1
     cdef bint has_transition = P >= S * S and P > 0
     cdef bint has_start_end = P == S * S + 2 * S
-    cdef intp_t i, k, k2, t, s, a, b, r, lo, length, n_touched, max_len, max_nnz
+    cdef intp_t i, k, k2, t, s, r, lo, length, n_touched, max_len, max_nnz
     cdef int64_t q
     cdef int32_t j
     cdef double v, loss_bar, gain, norm, gamma, dp
@@ -78,6 +78,7 @@ def bcfw_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
     cdef const int32_t* indices_ptr = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const double* data_ptr = &data[0] if data.shape[0] > 0 else NULL
     cdef const double* WT_ptr = &WT[0, 0] if WT.shape[0] > 0 else NULL
+    cdef const double* theta_ptr = &theta[0] if theta.shape[0] > 0 else NULL
 
     with nogil:
         scores = <double*> malloc(2 * max_len * S * sizeof(double))
@@ -100,19 +101,9 @@ def bcfw_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                 # token scores x_t . W[s] at the current weights; the example's features
                 n_touched = token_scores(&indptr[0], indices_ptr, data_ptr, WT_ptr, S, lo,
                                          length, scores, &marker[0], touched)
-                for t in range(length):  # loss-augmented copy for the oracle
-                    for s in range(S):
-                        scores[(max_len + t) * S + s] = scores[t * S + s] + node_loss[lo + t, s]
-                if has_transition:
-                    for a in range(S):
-                        for b in range(S):
-                            transition_t[b * S + a] = theta[a * S + b]
-                else:
-                    memset(transition_t, 0, S * S * sizeof(double))
-                _viterbi_sequence(scores + max_len * S, length, S, transition_t,
-                                  &theta[S * S] if has_start_end else zeros + S * S,
-                                  &theta[S * S + S] if has_start_end else zeros + S * S + S,
-                                  delta, delta + S, backpointer, labels)
+                loss_augmented_viterbi(scores, max_len, length, S, &node_loss[lo, 0], theta_ptr,
+                                       has_transition, has_start_end, transition_t, zeros,
+                                       delta, backpointer, labels)
                 # the vertex's pairwise statistics and loss
                 for r in range(P):
                     vertex_pair[r] = 0.0

@@ -11,8 +11,9 @@ computed from the CSR token rows, the block QP is solved by SMO with the rest fi
 weights ``W^T`` (n_features x n_states) and pairwise parameters are updated in place.
 """
 
-from libc.math cimport fabs
 from libc.stdlib cimport free, malloc
+
+from sklstruct.learners._smo cimport smo_capped_simplex
 
 ctypedef double float64_t
 ctypedef long long int64_t
@@ -97,14 +98,12 @@ def sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t
     """
     cdef int64_t n_states = WT.shape[1]
     cdef int64_t p_dim = pairwise.shape[1]
-    cdef int64_t oi, blk, m, u, v, kk, k, e, q, t, it, up, down, col
+    cdef int64_t oi, blk, m, u, v, kk, k, e, q, t, col
     cdef int64_t max_m = 0
-    cdef float64_t worst = 0.0, viol, gmax, gmin, slack, curv, gain, best_gain, diff
-    cdef float64_t step = 0.0
+    cdef float64_t worst = 0.0, viol, slack, diff
     cdef float64_t *gram
     cdef float64_t *grad
     cdef float64_t *value
-    cdef float64_t tau = 1e-12
     for blk in range(block_ptr.shape[0] - 1):
         if block_ptr[blk + 1] - block_ptr[blk] > max_m:
             max_m = block_ptr[blk + 1] - block_ptr[blk]
@@ -161,73 +160,9 @@ def sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t
                         scratch[col + true_state[e]] = 0.0
                         scratch[col + wrong_state[e]] = 0.0
             # SMO on the block (index m stands for the unused capacity, gradient 0)
-            for it in range(max_inner):
-                gmax = 0.0  # best "up": largest gradient (slack counts as 0)
-                up = m
-                for u in range(m):
-                    if grad[u] > gmax:
-                        gmax = grad[u]
-                        up = u
-                gmin = 1e300  # best "down": smallest gradient among positive variables
-                down = -1
-                if slack > 0:
-                    gmin = 0.0
-                    down = m
-                for u in range(m):
-                    if value[u] > 0 and grad[u] < gmin:
-                        gmin = grad[u]
-                        down = u
-                if down < 0:
-                    break
-                viol = gmax - gmin
-                if it == 0 and viol > worst:
-                    worst = viol
-                if viol <= tol or up == down:
-                    break
-                # second-order choice of "up" for the chosen "down"
-                best_gain = -1.0
-                for u in range(m + 1):
-                    if u == down:
-                        continue
-                    diff = (grad[u] if u < m else 0.0) - gmin
-                    if diff <= 0:
-                        continue
-                    if u == m:
-                        curv = gram[down * m + down]
-                    elif down == m:
-                        curv = gram[u * m + u]
-                    else:
-                        curv = gram[u * m + u] + gram[down * m + down] - 2.0 * gram[u * m + down]
-                    if curv < tau:
-                        curv = tau
-                    gain = diff * diff / curv
-                    if gain > best_gain:
-                        best_gain = gain
-                        up = u
-                        step = diff / curv
-                if best_gain < 0:
-                    break
-                # clip the step to the mass available at "down"
-                if down == m:
-                    if step > slack:
-                        step = slack
-                elif step >= value[down]:
-                    step = value[down]
-                if step <= 0:
-                    break
-                if up == m:
-                    slack += step
-                else:
-                    value[up] += step
-                    for u in range(m):
-                        grad[u] -= step * gram[u * m + up]
-                if down == m:
-                    slack = slack - step if slack > step else 0.0
-                else:
-                    # a variable emptied by the step becomes exactly zero
-                    value[down] = value[down] - step if value[down] > step else 0.0
-                    for u in range(m):
-                        grad[u] += step * gram[u * m + down]
+            viol = smo_capped_simplex(gram, grad, value, slack, m, tol, max_inner)
+            if viol > worst:
+                worst = viol
             # apply the block's change to alpha and to the weights
             for u in range(m):
                 k = members[block_ptr[blk] + u]

@@ -27,88 +27,10 @@ from libc.math cimport fabs
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
-from sklstruct.learners._token_rows cimport int8_t, sequence_sizes, token_scores
-from sklstruct._inference._chain cimport (_viterbi_sequence, float64_t, int32_t, int64_t,
-                                          intp_t)
-
-
-cdef intp_t _solve_master(const double* G, const double* c, double* mu, intp_t m,
-                          double tol, intp_t max_iter) noexcept nogil:
-    """``min 1/2 mu'G mu - c'mu`` over ``mu >= 0, sum mu <= 1`` by SMO from ``mu``.
-
-    The unused capacity (index ``m``) is a variable with zero gradient and curvature.
-    """
-    cdef double grad[64]
-    cdef intp_t it, u, v, up, down
-    cdef double slack = 1.0, gmax, gmin, diff, curv, gain, best_gain, step = 0.0
-    for u in range(m):
-        slack -= mu[u]
-    if slack < 0.0:
-        slack = 0.0
-    for u in range(m):  # gradient of the maximised objective: c - G mu
-        grad[u] = c[u]
-        for v in range(m):
-            grad[u] -= G[u * m + v] * mu[v]
-    for it in range(max_iter):
-        gmax = 0.0
-        up = m
-        for u in range(m):
-            if grad[u] > gmax:
-                gmax = grad[u]
-                up = u
-        gmin = 1e300
-        down = -1
-        if slack > 0.0:
-            gmin = 0.0
-            down = m
-        for u in range(m):
-            if mu[u] > 0.0 and grad[u] < gmin:
-                gmin = grad[u]
-                down = u
-        if down < 0 or gmax - gmin <= tol or up == down:
-            break
-        best_gain = -1.0
-        for u in range(m + 1):
-            if u == down:
-                continue
-            diff = (grad[u] if u < m else 0.0) - gmin
-            if diff <= 0.0:
-                continue
-            if u == m:
-                curv = G[down * m + down]
-            elif down == m:
-                curv = G[u * m + u]
-            else:
-                curv = G[u * m + u] + G[down * m + down] - 2.0 * G[u * m + down]
-            if curv < 1e-12:
-                curv = 1e-12
-            gain = diff * diff / curv
-            if gain > best_gain:
-                best_gain = gain
-                up = u
-                step = diff / curv
-        if best_gain < 0.0:
-            break
-        if down == m:
-            if step > slack:
-                step = slack
-        elif step > mu[down]:
-            step = mu[down]
-        if step <= 0.0:
-            break
-        if up == m:
-            slack += step
-        else:
-            mu[up] += step
-            for v in range(m):
-                grad[v] -= step * G[v * m + up]
-        if down == m:
-            slack = slack - step if slack > step else 0.0
-        else:
-            mu[down] = mu[down] - step if mu[down] > step else 0.0
-            for v in range(m):
-                grad[v] += step * G[v * m + down]
-    return it
+from sklstruct.learners._smo cimport smo_capped_simplex
+from sklstruct.learners._token_rows cimport (int8_t, loss_augmented_viterbi, sequence_sizes,
+                                             token_scores)
+from sklstruct._inference._chain cimport float64_t, int32_t, int64_t, intp_t
 
 
 def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
@@ -132,11 +54,11 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
     cdef intp_t n_sequences = offsets.shape[0] - 1
     cdef bint has_transition = P >= S * S and P > 0
     cdef bint has_start_end = P == S * S + 2 * S
-    cdef intp_t i, k, k2, l, t, t2, s, a, b, q2, lo, length, n_touched, max_len, max_nnz
+    cdef intp_t i, k, k2, l, t, t2, s, q2, lo, length, n_touched, max_len, max_nnz
     cdef intp_t m, slot, p
     cdef int64_t q
     cdef int32_t j
-    cdef double v, loss_bar, total, mass, kval, pp, gap, anchor_score, anchor_pair_norm
+    cdef double v, loss_bar, total, mass, kval, pp, gap, anchor_score, anchor_pair_norm, slack
     cdef double total_gap = 0.0
     cdef double* scores
     cdef double* transition_t
@@ -163,6 +85,7 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
     cdef const int32_t* indices_ptr = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const double* data_ptr = &data[0] if data.shape[0] > 0 else NULL
     cdef const double* WT_ptr = &WT[0, 0] if WT.shape[0] > 0 else NULL
+    cdef const double* theta_ptr = &theta[0] if theta.shape[0] > 0 else NULL
 
     with nogil:
         scores = <double*> malloc(2 * max_len * S * sizeof(double))
@@ -188,19 +111,9 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                                          length, scores, &marker[0], touched)
                 for k2 in range(n_touched):
                     marker[touched[k2]] = 0
-                for t in range(length):
-                    for s in range(S):
-                        scores[(max_len + t) * S + s] = scores[t * S + s] + node_loss[lo + t, s]
-                if has_transition:
-                    for a in range(S):
-                        for b in range(S):
-                            transition_t[b * S + a] = theta[a * S + b]
-                else:
-                    memset(transition_t, 0, S * S * sizeof(double))
-                _viterbi_sequence(scores + max_len * S, length, S, transition_t,
-                                  &theta[S * S] if has_start_end else zeros + S * S,
-                                  &theta[S * S + S] if has_start_end else zeros + S * S + S,
-                                  delta, delta + S, backpointer, labels)
+                loss_augmented_viterbi(scores, max_len, length, S, &node_loss[lo, 0], theta_ptr,
+                                       has_transition, has_start_end, transition_t, zeros,
+                                       delta, backpointer, labels)
                 # the block's Frank-Wolfe gap at the current point x
                 loss_bar = 0.0
                 total = 0.0
@@ -332,10 +245,12 @@ def rsd_pass(const int64_t[::1] indptr, const int32_t[::1] indices,
                         G[l * m + p] = total
                 for p in range(m):
                     mu[p] = vertex_weight[i, p]
+                slack = 1.0
                 for p in range(m):
-                    for l in range(m):
-                        c[p] += G[p * m + l] * mu[l]
-                _solve_master(G, c, mu, m, 1e-6 * fabs(gap) + 1e-300, 20 * m + 20)
+                    slack -= mu[p]
+                if slack < 0.0:
+                    slack = 0.0
+                smo_capped_simplex(G, c, mu, slack, m, 1e-6 * fabs(gap) + 1e-300, 20 * m + 20)
                 # 3. move the statistics and w by sum_k (mu_k - weight_k) (z_k - a)
                 mass = 0.0
                 changed = False

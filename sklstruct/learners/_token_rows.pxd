@@ -1,6 +1,6 @@
 # Per-example helpers shared by the compiled per-example passes (online EG, BCFW): they read an
 # example's CSR token rows and the feature-major weights W^T (n_features x n_states, C order).
-from sklstruct._inference._chain cimport int32_t, int64_t, intp_t
+from sklstruct._inference._chain cimport _viterbi_sequence, int32_t, int64_t, intp_t
 
 ctypedef signed char int8_t
 
@@ -43,3 +43,34 @@ cdef inline intp_t token_scores(const int64_t* indptr, const int32_t* indices,
                 touched[n_touched] = j
                 n_touched += 1
     return n_touched
+
+
+cdef inline void loss_augmented_viterbi(double* scores, intp_t max_len, intp_t length,
+                                        intp_t n_states, const double* node_loss,
+                                        const double* theta, bint has_transition,
+                                        bint has_start_end, double* transition_t,
+                                        const double* zeros, double* delta,
+                                        int32_t* backpointer, int64_t* labels) noexcept nogil:
+    """Margin-rescaled most violating labelling of one example into ``labels``.
+
+    ``scores[t, s]`` (rows ``0 .. length``) holds the token scores; their loss-augmented copy
+    goes to rows ``max_len .. max_len + length``. ``node_loss`` points at the example's first
+    row of per-token state losses; ``theta`` holds the transitions (row-major ``a * S + b``)
+    and then the start and end biases when present; ``zeros`` is ``S * S + 2 * S`` zeros;
+    ``transition_t`` (S * S) and ``delta`` (2 * S) are workspace.
+    """
+    cdef intp_t t, s, a, b, S = n_states
+    for t in range(length):
+        for s in range(S):
+            scores[(max_len + t) * S + s] = scores[t * S + s] + node_loss[t * S + s]
+    if has_transition:
+        for a in range(S):
+            for b in range(S):
+                transition_t[b * S + a] = theta[a * S + b]
+    else:
+        for a in range(S * S):
+            transition_t[a] = 0.0
+    _viterbi_sequence(scores + max_len * S, length, S, transition_t,
+                      theta + S * S if has_start_end else zeros + S * S,
+                      theta + S * S + S if has_start_end else zeros + S * S + S,
+                      delta, delta + S, backpointer, labels)
