@@ -14,7 +14,9 @@ help:
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(PY) pyproject.toml setup.py $(wildcard sklstruct/*/*.pyx)
+PYX := $(wildcard sklstruct/*/*.pyx sklstruct/*/*/*.pyx sklstruct/*.pxd sklstruct/*/*.pxd sklstruct/*/*/*.pxd)
+
+$(STAMP): $(PY) pyproject.toml setup.py $(PYX)
 	$(PY) -m pip install -q -U pip "setuptools>=77" wheel "Cython>=3.1" "numpy>=2"
 	$(PY) -m pip install -q --no-build-isolation -e ".[tests]"
 	touch $(STAMP)
@@ -38,4 +40,5 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_chunking.py
 
 clean:
-	rm -rf build *.egg-info sklstruct/*/*.c sklstruct/*/*.so sklstruct/*/*.html
+	rm -rf build *.egg-info
+	find sklstruct -name "*.c" -o -name "*.so" -o -name "*.html" | xargs rm -f

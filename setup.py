@@ -8,13 +8,13 @@ from setuptools import Extension, setup
 MODULES = [
     "sklstruct._check_build._check_build",
     "sklstruct._inference._chain",
-    "sklstruct._inference._qp",
-    "sklstruct._inference._constraints",
     "sklstruct._inference._mincut",
-    "sklstruct.learners._block_qp",
-    "sklstruct.learners._online_eg",
-    "sklstruct.learners._bcfw",
-    "sklstruct.learners._rsd_pass",
+    "sklstruct._inference._kernels",
+    "sklstruct._solvers._qp",
+    "sklstruct.learners.cutting_plane._one_slack_fast",
+    "sklstruct.learners.cutting_plane._n_slack_fast",
+    "sklstruct.learners.exp_grad._online_fast",
+    "sklstruct.learners.simplicial._frank_wolfe_fast",
 ]
 DEBUG = os.environ.get("SKLSTRUCT_CYTHON_DEBUG", "0") == "1"
 

@@ -1,19 +1,25 @@
-"""The estimator base shared by every learner: input handling, labels, predict and score.
+"""The estimator base shared by every learner: input handling, labels, predict and score, and
+the one path every fit takes (staging, certificates, convergence, verbose output, warm starts).
 
 Learners subclass :class:`BaseStructuredClassifier` and implement ``_fit_batch``; everything a
 user touches (input forms, label encoding, output forms, ``score``, ``objective``) lives here.
 """
 
+import hashlib
 import numbers
+import time
+import warnings
 from abc import abstractmethod
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from .structures import BaseStructure, ChainStructure, GridStructure, MultiClass
+from .structures._base import structured_hinge
 from .utils._sequences import (
     SequenceBatch,
     check_lengths,
@@ -55,6 +61,10 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
       masks: pixel grids (``structure="auto"`` gives :class:`~sklstruct.GridStructure`).
 
     Outputs follow the input form.
+
+    A fit runs on a staged copy of the estimator whose fitted attributes replace the
+    estimator's own only when the fit completes: a fit that fails or is interrupted leaves the
+    estimator as it was.
     """
 
     _parameter_constraints = {
@@ -133,6 +143,15 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     def _fit(self, X, y, lengths=None, sample_weight=None):
+        """Fit on a staged copy; its fitted attributes replace ours only at the end."""
+        staged = object.__new__(type(self))
+        # parameters and the warm-start state carry over; fitted attributes ("_" suffix) do not
+        staged.__dict__.update({k: v for k, v in vars(self).items() if not k.endswith("_")})
+        staged._fit_staged(X, y, lengths, sample_weight)
+        self.__dict__ = staged.__dict__
+        return self
+
+    def _fit_staged(self, X, y, lengths, sample_weight):
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
@@ -150,8 +169,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         self.structure_ = structure.bind(
             batch.X.shape[1], self.classes_.shape[0], self.classes_, Y
         )
-        if len(getattr(self.structure_, "nonnegative_", ())) and \
-                not self._keeps_nonnegative_weights:
+        if len(self.structure_.nonnegative_) and not self._keeps_nonnegative_weights:
             raise ValueError(
                 f"{type(structure).__name__} constrains weights to be non-negative, which "
                 f"{type(self).__name__} does not support; use M3NSimplicialDecomposition."
@@ -159,11 +177,36 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         Y = Y.astype(np.intp)
         weights = _check_sequence_weights(sample_weight, batch.n_sequences)
         self.w_ = self._fit_batch(batch, Y, weights)
-        return self
 
     @abstractmethod
     def _fit_batch(self, batch, Y, sample_weight):
-        """Optimise on a validated batch with encoded labels; return the flat weights."""
+        """Optimise on a validated batch with encoded labels; return the flat weights.
+
+        ``self.structure_`` is bound; the learner records its progress with a
+        :class:`Certificate` and sets its other fitted attributes on ``self``.
+        """
+
+    # ------------------------------------------------------------------ warm starts
+    def _warm_state(self, settings, batch, Y):
+        """The dual state of the previous fit if ``warm_start`` is set and it was made on the
+        same data (compared by a digest of ``X``, ``y`` and the bound structure) with the same
+        ``settings``; else ``None``."""
+        if not getattr(self, "warm_start", False):
+            return None
+        previous = getattr(self, "_dual_state", None)
+        if previous is None or previous[0] != (settings, _digest(batch, Y, self.structure_)):
+            return None
+        return previous[1]
+
+    def _keep_warm_state(self, settings, batch, Y, state):
+        """Keep ``state`` for a later warm start (in this process: it is not pickled)."""
+        self._dual_state = ((settings, _digest(batch, Y, self.structure_)), state)
+
+    def __getstate__(self):
+        # the dual state holds the training data; a pickled model is its fitted parameters
+        state = dict(super().__getstate__())
+        state.pop("_dual_state", None)
+        return state
 
     # ------------------------------------------------------------------ fitted parameters
     @property
@@ -178,12 +221,12 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         if not isinstance(self.structure_, ChainStructure):
             raise AttributeError("transition_ exists only for chain structures.")
-        return self.structure_.pairwise_parameters(self.w_)[0]
+        return self.structure_.pairwise_parameters(self.structure_.split_weights(self.w_)[1])[0]
 
     # ------------------------------------------------------------------ prediction
-    def _unary_scores(self, batch):
-        """Token x state scores of the fitted model (``X W^T`` for a linear model)."""
-        return self.structure_.unary_potentials(batch, self.w_)
+    def _potentials(self, batch):
+        """``(unary, pairwise)`` potentials of the fitted model on ``batch``."""
+        return self.structure_.potentials(batch, self.w_)
 
     def _weight_norm_sq(self):
         """``||w||^2`` of the fitted model."""
@@ -196,8 +239,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
     def _predict_encoded(self, X, lengths):
         check_is_fitted(self)
         batch, _, form = self._validate_input(X, None, lengths, reset=False)
-        labels = self.structure_.decode(batch, self.w_, n_jobs=self.n_jobs,
-                                        unary=self._unary_scores(batch))
+        labels = self.structure_.decode(batch, *self._potentials(batch), n_jobs=self.n_jobs)
         return batch, labels, form
 
     def predict(self, X, lengths=None):
@@ -206,26 +248,40 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass) or
+            a list of images (n_rows, n_cols, n_features).
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
 
         Returns
         -------
-        y : list of ndarray or ndarray of shape (n_tokens,)
+        y : list of ndarray, or ndarray of shape (n_tokens,)
+            Labels in the form of ``X`` (a list of label arrays, a flat array, or a list of
+            2-D masks for images).
         """
         batch, Y, form = self._predict_encoded(X, lengths)
         return self._format_output(self.classes_[Y], batch, form)
 
     def decision_function(self, X, lengths=None):
-        """Per-token class scores ``X W^T`` (unary part of the model's score).
+        """Per-token class scores (the unary part of the model's score, ``X W^T``).
 
-        For the multiclass form this is the score of every class, shape (n_samples, n_classes)
-        (for two classes, the score difference of class 1 over class 0, as ``LinearSVC``);
-        for sequences, a list (or flat array) of (n_tokens, n_classes) arrays.
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Input in any form accepted by :meth:`predict`.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+
+        Returns
+        -------
+        scores : list of ndarray of shape (n_tokens, n_classes), or ndarray
+            For the multiclass form, shape (n_samples, n_classes) (for two classes, the score
+            difference of class 1 over class 0, shape (n_samples,), as ``LinearSVC``); for
+            sequences, in the form of ``X``.
         """
         check_is_fitted(self)
         batch, _, form = self._validate_input(X, None, lengths, reset=False)
-        scores = self._unary_scores(batch)
+        scores, _ = self._potentials(batch)
         if form == "multiclass" and scores.shape[1] == 2:
             return scores[:, 1] - scores[:, 0]
         return self._format_output(scores, batch, form)
@@ -235,20 +291,43 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
 
         Computed by forward-backward on the model's scores (softmax for multiclass).
 
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Input in any form accepted by :meth:`predict`.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+
         Returns
         -------
         marginals : list of ndarray of shape (n_tokens, n_classes), or ndarray
+            In the form of ``X``.
         """
         check_is_fitted(self)
         batch, _, form = self._validate_input(X, None, lengths, reset=False)
-        node, _, _ = self.structure_.marginals(batch, self.w_, n_jobs=self.n_jobs,
-                                               unary=self._unary_scores(batch))
+        node, _, _ = self.structure_.marginals(batch, *self._potentials(batch),
+                                               n_jobs=self.n_jobs)
         return self._format_output(node, batch, form)
 
     def score(self, X, y, lengths=None, sample_weight=None):
         """Token accuracy (plain accuracy for the multiclass form).
 
         Labels in ``y`` that were never seen in training count as errors.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Input in any form accepted by :meth:`predict`.
+        y : list of array-like, or array-like of shape (n_tokens,)
+            True labels, in the form of ``X``.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+        sample_weight : array-like of shape (n_tokens,), default=None
+            Per-token weights of the accuracy.
+
+        Returns
+        -------
+        score : float
         """
         batch, Y, form = self._predict_encoded(X, lengths)
         if form == "images":
@@ -272,41 +351,135 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError("y contains labels that were not seen in fit.")
         return index.astype(np.intp)
 
-    def _structured_hinge(self, batch, Y, w, rescale, unary=None):
-        """Per-sequence structured hinge losses ``H_i(w)`` (DESIGN section 1).
+    def _structured_hinge(self, batch, Y, unary, pairwise, rescale, token_loss=None):
+        """Per-sequence hinge losses, most violating labellings and their losses
+        (:func:`~sklstruct.structures._base.structured_hinge` on the fitted structure)."""
+        return structured_hinge(self.structure_, batch, Y, unary, pairwise, rescale,
+                                self.n_jobs, token_loss)
 
-        ``unary`` (token x state scores) replaces ``X W^T`` when given; the pairwise part of
-        the model is read from ``w``.
-        """
-        structure = self.structure_
-        if unary is None:
-            unary = structure.unary_potentials(batch, w)
-        _, losses, scores = structure.loss_augmented_decode(
-            batch, w, Y, rescale=rescale, n_jobs=self.n_jobs, unary=unary
-        )
-        true_scores = structure.score_labels(batch, w, Y, unary=unary)
-        if rescale == "margin":
-            return np.maximum(losses + scores - true_scores, 0.0)
-        return np.maximum(losses * (1.0 + scores - true_scores), 0.0)
+    def _primal(self, batch, Y, w, weights=None):
+        """``1/2 ||w||^2 + C sum_i s_i H_i(w)`` and the hinge terms (margin/slack as fitted)."""
+        hinge, _, _ = self._structured_hinge(batch, Y, *self.structure_.potentials(batch, w),
+                                             self._rescale())
+        total = hinge.sum() if weights is None else weights @ hinge
+        return 0.5 * float(w @ w) + float(self.C) * float(total), hinge
 
     def objective(self, X, y, lengths=None, sample_weight=None):
-        """The training objective ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` at the fitted weights.
+        """The training objective at the fitted weights.
 
-        ``H_i`` is the structured hinge loss of DESIGN section 1 with this learner's rescaling
-        and ``s_i`` the sequence weights (all ones by default).
+        ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (``L1M3N``: ``1/2 ||w||_1 + ...``) with ``H_i``
+        the structured hinge loss of the learner's rescaling and ``s_i`` the sequence weights.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Input in any form accepted by :meth:`predict`.
+        y : list of array-like, or array-like of shape (n_tokens,)
+            True labels, in the form of ``X``; every label must have been seen in fit.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+        sample_weight : array-like of shape (n_sequences,), default=None
+            Per-sequence weights ``s_i`` (ones by default).
+
+        Returns
+        -------
+        objective : float
         """
         check_is_fitted(self)
         batch, y_flat, form = self._validate_input(X, y, lengths, reset=False)
         Y = self._encode_known(np.asarray(y_flat))
         weights = _check_sequence_weights(sample_weight, batch.n_sequences)
-        hinge = self._structured_hinge(batch, Y, self.w_, self._rescale(),
-                                       unary=self._unary_scores(batch))
+        hinge, _, _ = self._structured_hinge(batch, Y, *self._potentials(batch),
+                                             self._rescale())
         return self._regularizer() + self.C * float(weights @ hinge)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+
+class Certificate:
+    """The progress record of one fit: certificates, convergence, verbose lines, warnings.
+
+    Every learner records its checks through :meth:`check` (primal, dual, their gap, wall time
+    from the start of the fit and oracle calls, plus learner-specific fields) and ends with
+    :meth:`finish`, which sets ``history_`` and ``n_iter_`` and warns when the fit stopped
+    before converging. By default a check converges when ``gap <= tol * |primal|``.
+
+    Parameters
+    ----------
+    estimator : BaseStructuredClassifier
+    unit : str, default="pass"
+        What ``n_iter_`` counts ("pass", "iteration", "round").
+    extra_fields : tuple of str, default=()
+        Fields of ``history_`` beyond primal, dual, gap, time and oracle_calls.
+    """
+
+    FIELDS = ("primal", "dual", "gap", "time", "oracle_calls")
+
+    def __init__(self, estimator, unit="pass", extra_fields=()):
+        self.estimator = estimator
+        self.unit = unit
+        self.fields = self.FIELDS + tuple(extra_fields)
+        self.rows = {name: [] for name in self.fields}
+        self.start = time.perf_counter()
+        self.converged = False
+
+    def elapsed(self):
+        """Seconds since the start of the fit."""
+        return time.perf_counter() - self.start
+
+    def check(self, iteration, primal, dual, oracle_calls, converged=None, **extra):
+        """Record one check; return whether the fit has converged.
+
+        ``converged`` overrides the relative-gap test (for learners with another stopping
+        rule); NaN primal values (no certificate at this check) never converge by the gap.
+        """
+        gap = primal - dual
+        row = dict(primal=primal, dual=dual, gap=gap, time=self.elapsed(),
+                   oracle_calls=oracle_calls, **extra)
+        for name in self.fields:
+            self.rows[name].append(float(row.get(name, np.nan)))
+        if converged is None:
+            converged = bool(gap <= self.estimator.tol * abs(primal))
+        self.converged = converged
+        if self.estimator.verbose:
+            relative = gap / abs(primal) if primal else np.nan
+            print(f"[{type(self.estimator).__name__}] {self.unit} {iteration:5d}  "
+                  f"primal {primal:.6g}  dual {dual:.6g}  gap {gap:.3g} ({relative:.2e})  "
+                  f"time {row['time']:.2f}s  oracle calls {int(oracle_calls)}")
+        return converged
+
+    def history(self):
+        """The records as a dict of 1-D float arrays."""
+        return {name: np.asarray(values) for name, values in self.rows.items()}
+
+    def finish(self, n_iter, what=None):
+        """Set ``history_`` and ``n_iter_``; warn if the last check did not converge.
+
+        ``what`` names the stopping rule in the warning (default: the relative duality gap).
+        """
+        estimator = self.estimator
+        estimator.history_ = self.history()
+        estimator.n_iter_ = int(n_iter)
+        if not self.converged:
+            what = what or f"a relative duality gap of {estimator.tol}"
+            units = self.unit + ("es" if self.unit.endswith("s") else "s")
+            warnings.warn(f"{type(estimator).__name__} did not reach {what} in {n_iter} "
+                          f"{units}.", ConvergenceWarning)
+
+
+def _digest(batch, Y, structure):
+    """Digest of the training data and the bound structure (a warm start needs both equal)."""
+    digest = hashlib.blake2b(digest_size=16)
+    X = batch.X
+    arrays = (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
+    for array in arrays + (batch.offsets, Y):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    digest.update(repr(sorted(structure.get_params().items())).encode())
+    digest.update(repr(structure.loss_weights_.tolist()).encode())
+    return digest.hexdigest()
 
 
 def _check_sequence_weights(sample_weight, n_sequences):

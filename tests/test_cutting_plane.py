@@ -115,8 +115,8 @@ def test_multiclass_structure_rejects_sequences():
 
 @pytest.mark.parametrize("start_end", [False, True])
 def test_labeling_storage_matches_dense_storage(monkeypatch, start_end):
-    from sklstruct.learners import _working_set
-    from sklstruct.learners._working_set import WorkingSet
+    from sklstruct.learners.cutting_plane import _one_slack as _working_set
+    from sklstruct.learners.cutting_plane._one_slack import WorkingSet
 
     X, y = make_chain_data(n_sequences=12, seed=5)
     model = StructSVMCuttingPlane(ChainStructure(start_end=start_end), max_iter=2)

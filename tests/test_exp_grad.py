@@ -77,7 +77,7 @@ def test_sample_weight_is_refused():
 def test_eg_qp_reaches_the_minimum_of_a_simplex_qp():
     from scipy.optimize import minimize
 
-    from sklstruct.learners._eg_qp import eg_qp
+    from ._eg_qp import eg_qp
 
     rng = np.random.default_rng(0)
     for _ in range(5):
@@ -97,7 +97,7 @@ def test_eg_qp_reaches_the_minimum_of_a_simplex_qp():
 
 def test_theorem_1_factored_updates_equal_eg_qp_on_the_explicit_dual():
     """Seed 001, Theorem 1: same sequence of dual iterates (compared through F and w)."""
-    from sklstruct.learners._eg_qp import eg_qp
+    from ._eg_qp import eg_qp
 
     from ._enumeration import enumerate_constraints
 

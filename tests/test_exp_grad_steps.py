@@ -7,9 +7,8 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from sklstruct import ChainStructure, M3NExpGrad, MultiClass
-from sklstruct.learners._eg_online import OnlineEGState
-from sklstruct.learners._eg_rate import (dual_curvature, gradient_spread_bound,
-                                         uniform_covariance_operator)
+from sklstruct.learners.exp_grad._online import OnlineEGState
+from sklstruct.learners.exp_grad._safe_rate import dual_curvature, gradient_spread_bound
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import all_labelings
@@ -54,7 +53,7 @@ def test_curvature_is_the_largest_feasible_eigenvalue(structure, seed):
     sizes = np.bincount(groups).astype(float)
     G = sum(Phi[groups == i].T @ (Phi[groups == i] - Phi[groups == i].mean(axis=0))
             for i in range(batch.n_sequences))
-    operator = uniform_covariance_operator(bound, batch, sizes)
+    operator = bound.uniform_covariance_operator(batch, sizes)
     np.testing.assert_allclose(operator.matmat(np.eye(G.shape[0])), G, atol=1e-10)
 
 
@@ -136,13 +135,10 @@ def test_online_pass_keeps_weights_marginals_and_losses_consistent(structure):
     np.testing.assert_allclose(state.node_marg.sum(axis=1), 1.0, atol=1e-12)
     assert state.node_marg.min() >= 0.0
     # marginals agree with forward-backward on each example's own potentials
-    n_unary = S * bound.n_features_
     for i in range(batch.n_sequences):
         lo, hi = batch.offsets[i], batch.offsets[i + 1]
         sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
-        theta = np.zeros(bound.size_joint_feature_)
-        theta[n_unary:] = state.pair_pot[i]
-        node, pairwise, _ = bound.marginals(sub, theta, unary=state.node_pot[lo:hi])
+        node, pairwise, _ = bound.marginals(sub, state.node_pot[lo:hi], state.pair_pot[i])
         np.testing.assert_allclose(node, state.node_marg[lo:hi], atol=1e-10)
         np.testing.assert_allclose(pairwise[0], state.pair_marg[i], atol=1e-10)
     rows = np.arange(Y.shape[0])
@@ -162,7 +158,7 @@ def test_online_and_batch_reach_the_same_multiclass_objective():
 
 
 def test_online_refuses_structures_without_a_compiled_pass():
-    from sklstruct.learners._eg_rate import check_factored_structure
+    from sklstruct.learners.exp_grad._estimator import check_online_structure
 
     with pytest.raises(ValueError, match="supports ChainStructure and MultiClass"):
-        check_factored_structure(object(), "algorithm='online'")
+        check_online_structure(object(), None, "algorithm='online'")

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from sklstruct import ChainStructure, MultiClass, StructSVMCuttingPlane
-from sklstruct.learners._frank_wolfe import BlockFrankWolfeState, MultiPointFrankWolfeState
+from sklstruct.learners.simplicial._frank_wolfe import (BlockFrankWolfeState,
+                                                       MultiPointFrankWolfeState)
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import exact_optimum, primal_objective

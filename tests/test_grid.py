@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sklstruct import GridStructure, M3NSimplicialDecomposition, StructSVMCuttingPlane
 from sklstruct._inference.grid import grid_map
-from sklstruct.learners import _rsd
+from sklstruct.learners.simplicial import _general as _rsd
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import exact_optimum, primal_objective
@@ -121,8 +121,9 @@ def test_structure_oracles_match_enumeration(edge_features):
     rng = np.random.default_rng(3)
     w = rng.normal(size=structure.size_joint_feature_)
     w[structure.nonnegative_] = np.abs(w[structure.nonnegative_])
-    decoded = structure.decode(batch, w)
-    augmented, losses, scores = structure.loss_augmented_decode(batch, w, Y)
+    decoded = structure.decode(batch, *structure.potentials(batch, w))
+    augmented, losses, scores = structure.loss_augmented_decode(
+        batch, *structure.potentials(batch, w), Y)
     for i in range(batch.n_sequences):
         lo, hi = batch.offsets[i], batch.offsets[i + 1]
         sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
@@ -190,7 +191,8 @@ def test_grid_structure_validation():
     w = model.w_.copy()
     w[model.structure_.nonnegative_] = -1.0
     with pytest.raises(ValueError, match="non-negative edge weights"):
-        model.structure_.decode(_bound(GridStructure(width=3), X, y)[1], w)
+        batch = _bound(GridStructure(width=3), X, y)[1]
+        model.structure_.decode(batch, *model.structure_.potentials(batch, w))
     assert [p.shape for p in model.predict(X)] == [(9,), (9,)]
     with pytest.raises(NotImplementedError, match="marginal"):
         model.predict_marginals(X)

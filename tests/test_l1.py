@@ -11,7 +11,7 @@ from sklearn.pipeline import make_pipeline
 
 from sklstruct import ChainStructure, L1M3N, MultiClass, StructSVMCuttingPlane
 from sklstruct.datasets import make_sparse_chain
-from sklstruct.learners._l1_solvers import project_l1_ball
+from sklstruct._solvers.l1_ball import project_l1_ball
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import enumerate_constraints
@@ -56,7 +56,7 @@ def test_cutting_plane_lp_equals_the_exact_optimum(structure, C):
 @pytest.mark.parametrize("backend", ["highspy", "scipy"])
 def test_lp_backends_agree(backend):
     pytest.importorskip("highspy") if backend == "highspy" else None
-    from sklstruct.learners._l1_solvers import LPCuttingPlane
+    from sklstruct.learners.l1._solvers import LPCuttingPlane
 
     X, y, batch = _problem(2)
     model = L1M3N(ChainStructure(), solver="cutting_plane", C=0.3, tol=1e-9).fit(X, y)

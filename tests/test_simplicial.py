@@ -10,8 +10,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sklstruct import (ChainStructure, M3NExpGrad, M3NSimplicialDecomposition, MultiClass,
                        StructSVMCuttingPlane)
-from sklstruct.learners import _rsd
-from sklstruct.learners._rsd import SimplicialDecompositionState
+from sklstruct.learners.simplicial import _general as _rsd
+from sklstruct.learners.simplicial._general import SimplicialDecompositionState
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import all_labelings, exact_optimum, primal_objective
@@ -164,7 +164,7 @@ def test_incremental_point_matches_recomputation_and_dual_ascends(point_storage)
         dual = state.dual()
         for _ in range(30):
             state.run_pass()
-            v, gamma = state.exact_point()
+            v, gamma = exact_point(state)
             np.testing.assert_allclose(state.v, v, atol=1e-10)
             np.testing.assert_allclose(state.gamma_total, gamma, rtol=1e-10, atol=1e-12)
             assert state.dual() >= dual - 1e-10  # every master problem ascends
@@ -183,7 +183,7 @@ def test_warm_start_continues_and_pickle_drops_the_dual_state():
     assert model.history_["dual"][0] == pytest.approx(first_dual, rel=1e-12)
     assert model.history_["dual"][-1] > first_dual
     restored = pickle.loads(pickle.dumps(model))
-    assert not hasattr(restored, "_rsd_state") and hasattr(model, "_rsd_state")
+    assert not hasattr(restored, "_dual_state") and hasattr(model, "_dual_state")
     np.testing.assert_array_equal(restored.w_, model.w_)
     # other data of the same shape: a fresh fit, the same as a cold one
     other = [1 - labels if labels.max() < 2 else (labels + 1) % 3 for labels in y]
@@ -221,3 +221,17 @@ def test_bad_parameters(params, match):
     X, y = make_chain_data(n_sequences=5, seed=0)
     with pytest.raises(ValueError, match=match):
         M3NSimplicialDecomposition(**params).fit(X, y)
+
+
+def exact_point(state):
+    """``v`` and the summed gamma recomputed from all anchors, points and weights."""
+    all_blocks = np.arange(state.n_blocks)
+    examples, block_local = state._examples(all_blocks)
+    _, tokens = state.batch.select(examples)
+    token_block = np.repeat(block_local, state.batch.lengths[examples])
+    R, gamma_anchor, gamma_point, point_block, point_slot = state._rows(
+        all_blocks, examples, block_local, tokens, token_block)
+    mu = state.weights[point_block, point_slot]
+    coef = np.concatenate([1.0 - np.bincount(point_block, weights=mu,
+                                              minlength=state.n_blocks), mu])
+    return R.T @ coef, float(coef[:state.n_blocks] @ gamma_anchor + mu @ gamma_point)

@@ -18,7 +18,7 @@ def test_chain_marginals_and_expected_joint_feature(structure):
     batch = SequenceBatch(rng.normal(size=(8, 2)), offsets_from_lengths(lengths))
     bound = structure.bind(n_features=2, n_states=3)
     w = rng.normal(size=bound.size_joint_feature_)
-    node, pairwise, log_z = bound.marginals(batch, w)
+    node, pairwise, log_z = bound.marginals(batch, *bound.potentials(batch, w))
     expected = np.zeros(bound.size_joint_feature_)
     for i, length in enumerate(lengths):
         sub = batch.take([i])
@@ -27,7 +27,7 @@ def test_chain_marginals_and_expected_joint_feature(structure):
         scores = psi @ w
         assert log_z[i] == pytest.approx(logsumexp(scores), abs=1e-10)
         expected += np.exp(scores - logsumexp(scores)) @ psi
-        np.testing.assert_allclose(bound.score_labels(sub, w, labelings[0]), scores[0])
+        np.testing.assert_allclose(bound.score(sub, *bound.potentials(sub, w), labelings[0]), scores[0])
     np.testing.assert_allclose(bound.expected_joint_feature(batch, node, pairwise), expected,
                                atol=1e-10)
 
@@ -37,7 +37,7 @@ def test_multiclass_marginals_are_softmax():
     batch = SequenceBatch(rng.normal(size=(5, 3)), offsets_from_lengths([1] * 5))
     bound = MultiClass().bind(n_features=3, n_states=4)
     w = rng.normal(size=bound.size_joint_feature_)
-    node, _, log_z = bound.marginals(batch, w)
+    node, _, log_z = bound.marginals(batch, *bound.potentials(batch, w))
     scores = bound.unary_potentials(batch, w)
     np.testing.assert_allclose(node, np.exp(scores - logsumexp(scores, axis=1)[:, None]))
     np.testing.assert_allclose(log_z, logsumexp(scores, axis=1))

@@ -1,9 +1,5 @@
-# Declarations shared with other compiled modules (the online learners run the per-sequence
-# forward-backward of _chain.pyx inside their own loops).
-from libc.stdint cimport int32_t, int64_t
-
-ctypedef double float64_t
-ctypedef Py_ssize_t intp_t
+# Per-sequence chain routines of _chain.pyx, shared with the per-example kernels (_kernels.pyx).
+from sklstruct._typedefs cimport int32_t, int64_t, intp_t
 
 cdef void _transition_tables(const double* transition, intp_t n, double* tables) noexcept nogil
 

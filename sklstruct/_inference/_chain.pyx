@@ -5,12 +5,14 @@ A batch is stored as stacked per-token state scores ``unary`` (n_tokens, n_state
 below processes a whole batch, writes into preallocated outputs and runs without the GIL, so
 that chunks of one batch can be processed by concurrent threads.
 
-The inputs are validated by :mod:`sklstruct._inference.chain`, the only caller: shapes agree,
-every sequence is non-empty, labels lie in ``[0, n_states)`` and all scores are finite.
+The inputs are validated by the wrappers of :mod:`sklstruct._inference.chain`: shapes agree,
+every sequence is non-empty, labels lie in ``[0, n_states)`` and all scores are finite. The
+per-sequence routines are shared with other compiled modules through ``_chain.pxd``.
 """
 from libc.math cimport INFINITY, exp, log
-from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
+
+from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
 # A rescaled sum of exponentials below this value is recomputed by an exact log-sum-exp, so
 # that log-domain results stay accurate whatever the range of the potentials.
@@ -125,22 +127,19 @@ def viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
 
 def margin_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                          const float64_t[:, ::1] transition, const float64_t[::1] start,
-                         const float64_t[::1] end, const int64_t[::1] y,
-                         const float64_t[::1] loss_weights, int64_t[::1] labels,
-                         float64_t[::1] scores):
+                         const float64_t[::1] end, const float64_t[:, ::1] token_loss,
+                         int64_t[::1] labels, float64_t[::1] scores):
     """Margin-rescaled loss-augmented decoding of every sequence.
 
-    The weighted Hamming loss is added to the unary scores of every wrong state; ``scores``
-    receives the score of the returned labeling without the loss term.
+    ``token_loss[t, s]`` is the loss of giving state ``s`` to token ``t`` (added to the unary
+    scores); ``scores`` receives the score of the returned labeling without the loss term.
     """
     cdef intp_t n_states = unary.shape[1]
     cdef intp_t n_sequences = offsets.shape[0] - 1
-    cdef intp_t i, t, s, lo, length, max_len
-    cdef double penalty
+    cdef intp_t i, t, lo, length, max_len
     cdef const double* unary_ptr = &unary[0, 0]
+    cdef const double* loss_ptr = &token_loss[0, 0]
     cdef const int64_t* offsets_ptr = &offsets[0]
-    cdef const int64_t* y_ptr = &y[0]
-    cdef const double* weights_ptr = &loss_weights[0]
     cdef double* transition_t = NULL
     cdef double* delta = NULL
     cdef double* augmented = NULL
@@ -160,12 +159,8 @@ def margin_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offse
             for i in range(n_sequences):
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
-                for t in range(length):
-                    penalty = weights_ptr[y_ptr[lo + t]]
-                    for s in range(n_states):
-                        augmented[t * n_states + s] = unary_ptr[(lo + t) * n_states + s]
-                        if s != y_ptr[lo + t]:
-                            augmented[t * n_states + s] += penalty
+                for t in range(length * n_states):
+                    augmented[t] = unary_ptr[lo * n_states + t] + loss_ptr[lo * n_states + t]
                 _viterbi_sequence(augmented, length, n_states, transition_t, &start[0],
                                   &end[0], delta, delta + n_states, backpointer, &labels[lo])
                 scores[i] = _path_score(unary_ptr + lo * n_states, length, n_states,
@@ -186,13 +181,14 @@ cdef void _slack_sequence(const double* unary, intp_t length, intp_t n_states,
                           int64_t* labels) noexcept nogil:
     """Slack-rescaled loss-augmented decoding of one sequence.
 
-    ``values[s * (max_units + 1) + k]`` is the best score of a prefix that ends in state ``s``
-    and has accumulated ``k`` loss units. The final choice maximises
+    ``units[t * n_states + s]`` is the loss of state ``s`` at token ``t`` in multiples of
+    ``unit``. ``values[s * (max_units + 1) + k]`` is the best score of a prefix that ends in
+    state ``s`` and has accumulated ``k`` loss units. The final choice maximises
     ``k * unit * (1 + score - score(y))``, scanning ``k`` then ``s`` in increasing order and
     keeping the first maximiser; ``y`` itself is returned when no labeling beats 0.
     """
     cdef intp_t stride = max_units + 1
-    cdef intp_t t, s, r, k, cost, reach, reach_next, best_state = -1, best_units = 0
+    cdef intp_t t, s, r, k, cost, top, reach, reach_next, best_state = -1, best_units = 0
     cdef double candidate, transition_score, token_score, score_y, objective, best = 0.0
     cdef double* row
     cdef double* previous_row
@@ -200,14 +196,20 @@ cdef void _slack_sequence(const double* unary, intp_t length, intp_t n_states,
     cdef int32_t* pointer_row
     for k in range(n_states * stride):
         values[k] = -INFINITY
+    reach = 0
     for s in range(n_states):
-        cost = units[y[0]] if s != y[0] else 0
+        cost = units[s]
         values[s * stride + cost] = start[s] + unary[s]
-    reach = units[y[0]]
+        if cost > reach:
+            reach = cost
     for t in range(1, length):
-        reach_next = reach + units[y[t]]
+        top = 0
         for s in range(n_states):
-            cost = units[y[t]] if s != y[t] else 0
+            if units[t * n_states + s] > top:
+                top = units[t * n_states + s]
+        reach_next = reach + top
+        for s in range(n_states):
+            cost = units[t * n_states + s]
             row = values_next + s * stride
             pointer_row = backpointer + (t * n_states + s) * stride
             for k in range(reach_next + 1):
@@ -249,29 +251,41 @@ cdef void _slack_sequence(const double* unary, intp_t length, intp_t n_states,
     for t in range(length - 1, 0, -1):
         s = labels[t]
         labels[t - 1] = backpointer[(t * n_states + s) * stride + k]
-        if s != y[t]:
-            k -= units[y[t]]
+        k -= units[t * n_states + s]
+
+
+cdef inline intp_t _reachable_units(const int64_t* units, intp_t length,
+                                    intp_t n_states) noexcept nogil:
+    """The largest number of loss units a labeling of the sequence can accumulate."""
+    cdef intp_t t, s, top, total = 0
+    for t in range(length):
+        top = 0
+        for s in range(n_states):
+            if units[t * n_states + s] > top:
+                top = units[t * n_states + s]
+        total += top
+    return total
 
 
 def slack_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                         const float64_t[:, ::1] transition, const float64_t[::1] start,
                         const float64_t[::1] end, const int64_t[::1] y,
-                        const int64_t[::1] loss_units, double unit, int64_t[::1] labels,
+                        const int64_t[:, ::1] token_units, double unit, int64_t[::1] labels,
                         float64_t[::1] scores):
     """Slack-rescaled loss-augmented decoding of every sequence.
 
-    The loss of state ``s`` at a token whose true state is ``c != s`` is
-    ``loss_units[c] * unit``; the dynamic programme runs over (token, state, loss units).
-    ``scores`` receives the score of the returned labeling without the loss term.
+    The loss of state ``s`` at token ``t`` is ``token_units[t, s] * unit``; the dynamic
+    programme runs over (token, state, loss units). ``scores`` receives the score of the
+    returned labeling without the loss term.
     """
     cdef intp_t n_states = unary.shape[1]
     cdef intp_t n_sequences = offsets.shape[0] - 1
-    cdef intp_t i, t, lo, length, total_units, max_units = 0
+    cdef intp_t i, lo, length, total_units, max_units = 0
     cdef size_t cells, max_cells = 0
     cdef const double* unary_ptr = &unary[0, 0]
     cdef const int64_t* offsets_ptr = &offsets[0]
     cdef const int64_t* y_ptr = &y[0]
-    cdef const int64_t* units_ptr = &loss_units[0]
+    cdef const int64_t* units_ptr = &token_units[0, 0]
     cdef double* transition_t = NULL
     cdef double* values = NULL
     cdef int32_t* backpointer = NULL
@@ -280,9 +294,7 @@ def slack_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offset
         for i in range(n_sequences):
             lo = offsets_ptr[i]
             length = offsets_ptr[i + 1] - lo
-            total_units = 0
-            for t in range(lo, lo + length):
-                total_units += units_ptr[y_ptr[t]]
+            total_units = _reachable_units(units_ptr + lo * n_states, length, n_states)
             cells = <size_t> length * n_states * (total_units + 1)
             if total_units > max_units:
                 max_units = total_units
@@ -298,13 +310,11 @@ def slack_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offset
             for i in range(n_sequences):
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
-                total_units = 0
-                for t in range(lo, lo + length):
-                    total_units += units_ptr[y_ptr[t]]
+                total_units = _reachable_units(units_ptr + lo * n_states, length, n_states)
                 _slack_sequence(unary_ptr + lo * n_states, length, n_states,
                                 &transition[0, 0], transition_t, &start[0], &end[0],
-                                y_ptr + lo, units_ptr, unit, total_units, values,
-                                values + n_states * (total_units + 1), backpointer,
+                                y_ptr + lo, units_ptr + lo * n_states, unit, total_units,
+                                values, values + n_states * (total_units + 1), backpointer,
                                 &labels[lo])
                 scores[i] = _path_score(unary_ptr + lo * n_states, length, n_states,
                                         &transition[0, 0], &start[0], &end[0], &labels[lo])

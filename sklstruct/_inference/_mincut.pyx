@@ -12,13 +12,13 @@ algorithm (blocking flows on BFS level graphs, iterative depth-first search with
 pointers); pixels still reachable from the source in the residual graph take label 1.
 
 The caller validates the arrays (``sklstruct._inference.grid``); costs must be non-negative.
+:func:`grid_image_cut` (one image) is shared with the per-example kernels through
+``_mincut.pxd``.
 """
 
 from libc.stdlib cimport free, malloc
 
-ctypedef double float64_t
-ctypedef long long int64_t
-ctypedef Py_ssize_t intp_t
+from sklstruct._typedefs cimport float64_t, int64_t, intp_t
 
 
 cdef inline void _add_pair(intp_t a, intp_t b, double cap_ab, double cap_ba, intp_t* n_arcs,
@@ -98,6 +98,55 @@ cdef void _blocking_flow(intp_t source, intp_t sink, double eps, const intp_t* h
             current[u] = nxt[current[u]]
 
 
+cdef double grid_image_cut(const double* unary, intp_t n, intp_t width,
+                           const double* right_cost, const double* down_cost, int64_t* labels,
+                           intp_t* int_work, double* cap) noexcept nogil:
+    """Maximising labelling of one image of ``n`` pixels into ``labels``; returns the cut.
+
+    ``unary`` is (n, 2) row-major; ``int_work`` holds ``mincut_int_work(n)`` integers and
+    ``cap`` ``mincut_arcs(n)`` doubles.
+    """
+    cdef intp_t source = n, sink = n + 1, n_nodes = n + 2, n_arcs = 0, t, e, col
+    cdef intp_t* head = int_work
+    cdef intp_t* level = head + n_nodes
+    cdef intp_t* queue = level + n_nodes
+    cdef intp_t* current = queue + n_nodes
+    cdef intp_t* path = current + n_nodes
+    cdef intp_t* nxt = path + n_nodes
+    cdef intp_t* to = nxt + mincut_arcs(n)
+    cdef double d, total = 0.0
+    # (each augmentation empties its bottleneck arc exactly: no tolerance needed)
+    cdef double eps = 0.0
+    if n == 0:
+        return 0.0
+    for t in range(n_nodes):
+        head[t] = -1
+    for t in range(n):
+        d = unary[2 * t + 1] - unary[2 * t]
+        if d > 0:
+            _add_pair(source, t, d, 0.0, &n_arcs, head, nxt, to, cap)
+        elif d < 0:
+            _add_pair(t, sink, -d, 0.0, &n_arcs, head, nxt, to, cap)
+        col = t % width
+        if col + 1 < width and t + 1 < n and right_cost[t] > 0:
+            _add_pair(t, t + 1, right_cost[t], right_cost[t], &n_arcs, head, nxt, to, cap)
+        if t + width < n and down_cost[t] > 0:
+            _add_pair(t, t + width, down_cost[t], down_cost[t], &n_arcs, head, nxt, to, cap)
+    while _levels(n_nodes, source, sink, eps, head, nxt, to, cap, level, queue):
+        for t in range(n_nodes):
+            current[t] = head[t]
+        _blocking_flow(source, sink, eps, head, nxt, to, cap, level, current, path)
+    # the source side of the minimum cut takes label 1
+    _levels(n_nodes, source, sink, eps, head, nxt, to, cap, level, queue)
+    for t in range(n):
+        labels[t] = 1 if level[t] >= 0 else 0
+    e = head[source]
+    while e != -1:  # flow that left the source = this image's cut value
+        total += cap[e ^ 1]
+        e = nxt[e]
+    return total
+
+
 def grid_mincut(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                 const int64_t[::1] widths, const float64_t[::1] right_cost,
                 const float64_t[::1] down_cost, int64_t[::1] labels):
@@ -110,79 +159,28 @@ def grid_mincut(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
     Returns the total flow (the sum of the images' minimum cut values).
     """
     cdef intp_t n_images = offsets.shape[0] - 1
-    cdef intp_t i, t, lo, n, max_n = 0, n_nodes, source, sink, n_arcs, e, col, width
-    cdef double d, total = 0.0, eps
-    cdef intp_t *head
-    cdef intp_t *nxt
-    cdef intp_t *to
-    cdef double *cap
-    cdef intp_t *level
-    cdef intp_t *queue
-    cdef intp_t *current
-    cdef intp_t *path
+    cdef intp_t i, lo, n, max_n = 0
+    cdef double total = 0.0
+    cdef intp_t* int_work
+    cdef double* cap
     cdef bint failed = False
     for i in range(n_images):
         if offsets[i + 1] - offsets[i] > max_n:
             max_n = offsets[i + 1] - offsets[i]
     with nogil:
-        head = <intp_t*> malloc((max_n + 2) * sizeof(intp_t))
-        level = <intp_t*> malloc((max_n + 2) * sizeof(intp_t))
-        queue = <intp_t*> malloc((max_n + 2) * sizeof(intp_t))
-        current = <intp_t*> malloc((max_n + 2) * sizeof(intp_t))
-        path = <intp_t*> malloc((max_n + 2) * sizeof(intp_t))
-        nxt = <intp_t*> malloc((6 * max_n + 2) * sizeof(intp_t))
-        to = <intp_t*> malloc((6 * max_n + 2) * sizeof(intp_t))
-        cap = <double*> malloc((6 * max_n + 2) * sizeof(double))
-        if (head == NULL or level == NULL or queue == NULL or current == NULL or path == NULL
-                or nxt == NULL or to == NULL or cap == NULL):
+        int_work = <intp_t*> malloc(mincut_int_work(max_n) * sizeof(intp_t))
+        cap = <double*> malloc(mincut_arcs(max_n) * sizeof(double))
+        if int_work == NULL or cap == NULL:
             failed = True
         else:
             for i in range(n_images):
                 lo = offsets[i]
                 n = offsets[i + 1] - lo
-                width = widths[i]
-                if n == 0:
-                    continue
-                source = n
-                sink = n + 1
-                n_nodes = n + 2
-                for t in range(n_nodes):
-                    head[t] = -1
-                n_arcs = 0
-                for t in range(n):
-                    d = unary[lo + t, 1] - unary[lo + t, 0]
-                    if d > 0:
-                        _add_pair(source, t, d, 0.0, &n_arcs, head, nxt, to, cap)
-                    elif d < 0:
-                        _add_pair(t, sink, -d, 0.0, &n_arcs, head, nxt, to, cap)
-                    col = t % width
-                    if col + 1 < width and t + 1 < n and right_cost[lo + t] > 0:
-                        _add_pair(t, t + 1, right_cost[lo + t], right_cost[lo + t], &n_arcs,
-                                  head, nxt, to, cap)
-                    if t + width < n and down_cost[lo + t] > 0:
-                        _add_pair(t, t + width, down_cost[lo + t], down_cost[lo + t], &n_arcs,
-                                  head, nxt, to, cap)
-                # (each augmentation empties its bottleneck arc exactly: no tolerance needed)
-                eps = 0.0
-                while _levels(n_nodes, source, sink, eps, head, nxt, to, cap, level, queue):
-                    for t in range(n_nodes):
-                        current[t] = head[t]
-                    _blocking_flow(source, sink, eps, head, nxt, to, cap, level, current, path)
-                # the source side of the minimum cut takes label 1
-                _levels(n_nodes, source, sink, eps, head, nxt, to, cap, level, queue)
-                for t in range(n):
-                    labels[lo + t] = 1 if level[t] >= 0 else 0
-                e = head[source]
-                while e != -1:  # flow that left the source = this image's cut value
-                    total += cap[e ^ 1]
-                    e = nxt[e]
-        free(head)
-        free(level)
-        free(queue)
-        free(current)
-        free(path)
-        free(nxt)
-        free(to)
+                total += grid_image_cut(&unary[lo, 0] if n > 0 else NULL, n, widths[i],
+                                        &right_cost[lo] if n > 0 else NULL,
+                                        &down_cost[lo] if n > 0 else NULL,
+                                        &labels[lo] if n > 0 else NULL, int_work, cap)
+        free(int_work)
         free(cap)
     if failed:
         raise MemoryError("could not allocate the min-cut workspace")

@@ -6,8 +6,9 @@ A batch of sequences is given as stacked per-token state scores ``unary`` of sha
 
     sum_t unary[t, ybar_t] + sum_t transition[ybar_t, ybar_{t+1}] + start[ybar_0] + end[ybar_last]
 
-and the weighted Hamming loss of ``ybar`` against the true labels ``y`` is
-``Delta(y, ybar) = sum_t loss_weights[y_t] * [ybar_t != y_t]``.
+and its loss is decomposable over tokens, ``Delta(y, ybar) = sum_t token_loss[t, ybar_t]``:
+for the weighted Hamming loss against true labels ``y``,
+``token_loss[t, s] = loss_weights[y_t] * [s != y_t]`` (:func:`hamming_token_loss`).
 
 These functions check their inputs, allocate the outputs and run the compiled dynamic
 programmes of :mod:`sklstruct._inference._chain`, optionally on several threads.
@@ -24,8 +25,8 @@ from . import _chain
 
 __all__ = [
     "forward_backward",
+    "hamming_token_loss",
     "loss_augmented_viterbi",
-    "sequence_scores",
     "viterbi",
 ]
 
@@ -114,6 +115,16 @@ def _check_labels(labels, name, n_tokens, n_states):
     return np.ascontiguousarray(labels, dtype=np.int64)
 
 
+def _check_token_loss(token_loss, n_tokens, n_states):
+    token_loss = _as_float_array(token_loss, "token_loss", 2)
+    if token_loss.shape != (n_tokens, n_states):
+        raise ValueError(f"token_loss must have shape ({n_tokens}, {n_states}), got "
+                         f"{token_loss.shape}.")
+    if np.any(token_loss < 0):
+        raise ValueError("token_loss must be non-negative.")
+    return token_loss
+
+
 def _check_loss_weights(loss_weights, n_states):
     weights = _check_state_vector(loss_weights, "loss_weights", n_states, 1.0)
     if np.any(weights < 0):
@@ -121,32 +132,55 @@ def _check_loss_weights(loss_weights, n_states):
     return weights
 
 
-def _loss_units(weights):
-    """Express loss weights as integer multiples of one positive unit.
+def hamming_token_loss(y, loss_weights, n_states):
+    """Per-token loss matrix of the weighted Hamming loss: ``c[y_t] [s != y_t]``.
+
+    Parameters
+    ----------
+    y : ndarray of int of shape (n_tokens,)
+    loss_weights : ndarray of shape (n_states,)
+        Cost of mislabeling a token, indexed by its true state.
+    n_states : int
 
     Returns
     -------
-    units : ndarray of int64, shape (n_states,)
-        ``weights / unit``, capped at ``MAX_LOSS_UNITS + 1``.
-    unit : float
-        The unit; 1.0 when every weight is zero.
+    token_loss : ndarray of shape (n_tokens, n_states)
     """
+    token_loss = np.repeat(np.asarray(loss_weights, dtype=np.float64)[y][:, None], n_states,
+                           axis=1)
+    token_loss[np.arange(y.shape[0]), y] = 0.0
+    return token_loss
+
+
+def _loss_units(values):
+    """Express non-negative loss values as integer multiples of one positive unit.
+
+    Returns
+    -------
+    units : ndarray of int64, shape of ``values``
+        ``values / unit``, capped at ``MAX_LOSS_UNITS + 1``.
+    unit : float
+        The unit; 1.0 when every value is zero.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    distinct, inverse = np.unique(values, return_inverse=True)
     fractions = []
-    for weight in weights:
-        fraction = Fraction(float(weight)).limit_denominator(_MAX_DENOMINATOR)
-        if abs(weight - float(fraction)) > 1e-12 * max(1.0, abs(weight)):
+    for value in distinct:
+        fraction = Fraction(float(value)).limit_denominator(_MAX_DENOMINATOR)
+        if abs(value - float(fraction)) > 1e-12 * max(1.0, abs(value)):
             raise ValueError(
-                f"slack rescaling needs loss weights that are multiples of a common unit "
+                f"slack rescaling needs losses that are multiples of a common unit "
                 f"(rationals with denominators up to {_MAX_DENOMINATOR}); "
-                f"{weight!r} is not."
+                f"{value!r} is not."
             )
         fractions.append(fraction)
     numerator = math.gcd(*(f.numerator for f in fractions))
     if numerator == 0:
-        return np.zeros(len(fractions), dtype=np.int64), 1.0
+        return np.zeros(values.shape, dtype=np.int64), 1.0
     unit = Fraction(numerator, math.lcm(*(f.denominator for f in fractions)))
-    units = [min(int(f / unit), MAX_LOSS_UNITS + 1) for f in fractions]
-    return np.asarray(units, dtype=np.int64), float(unit)
+    units = np.array([min(int(f / unit), MAX_LOSS_UNITS + 1) for f in fractions],
+                     dtype=np.int64)
+    return units[inverse].reshape(values.shape), float(unit)
 
 
 def _check_n_jobs(n_jobs):
@@ -169,8 +203,19 @@ def _chunks(offsets, n_chunks):
     return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
 
+def _slice_tokens(per_token, lo, hi):
+    """Rows ``lo:hi`` of a per-token array (or of each array of a tuple; None stays None)."""
+    if per_token is None:
+        return None
+    if isinstance(per_token, tuple):
+        return tuple(array[lo:hi] for array in per_token)
+    return per_token[lo:hi]
+
+
 def _map_chunks(solve, unary, offsets, y, shared, n_jobs):
     """Apply ``solve(unary, offsets, y, *shared)`` to the batch, in chunks if asked.
+
+    ``y`` is a per-token array, a tuple of them, or None.
 
     With several jobs, the sequences are split into contiguous chunks of similar token
     counts that are solved by joblib workers (threads unless the active joblib backend says
@@ -185,7 +230,7 @@ def _map_chunks(solve, unary, offsets, y, shared, n_jobs):
         delayed(solve)(
             unary[offsets[lo] : offsets[hi]],
             offsets[lo : hi + 1] - offsets[lo],
-            None if y is None else y[offsets[lo] : offsets[hi]],
+            _slice_tokens(y, offsets[lo], offsets[hi]),
             *shared,
         )
         for lo, hi in chunks
@@ -204,22 +249,23 @@ def _solve_viterbi(unary, offsets, y, transition, start, end):
     return labels, scores
 
 
-def _solve_margin(unary, offsets, y, transition, start, end, weights):
+def _solve_margin(unary, offsets, token_loss, transition, start, end):
     n_sequences = offsets.shape[0] - 1
     labels = np.zeros(unary.shape[0], dtype=np.int64)
     scores = np.zeros(n_sequences, dtype=np.float64)
     if n_sequences:
         _chain.margin_viterbi_batch(
-            unary, offsets, transition, start, end, y, weights, labels, scores
+            unary, offsets, transition, start, end, token_loss, labels, scores
         )
     return labels, scores
 
 
-def _solve_slack(unary, offsets, y, transition, start, end, units, unit):
+def _solve_slack(unary, offsets, y_and_units, transition, start, end, unit):
     n_sequences = offsets.shape[0] - 1
     labels = np.zeros(unary.shape[0], dtype=np.int64)
     scores = np.zeros(n_sequences, dtype=np.float64)
     if n_sequences:
+        y, units = y_and_units
         _chain.slack_viterbi_batch(
             unary, offsets, transition, start, end, y, units, unit, labels, scores
         )
@@ -244,10 +290,6 @@ def _per_sequence_sum(values, offsets):
     lengths = np.diff(offsets)
     sequence_ids = np.repeat(np.arange(lengths.shape[0]), lengths)
     return np.bincount(sequence_ids, weights=values, minlength=lengths.shape[0])
-
-
-def _hamming(y, labels, weights, offsets):
-    return _per_sequence_sum(weights[y] * (labels != y), offsets)
 
 
 def viterbi(unary, offsets, transition, start=None, end=None, n_jobs=None):
@@ -293,8 +335,10 @@ def loss_augmented_viterbi(
     loss_weights=None,
     rescale="margin",
     n_jobs=None,
+    *,
+    token_loss=None,
 ):
-    """Most violating labeling of every sequence under the weighted Hamming loss.
+    """Most violating labeling of every sequence under a token-decomposable loss.
 
     With ``rescale="margin"`` the labeling maximises ``Delta(y, ybar) + score(ybar)``; with
     ``rescale="slack"`` it maximises ``Delta(y, ybar) * (1 + score(ybar) - score(y))``
@@ -314,15 +358,19 @@ def loss_augmented_viterbi(
     y : array-like of int of shape (n_tokens,)
         True states, in ``[0, n_states)``.
     loss_weights : array-like of shape (n_states,), default=None
-        Non-negative cost of mislabeling a token, indexed by its true state; None means ones.
-        For slack rescaling the weights must be integer multiples of a common unit
-        (rationals with denominators up to 1000) and no sequence may reach more than
-        10,000 units of loss, since the loss is an extra dimension of the dynamic programme.
+        The weighted Hamming loss ``Delta(y, ybar) = sum_t loss_weights[y_t] [ybar_t != y_t]``:
+        non-negative cost of mislabeling a token, indexed by its true state; None means ones.
+        Not allowed together with ``token_loss``.
     rescale : {"margin", "slack"}, default="margin"
         How the loss enters the objective.
     n_jobs : int, default=None
         Number of joblib workers, threads unless a joblib backend is configured; None and 1
         run in the calling thread, -1 uses all processors. The result does not depend on it.
+    token_loss : array-like of shape (n_tokens, n_states), default=None
+        Any non-negative decomposable loss, ``Delta(y, ybar) = sum_t token_loss[t, ybar_t]``.
+        For slack rescaling the losses must be integer multiples of a common unit
+        (rationals with denominators up to 1000) and no sequence may reach more than
+        10,000 units of loss, since the loss is an extra dimension of the dynamic programme.
 
     Returns
     -------
@@ -340,12 +388,24 @@ def loss_augmented_viterbi(
     )
     n_tokens, n_states = unary.shape
     y = _check_labels(y, "y", n_tokens, n_states)
-    weights = _check_loss_weights(loss_weights, n_states)
-    if rescale == "margin":
-        solve, shared = _solve_margin, (transition, start, end, weights)
+    if token_loss is None:
+        weights = _check_loss_weights(loss_weights, n_states)
+        token_loss = hamming_token_loss(y, weights, n_states)
     else:
-        units, unit = _loss_units(weights)
-        total_units = _per_sequence_sum(units[y].astype(np.float64), offsets)
+        if loss_weights is not None:
+            raise ValueError("give loss_weights or token_loss, not both.")
+        weights = None
+        token_loss = _check_token_loss(token_loss, n_tokens, n_states)
+    if rescale == "margin":
+        labels, scores = _map_chunks(_solve_margin, unary, offsets, token_loss,
+                                     (transition, start, end), n_jobs)
+    else:
+        if weights is None:
+            units, unit = _loss_units(token_loss)
+        else:  # the unit of the Hamming weights (all of them, used or not)
+            weight_units, unit = _loss_units(weights)
+            units = hamming_token_loss(y, weight_units, n_states).astype(np.int64)
+        total_units = _per_sequence_sum(units.max(axis=1).astype(np.float64), offsets)
         if total_units.shape[0] and total_units.max() > MAX_LOSS_UNITS:
             worst = int(np.argmax(total_units))
             raise ValueError(
@@ -353,9 +413,10 @@ def loss_augmented_viterbi(
                 f"{int(total_units[worst])} loss units of {unit:g}, more than "
                 f"{MAX_LOSS_UNITS}; use shorter sequences or coarser loss weights."
             )
-        solve, shared = _solve_slack, (transition, start, end, units, unit)
-    labels, scores = _map_chunks(solve, unary, offsets, y, shared, n_jobs)
-    return labels, _hamming(y, labels, weights, offsets), scores
+        labels, scores = _map_chunks(_solve_slack, unary, offsets, (y, units),
+                                     (transition, start, end, unit), n_jobs)
+    losses = _per_sequence_sum(token_loss[np.arange(n_tokens), labels], offsets)
+    return labels, losses, scores
 
 
 def forward_backward(unary, offsets, transition, start=None, end=None, n_jobs=None):
@@ -394,39 +455,3 @@ def forward_backward(unary, offsets, transition, start=None, end=None, n_jobs=No
     return _map_chunks(
         _solve_forward_backward, unary, offsets, None, (transition, start, end), n_jobs
     )
-
-
-def sequence_scores(unary, offsets, transition, start, end, labels):
-    """Score of given labelings of every sequence in a batch.
-
-    Parameters
-    ----------
-    unary : array-like of shape (n_tokens, n_states)
-        Score of each state at each token.
-    offsets : array-like of int of shape (n_sequences + 1,)
-        Sequence boundaries; every sequence has at least one token.
-    transition : array-like of shape (n_states, n_states)
-        ``transition[a, b]`` scores state ``a`` followed by state ``b``.
-    start, end : array-like of shape (n_states,) or None
-        Scores of the first and last token's state; None means zeros.
-    labels : array-like of int of shape (n_tokens,)
-        States in ``[0, n_states)``.
-
-    Returns
-    -------
-    scores : ndarray of float64, shape (n_sequences,)
-        ``score(labels)`` per sequence.
-    """
-    unary, offsets, transition, start, end = _check_chain(
-        unary, offsets, transition, start, end
-    )
-    n_tokens, n_states = unary.shape
-    labels = _check_labels(labels, "labels", n_tokens, n_states)
-    per_token = unary[np.arange(n_tokens), labels]
-    # the transition into token t + 1, unless t + 1 starts a new sequence
-    into_next = np.zeros(n_tokens, dtype=np.float64)
-    into_next[:-1] = transition[labels[:-1], labels[1:]]
-    into_next[offsets[1:] - 1] = 0.0
-    scores = _per_sequence_sum(per_token + into_next, offsets)
-    scores += start[labels[offsets[:-1]]] + end[labels[offsets[1:] - 1]]
-    return scores

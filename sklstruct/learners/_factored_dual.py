@@ -1,44 +1,66 @@
-"""Dual variables kept as per-example sufficient statistics (DESIGN section 4).
+"""Dual variables kept as per-example sufficient statistics.
 
-For example ``i`` the dual distribution over labelings is represented by its node marginals
-(rows of ``node_marg``), its expected pairwise statistics ``pair_marg[i]`` and its expected loss;
-``w = C sum_i (Psi(x_i, y_i) - E_i[Psi])`` is kept explicitly, with ``W^T`` and the pairwise
-weights as views that compiled per-example passes update in place.
+For example ``i`` the dual distribution over labellings is represented by its node marginals
+(rows of ``node_marg``), its expected pairwise statistics ``pair_marg[i]`` and its expected
+loss; ``v = C sum_i (Psi(x_i, y_i) - E_i[Psi])`` is kept explicitly, with ``W^T`` (the unary
+block) and ``pair_v`` (the pairwise block) as arrays that compiled per-example passes update in
+place. The model's weights ``w`` equal ``v`` except on the pairwise weights the structure
+constrains to be non-negative (``nonnegative_``), where ``w = [v]_+``; the dual is
+``C sum_i E_i[Delta] - 1/2 ||w||^2``. Memory: O(n_tokens * n_states + n_sequences *
+n_pairwise) plus the weights, never a table per labelling or per position pair.
 """
 
 import numpy as np
-import scipy.sparse as sp
 
 
 class FactoredDualState:
-    """Marginal statistics, weights and the CSR token rows a compiled pass needs."""
+    """Marginal statistics, weights and the arrays the compiled passes read.
+
+    Parameters
+    ----------
+    structure : bound structure with compiled kernels (``structure.example_kernels``)
+    batch : SequenceBatch
+    Y : ndarray of shape (n_tokens,)
+        Encoded true labels.
+    C : float
+    node_marg : ndarray of shape (n_tokens, n_states)
+    pair_marg : ndarray of shape (n_sequences, n_pairwise)
+    """
 
     def __init__(self, structure, batch, Y, C, node_marg, pair_marg):
         self.structure, self.batch, self.Y, self.C = structure, batch, Y, float(C)
-        X = batch.X if sp.issparse(batch.X) else sp.csr_matrix(batch.X)
-        self.indptr = X.indptr.astype(np.int64)
-        self.indices = X.indices.astype(np.int32)
-        self.data = np.ascontiguousarray(X.data, dtype=np.float64)
-        S = structure.n_states_
-        self.node_loss = np.repeat(structure.loss_weights_[Y][:, None], S, axis=1)
-        self.node_loss[np.arange(Y.shape[0]), Y] = 0.0
+        self.kernels = structure.example_kernels(batch)
+        if self.kernels is None:
+            raise ValueError(f"{type(structure).__name__} has no compiled per-example "
+                             "kernels.")
+        S, d = structure.n_states_, structure.n_features_
+        self.token_loss = np.ascontiguousarray(structure.token_loss(Y), dtype=np.float64)
         self.node_marg = np.ascontiguousarray(node_marg, dtype=np.float64)
         self.pair_marg = np.ascontiguousarray(pair_marg, dtype=np.float64)
-        self.expected_loss = np.bincount(batch.sequence_index,
-                                         weights=(self.node_loss * self.node_marg).sum(axis=1),
-                                         minlength=batch.n_sequences)
+        self.expected_loss = np.bincount(
+            batch.sequence_index, weights=(self.token_loss * self.node_marg).sum(axis=1),
+            minlength=batch.n_sequences)
         self.joint_feature = structure.joint_feature(batch, Y)
         self.w = np.zeros(structure.size_joint_feature_)
         self.WT, self.theta = structure.split_weights(self.w)
-        self.scratch = np.zeros((structure.n_features_, S))
-        self.marker = np.zeros(structure.n_features_, dtype=np.int8)
+        self.constrained = np.asarray(structure.nonnegative_, dtype=np.intp) - S * d
+        if np.any(self.constrained < 0):
+            raise ValueError("the compiled passes keep only pairwise weights non-negative.")
+        # the unclipped pairwise weights (the same array when nothing is constrained)
+        self.pair_v = np.zeros_like(self.theta) if self.constrained.size else self.theta
+        self.scratch = np.zeros((d, S))
+        self.marker = np.zeros(d, dtype=np.int8)
+        self.block_gap = np.zeros(batch.n_sequences)
         self.order = np.arange(batch.n_sequences, dtype=np.int64)
         self.certificate()
 
     def certificate(self):
-        """Recompute ``w`` exactly from the marginals; return ``(w, dual)``."""
+        """Recompute the weights exactly from the statistics; return ``(w, dual)``."""
         expected = self.structure.expected_joint_feature(self.batch, self.node_marg,
                                                          self.pair_marg)
         self.w[:] = self.C * (self.joint_feature - expected)
+        if self.constrained.size:
+            self.pair_v[:] = self.theta
+            self.theta[self.constrained] = np.maximum(self.theta[self.constrained], 0.0)
         dual = self.C * float(self.expected_loss.sum()) - 0.5 * float(self.w @ self.w)
         return self.w.copy(), dual

@@ -1,18 +1,31 @@
-"""The oracle interface every structure provides (DESIGN section 2).
+"""The oracle interface every structure provides (see the page "Writing a structure").
 
-A structure owns the joint feature map, the loss and the inference oracles; it knows nothing
-about optimisation. All structures here share one layout of the joint feature vector::
+A structure owns the joint feature map ``Psi``, the loss ``Delta`` and the inference oracles;
+it knows nothing about optimisation. Learners and their compiled passes reach the data only
+through this interface.
+
+**Weight layout.** Every structure splits its weights into a unary block and a pairwise block::
 
     w = [ W^T.ravel()  (n_features x n_states, feature-major: the weights of feature j for all
                         states are contiguous),
-          theta        (n_pairwise parameters: transitions, start/end biases, ...) ]
+          theta        (n_pairwise parameters: transitions, start/end biases, edge weights...) ]
 
-so that ``Psi(x, y) = [ X^T onehot(y), pairwise_statistics(y) ]``. The unary part of any
-(expected) joint feature is therefore one matrix product ``X^T M`` with ``M`` a token x state
-matrix (one-hot labels or marginals), which is what lets the learners keep sufficient statistics
-instead of parameter-sized vectors. The feature-major layout makes ``X W^T`` a product with a
-contiguous (n_features, n_states) block and lets compiled code update the weights of a token's
-features in place.
+and ``Psi(x, y) = [ X^T onehot(y), pairwise_statistics(y) ]``. The unary part of any (expected)
+joint feature is therefore one matrix product ``X^T M`` with ``M`` a token x state matrix
+(one-hot labels or marginals), which lets the learners keep sufficient statistics instead of
+parameter-sized vectors; the feature-major layout makes ``X W^T`` a product with a contiguous
+(n_features, n_states) block and lets compiled code update the weights of a token's features
+in place. A structure describes only its pairwise block: its size ``n_pairwise_``, the
+statistics of a labelling, and the oracles on potentials.
+
+**Potentials.** Oracles take potentials, not weight vectors: ``unary`` (n_tokens, n_states)
+token x state scores (``X W^T`` for a linear model, or anything else: a kernel expansion,
+exponentiated-gradient potentials, smoothed scores) and ``pairwise`` (n_pairwise,), the
+parameters the pairwise statistics are scored with. :meth:`BaseStructure.potentials` gives both
+for a weight vector.
+
+**Loss.** The loss decomposes over tokens: ``Delta(y, ybar) = sum_t L[t, ybar_t]`` with the
+per-token loss matrix ``L = token_loss(Y)`` (the weighted Hamming loss by default).
 """
 
 import numpy as np
@@ -20,9 +33,19 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.extmath import safe_sparse_dot
 
+from .._inference.chain import hamming_token_loss
+
 
 class BaseStructure(BaseEstimator):
-    """Base class of structures: configuration in ``__init__``, dimensions bound by ``bind``."""
+    """Base class of structures: configuration in ``__init__``, dimensions bound by ``bind``.
+
+    A structure implements :meth:`pairwise_statistics` (when ``n_pairwise_ > 0``) and the
+    oracles its learners need: :meth:`decode` and :meth:`loss_augmented_decode` (the
+    max-oracle: cutting planes, simplicial decomposition, l1 learners) and/or
+    :meth:`marginals` (the exp-oracle: exponentiated gradient, excessive gap). Optionally it
+    gives compiled per-example kernels (:meth:`example_kernels`) for the learners' compiled
+    passes, and :meth:`pairwise_count_blocks` for the exp-oracle learners' bounds.
+    """
 
     def bind(self, n_features, n_states, classes=None, y=None):
         """Return a copy of this structure bound to the data dimensions.
@@ -30,11 +53,18 @@ class BaseStructure(BaseEstimator):
         Parameters
         ----------
         n_features : int
+            Number of token features.
         n_states : int
+            Number of states (classes).
         classes : ndarray of shape (n_states,), default=None
             The label values (used to resolve a ``class_weight`` dict).
         y : ndarray of shape (n_tokens,), default=None
             Encoded training labels (used by ``class_weight="balanced"``).
+
+        Returns
+        -------
+        structure : BaseStructure
+            A new instance with ``n_features_``, ``n_states_`` and ``loss_weights_`` set.
         """
         bound = self.__class__(**self.get_params(deep=False))
         bound.n_features_ = int(n_features)
@@ -47,11 +77,18 @@ class BaseStructure(BaseEstimator):
     # ----------------------------------------------------------------- parameter layout
     @property
     def n_pairwise_(self):
+        """Size of the pairwise block of the weights."""
         return 0
 
     @property
     def size_joint_feature_(self):
+        """Size of the weight vector: ``n_states_ * n_features_ + n_pairwise_``."""
         return self.n_states_ * self.n_features_ + self.n_pairwise_
+
+    @property
+    def nonnegative_(self):
+        """Indices of weights constrained to be non-negative (none by default)."""
+        return np.zeros(0, dtype=np.intp)
 
     def split_weights(self, w):
         """Views ``(W^T, theta)`` of a flat weight vector: unary (d, S) and pairwise parts."""
@@ -63,6 +100,10 @@ class BaseStructure(BaseEstimator):
         """Token x state scores ``X W^T``, shape (n_tokens, n_states)."""
         WT, _ = self.split_weights(w)
         return np.ascontiguousarray(safe_sparse_dot(batch.X, WT, dense_output=True))
+
+    def potentials(self, batch, w):
+        """``(unary, pairwise)`` potentials of the weights ``w`` on ``batch``."""
+        return self.unary_potentials(batch, w), np.ascontiguousarray(self.split_weights(w)[1])
 
     def unary_features(self, batch, token_state_weights):
         """``X^T M`` of shape (n_features, n_states) for a token x state matrix ``M``.
@@ -84,14 +125,28 @@ class BaseStructure(BaseEstimator):
     def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
         """Pairwise part of ``sum_i weights_i Psi(x_i, y_i)``, shape (n_pairwise,).
 
-        With ``per_sequence=True``: the part of every ``Psi(x_i, y_i)``, shape
-        (n_sequences, n_pairwise).
+        Parameters
+        ----------
+        batch : SequenceBatch
+        Y : ndarray of int of shape (n_tokens,)
+            A labelling of every token.
+        weights : ndarray of shape (n_sequences,), default=None
+            Per-sequence weights (ones by default).
+        per_sequence : bool, default=False
+            Return the pairwise part of every ``Psi(x_i, y_i)``, shape
+            (n_sequences, n_pairwise), ignoring ``weights``.
+
+        Returns
+        -------
+        statistics : ndarray
         """
         return np.zeros((batch.n_sequences, 0)) if per_sequence else np.zeros(0)
 
-    def pairwise_scores(self, batch, Y, theta):
-        """Per-sequence pairwise part of the score ``theta . Psi(x_i, y_i)``."""
-        return np.zeros(batch.n_sequences)
+    def pairwise_scores(self, batch, Y, pairwise):
+        """Per-sequence pairwise part of the score, ``pairwise . pairwise_statistics_i(Y)``."""
+        if self.n_pairwise_ == 0:
+            return np.zeros(batch.n_sequences)
+        return self.pairwise_statistics(batch, Y, per_sequence=True) @ pairwise
 
     def joint_feature(self, batch, Y):
         """Summed joint feature ``sum_i Psi(x_i, y_i)`` over the batch, shape (size,)."""
@@ -103,20 +158,166 @@ class BaseStructure(BaseEstimator):
         unary = self.unary_features(batch, node_marginals)
         return np.concatenate([unary.ravel(), np.asarray(pairwise_marginals).sum(axis=0)])
 
-    # ----------------------------------------------------------------- loss
-    def loss(self, batch, Y_true, Y_pred):
-        """Per-sequence weighted Hamming loss ``sum_t c[y_t] [y_t != ybar_t]``."""
-        mismatch = (Y_true != Y_pred) * self.loss_weights_[Y_true]
-        return np.add.reduceat(mismatch, batch.offsets[:-1]) if mismatch.size else \
-            np.zeros(batch.n_sequences)
+    def pairwise_count_blocks(self, batch):
+        """Blocks of the pairwise statistics that count parts of a labelling.
 
-    def score_labels(self, batch, w, Y, unary=None):
-        """Per-sequence model score ``w . Psi(x_i, y_i)``."""
-        if unary is None:
-            unary = self.unary_potentials(batch, w)
+        Returns a list of ``(start, stop, totals)``: for every labelling of sequence ``i`` the
+        statistics ``start:stop`` are non-negative and sum to ``totals[i]`` (for a chain: the
+        transition counts sum to ``length - 1``). Exp-oracle learners use them to bound
+        ``||pairwise_statistics||`` and to renormalise marginals; none by default.
+        """
+        return []
+
+    def max_pairwise_norm_sq(self, batch):
+        """Per-sequence bound on ``max_y ||pairwise_statistics_i(y)||^2``.
+
+        From :meth:`pairwise_count_blocks` (a count block with total ``T`` has squared norm at
+        most ``T^2``); ``None`` when the blocks do not cover the pairwise statistics.
+        """
+        blocks = self.pairwise_count_blocks(batch)
+        covered = np.zeros(self.n_pairwise_, dtype=bool)
+        bound = np.zeros(batch.n_sequences)
+        for start, stop, totals in blocks:
+            covered[start:stop] = True
+            bound += np.asarray(totals, dtype=np.float64) ** 2
+        return bound if covered.all() else None
+
+    # ----------------------------------------------------------------- loss
+    def token_loss(self, Y):
+        """Per-token loss matrix ``L[t, s]``: the loss of state ``s`` at token ``t``.
+
+        The default is the weighted Hamming loss ``loss_weights_[Y[t]] [s != Y[t]]``.
+        Override it (non-negative, zero on the true state) for another decomposable loss.
+
+        Parameters
+        ----------
+        Y : ndarray of int of shape (n_tokens,)
+            True labels.
+
+        Returns
+        -------
+        token_loss : ndarray of shape (n_tokens, n_states)
+        """
+        return hamming_token_loss(Y, self.loss_weights_, self.n_states_)
+
+    def loss(self, batch, Y_true, Y_pred):
+        """Per-sequence loss ``Delta(y_i, ybar_i) = sum_t L[t, ybar_t]``.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        Y_true, Y_pred : ndarray of int of shape (n_tokens,)
+
+        Returns
+        -------
+        losses : ndarray of shape (n_sequences,)
+        """
+        per_token = self.token_loss(Y_true)[np.arange(Y_true.shape[0]), Y_pred]
+        return np.bincount(batch.sequence_index, weights=per_token,
+                           minlength=batch.n_sequences)
+
+    # ----------------------------------------------------------------- oracles
+    def score(self, batch, unary, pairwise, Y):
+        """Per-sequence score of the labelling ``Y`` under the potentials.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        unary : ndarray of shape (n_tokens, n_states)
+        pairwise : ndarray of shape (n_pairwise,)
+        Y : ndarray of int of shape (n_tokens,)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_sequences,)
+        """
         token = unary[np.arange(Y.shape[0]), Y]
-        _, theta = self.split_weights(w)
-        return np.add.reduceat(token, batch.offsets[:-1]) + self.pairwise_scores(batch, Y, theta)
+        return np.bincount(batch.sequence_index, weights=token, minlength=batch.n_sequences) \
+            + self.pairwise_scores(batch, Y, pairwise)
+
+    def decode(self, batch, unary, pairwise, n_jobs=None):
+        """Highest-scoring labelling of every sequence, shape (n_tokens,)."""
+        raise NotImplementedError(f"{type(self).__name__} has no decoding oracle.")
+
+    def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
+                              token_loss=None):
+        """Most violating labellings (the max-oracle of the cutting-plane methods).
+
+        With ``rescale="margin"`` the labelling maximises ``Delta(y_i, ybar) + score(ybar)``,
+        with ``"slack"`` ``Delta(y_i, ybar) (1 + score(ybar) - score(y_i))`` (``y_i`` itself
+        when nothing beats 0).
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        unary : ndarray of shape (n_tokens, n_states)
+        pairwise : ndarray of shape (n_pairwise,)
+        Y : ndarray of int of shape (n_tokens,)
+            True labels.
+        rescale : {"margin", "slack"}, default="margin"
+        n_jobs : int, default=None
+        token_loss : ndarray of shape (n_tokens, n_states), default=None
+            ``token_loss(Y)``, when the caller has it already.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_tokens,)
+        losses : ndarray of shape (n_sequences,)
+            ``Delta(y_i, ybar_i)``.
+        scores : ndarray of shape (n_sequences,)
+            ``score(ybar_i)`` without the loss.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no loss-augmented decoding "
+                                  "oracle.")
+
+    def marginals(self, batch, unary, pairwise, n_jobs=None):
+        """The exp-oracle: marginals of ``p(y) ∝ exp(score(y))``.
+
+        Returns
+        -------
+        node_marginals : ndarray of shape (n_tokens, n_states)
+        pairwise_marginals : ndarray of shape (n_sequences, n_pairwise)
+            Expected :meth:`pairwise_statistics` of every sequence.
+        log_partition : ndarray of shape (n_sequences,)
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no marginal oracle.")
+
+    def example_kernels(self, batch):
+        """Compiled per-example kernels over ``batch`` for the learners' compiled passes.
+
+        Returns an instance of :class:`sklstruct._inference._kernels.ExampleKernels` (a Cython
+        class) or ``None`` (the default): learners then use their batched solvers, which call
+        the oracles above.
+        """
+        return None
+
+
+def structured_hinge(structure, batch, Y, unary, pairwise, rescale="margin", n_jobs=None,
+                     token_loss=None):
+    """Per-sequence structured hinge losses ``H_i`` at the potentials.
+
+    Returns
+    -------
+    hinge : ndarray of shape (n_sequences,)
+    labels : ndarray of shape (n_tokens,)
+        The most violating labellings.
+    losses : ndarray of shape (n_sequences,)
+        Their losses.
+    """
+    labels, losses, scores = structure.loss_augmented_decode(
+        batch, unary, pairwise, Y, rescale=rescale, n_jobs=n_jobs, token_loss=token_loss)
+    margins = structure.score(batch, unary, pairwise, Y) - scores
+    return hinge_terms(losses, margins, rescale), labels, losses
+
+
+def hinge_terms(losses, margins, rescale):
+    """Structured hinge terms from losses and margins ``w.Psi(y_i) - w.Psi(ybar_i)``.
+
+    ``max(0, Delta - margin)`` (margin rescaling) or ``max(0, Delta (1 - margin))`` (slack).
+    """
+    if rescale == "margin":
+        return np.maximum(losses - margins, 0.0)
+    return np.maximum(losses * (1.0 - margins), 0.0)
 
 
 def _resolve_class_weight(class_weight, n_states, classes, y):
@@ -157,5 +358,6 @@ def _resolve_class_weight(class_weight, n_states, classes, y):
 
 
 def check_rescale(rescale):
+    """Raise a ``ValueError`` unless ``rescale`` is "margin" or "slack"."""
     if rescale not in ("margin", "slack"):
         raise ValueError(f"rescale must be 'margin' or 'slack', got {rescale!r}.")

@@ -1,13 +1,14 @@
 """Structures whose joint feature map is rescaled component-wise.
 
 ``scaled_structure(structure, unary_scale, pairwise_scale)`` returns a copy of ``structure``
-whose joint feature is ``s * Psi(x, y)`` for fixed scales ``s`` (a zero drops the component). An
-L2 learner on the scaled structure solves ``min 1/2 ||g||^2 + C sum_i H_i(s * g)``: the
-M-step of the adaptive (EM-style) l1 learner (seed 004, problem (5)). Every oracle reads the
-weights through :meth:`split_weights` and builds joint features through :meth:`unary_features`
-and :meth:`pairwise_statistics`, so scaling those three is enough; learners that bypass the
-structure in compiled code (the n-slack block QP, online exponentiated gradient) must not be
-given a scaled structure.
+whose joint feature is ``s * Psi(x, y)`` for fixed scales ``s`` (a zero drops the component).
+An L2 learner on the scaled structure solves ``min 1/2 ||g||^2 + C sum_i H_i(s * g)``: the
+M-step of the adaptive (EM-style) l1 learner (Zhu, Xing and Zhang 2008, problem (5)).
+
+The weights ``g`` are read through :meth:`split_weights` (which returns the effective weights
+``s * g``, so potentials and oracles see ``s * g``) and joint features are built by
+:meth:`unary_features` and :meth:`pairwise_statistics` (scaled). Such a structure has no
+compiled per-example kernels (their passes assume the unscaled unary feature map).
 """
 
 import numpy as np
@@ -32,6 +33,13 @@ class _ScaledJointFeature:
     def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
         stats = super().pairwise_statistics(batch, Y, weights=weights, per_sequence=per_sequence)
         return stats * self.pairwise_scale_
+
+    def pairwise_scores(self, batch, Y, pairwise):
+        # potentials are effective parameters: they score the unscaled statistics
+        return super().pairwise_statistics(batch, Y, per_sequence=True) @ pairwise
+
+    def example_kernels(self, batch):
+        return None
 
 
 _CLASSES = {}

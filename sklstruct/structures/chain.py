@@ -3,7 +3,9 @@
 import numpy as np
 
 from .._inference import chain as chain_kernels
+from .._inference._kernels import ChainKernels
 from ._base import BaseStructure, check_rescale
+from ._moments import uniform_covariance_operator
 
 
 class ChainStructure(BaseStructure):
@@ -15,9 +17,9 @@ class ChainStructure(BaseStructure):
     with per-class weights, ``Delta(y, ybar) = sum_t c[y_t] [ybar_t != y_t]``.
 
     Decoding is Viterbi, loss-augmented decoding is Viterbi on loss-shifted scores (margin
-    rescaling) or a Viterbi over (state, loss value) pairs (slack rescaling, seed 002 eq. (2)),
-    and marginals come from log-domain forward-backward; all run over whole batches in
-    compiled code.
+    rescaling) or a Viterbi over (state, loss value) pairs (slack rescaling, Tsochantaridis et
+    al. 2005, eq. (2)), and marginals come from log-domain forward-backward; all run over whole
+    batches in compiled code.
 
     Parameters
     ----------
@@ -34,16 +36,16 @@ class ChainStructure(BaseStructure):
 
     @property
     def n_pairwise_(self):
+        """``S * S`` transitions, plus ``2 S`` start and end biases with ``start_end``."""
         S = self.n_states_
         return S * S + (2 * S if self.start_end else 0)
 
-    def pairwise_parameters(self, w):
-        """``(transition, start, end)`` views of a weight vector (``None`` when absent)."""
-        _, theta = self.split_weights(w)
+    def pairwise_parameters(self, pairwise):
+        """``(transition, start, end)`` views of the pairwise block (``None`` when absent)."""
         S = self.n_states_
-        transition = theta[: S * S].reshape(S, S)
+        transition = pairwise[: S * S].reshape(S, S)
         if self.start_end:
-            return transition, theta[S * S: S * S + S], theta[S * S + S:]
+            return transition, pairwise[S * S: S * S + S], pairwise[S * S + S:]
         return transition, None, None
 
     def _inner_pairs(self, batch, Y):
@@ -53,11 +55,11 @@ class ChainStructure(BaseStructure):
         return batch.sequence_index[:-1][inner], Y[:-1][inner], Y[1:][inner]
 
     def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
-        """Pairwise part of ``sum_i weights_i Psi(x_i, y_i)`` (or of each ``Psi(x_i, y_i)``).
+        """Transition counts (S*S, row-major ``a * S + b``), then start and end indicator
+        counts (S each) when ``start_end`` is set.
 
-        Transition counts (S*S, row-major ``a * S + b``), then start and end indicator counts
-        (S each) when ``start_end`` is set. With ``per_sequence=True`` the result has shape
-        (n_sequences, n_pairwise) and ``weights`` is ignored.
+        Shape (n_pairwise,) summed over sequences (weighted by ``weights``), or
+        (n_sequences, n_pairwise) with ``per_sequence=True``.
         """
         S, P = self.n_states_, self.n_pairwise_
         seq, left, right = self._inner_pairs(batch, Y)
@@ -77,64 +79,61 @@ class ChainStructure(BaseStructure):
             stats.append(np.bincount(last, weights=weights, minlength=S))
         return np.concatenate(stats).astype(np.float64)
 
-    def pairwise_scores(self, batch, Y, theta):
+    def pairwise_scores(self, batch, Y, pairwise):
         """Per-sequence transition (and start/end) part of the score."""
         S = self.n_states_
         seq, left, right = self._inner_pairs(batch, Y)
         # (bincount of an empty selection, e.g. all sequences of length 1, is integer-typed)
-        scores = np.bincount(seq, weights=theta[left * S + right],
+        scores = np.bincount(seq, weights=pairwise[left * S + right],
                              minlength=batch.n_sequences).astype(np.float64)
         if self.start_end:
-            scores += theta[S * S + Y[batch.offsets[:-1]]]
-            scores += theta[S * S + S + Y[batch.offsets[1:] - 1]]
+            scores += pairwise[S * S + Y[batch.offsets[:-1]]]
+            scores += pairwise[S * S + S + Y[batch.offsets[1:] - 1]]
         return scores
 
-    def decode(self, batch, w, n_jobs=None, unary=None):
+    def pairwise_count_blocks(self, batch):
+        """Transition counts sum to ``length - 1``; start and end indicators to 1."""
+        S = self.n_states_
+        blocks = [(0, S * S, batch.lengths - 1.0)]
+        if self.start_end:
+            ones = np.ones(batch.n_sequences)
+            blocks += [(S * S, S * S + S, ones), (S * S + S, S * S + 2 * S, ones)]
+        return blocks
+
+    def decode(self, batch, unary, pairwise, n_jobs=None):
         """Viterbi labels of every token, shape (n_tokens,)."""
-        if unary is None:
-            unary = self.unary_potentials(batch, w)
-        transition, start, end = self.pairwise_parameters(w)
+        transition, start, end = self.pairwise_parameters(pairwise)
         labels, _ = chain_kernels.viterbi(unary, batch.offsets, transition, start, end,
                                           n_jobs=n_jobs)
         return labels
 
-    def loss_augmented_decode(self, batch, w, Y, rescale="margin", n_jobs=None, unary=None):
-        """Most violating labelings (seed 002 separation oracle).
-
-        Returns
-        -------
-        labels : ndarray of shape (n_tokens,)
-        losses : ndarray of shape (n_sequences,)
-            ``Delta(y_i, ybar_i)``.
-        scores : ndarray of shape (n_sequences,)
-            ``w . Psi(x_i, ybar_i)`` without the loss.
-        """
+    def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
+                              token_loss=None):
+        """Most violating labellings by (loss-augmented) Viterbi; see
+        :meth:`BaseStructure.loss_augmented_decode`."""
         check_rescale(rescale)
-        if unary is None:
-            unary = self.unary_potentials(batch, w)
-        transition, start, end = self.pairwise_parameters(w)
+        transition, start, end = self.pairwise_parameters(pairwise)
         return chain_kernels.loss_augmented_viterbi(
-            unary, batch.offsets, transition, start, end, Y,
-            loss_weights=self.loss_weights_, rescale=rescale, n_jobs=n_jobs,
+            unary, batch.offsets, transition, start, end, Y, rescale=rescale, n_jobs=n_jobs,
+            token_loss=self.token_loss(Y) if token_loss is None else token_loss,
         )
 
-    def marginals(self, batch, w, n_jobs=None, unary=None):
-        """Node marginals, per-sequence pairwise marginals and log-partition.
-
-        Returns
-        -------
-        node_marginals : ndarray of shape (n_tokens, n_states)
-        pairwise_marginals : ndarray of shape (n_sequences, n_pairwise)
-            Expected :meth:`pairwise_statistics` under the model's distribution.
-        log_partition : ndarray of shape (n_sequences,)
-        """
-        if unary is None:
-            unary = self.unary_potentials(batch, w)
-        transition, start, end = self.pairwise_parameters(w)
+    def marginals(self, batch, unary, pairwise, n_jobs=None):
+        """Node marginals, expected pairwise statistics and log-partition (forward-backward)."""
+        transition, start, end = self.pairwise_parameters(pairwise)
         node, edge, log_z = chain_kernels.forward_backward(
             unary, batch.offsets, transition, start, end, n_jobs=n_jobs
         )
-        pairwise = edge.reshape(batch.n_sequences, -1)
+        expected = edge.reshape(batch.n_sequences, -1)
         if self.start_end:
-            pairwise = np.hstack([pairwise, node[batch.offsets[:-1]], node[batch.offsets[1:] - 1]])
-        return node, pairwise, log_z
+            expected = np.hstack([expected, node[batch.offsets[:-1]],
+                                  node[batch.offsets[1:] - 1]])
+        return node, expected, log_z
+
+    def example_kernels(self, batch):
+        """Compiled Viterbi and forward-backward per sequence (:class:`ChainKernels`)."""
+        return ChainKernels(batch.offsets, self.n_states_, True, bool(self.start_end))
+
+    def uniform_covariance_operator(self, batch, weights):
+        """``v -> sum_i weights_i Cov_i(Psi) v`` under independent, uniform labels."""
+        return uniform_covariance_operator(self, batch, weights, True, bool(self.start_end))

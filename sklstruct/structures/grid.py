@@ -1,4 +1,4 @@
-"""Binary segmentation on 4-connected pixel grids (seed 003, section 4.1)."""
+"""Binary segmentation on 4-connected pixel grids (Yu and Rousu 2007, section 4.1)."""
 
 import numbers
 
@@ -6,6 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.extmath import row_norms
 
+from .._inference._kernels import GridKernels
 from .._inference.grid import check_widths, grid_map
 from ._base import BaseStructure, check_rescale
 
@@ -16,8 +17,7 @@ class GridStructure(BaseStructure):
     Images come as 3-D arrays (n_rows, n_cols, n_features) with 2-D label masks, or as
     "sequences" of pixels stored row by row (one feature row per pixel) with ``width`` pixels
     per grid row (the height is the number of pixels over ``width``; images may differ in
-    height). The score is
-    seed 003's section 4.1 form::
+    height). The score is the form of Yu and Rousu (2007), section 4.1::
 
         w . Psi(x, y) = sum_n W[y_n] . x_n - sum_e w_edge . phi_e(x) [y_u(e) != y_v(e)]
 
@@ -138,6 +138,16 @@ class GridStructure(BaseStructure):
             edges.append((left, right, np.column_stack(columns)))
         return edges
 
+    def _edge_feature_arrays(self, batch):
+        """Per-pixel edge features to the right and downward neighbour, (n_pixels, k) each
+        (zero rows where the pixel has no such neighbour)."""
+        arrays = []
+        for left, _, features in self._edges(batch):
+            per_pixel = np.zeros((batch.n_tokens, self.n_edge_features_))
+            per_pixel[left] = features
+            arrays.append(per_pixel)
+        return arrays
+
     def _edge_costs(self, batch, theta):
         """Per-pixel right and down disagreement costs ``w_edge . phi_e``."""
         if np.any(theta < 0):
@@ -170,48 +180,38 @@ class GridStructure(BaseStructure):
             return stats
         return stats.sum(axis=0) if weights is None else weights @ stats
 
-    def pairwise_scores(self, batch, Y, theta):
-        return self.pairwise_statistics(batch, Y, per_sequence=True) @ theta
-
     # ----------------------------------------------------------------- oracles
-    def decode(self, batch, w, n_jobs=None, unary=None):
+    def decode(self, batch, unary, pairwise, n_jobs=None):
         """Maximum-score labelling of every pixel (minimum cut), shape (n_pixels,)."""
-        if unary is None:
-            unary = self.unary_potentials(batch, w)
-        right, down = self._edge_costs(batch, self.split_weights(w)[1])
+        right, down = self._edge_costs(batch, pairwise)
         labels, _ = grid_map(unary, batch.offsets, self._widths(batch), right, down)
         return labels
 
-    def loss_augmented_decode(self, batch, w, Y, rescale="margin", n_jobs=None, unary=None):
+    def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
+                              token_loss=None):
         """Most violating labellings under margin rescaling (one minimum cut per image).
 
         Slack rescaling multiplies the loss into the score, which is not a cut; it raises
-        ``ValueError``.
-
-        Returns
-        -------
-        labels : ndarray of shape (n_pixels,)
-        losses : ndarray of shape (n_images,)
-        scores : ndarray of shape (n_images,)
-            ``w . Psi(x_i, ybar_i)`` without the loss.
+        ``ValueError``. See :meth:`BaseStructure.loss_augmented_decode`.
         """
         check_rescale(rescale)
         if rescale != "margin":
             raise ValueError("GridStructure supports margin rescaling only (slack-rescaled "
                              "loss-augmented decoding is not a minimum cut).")
-        if unary is None:
-            unary = self.unary_potentials(batch, w)
-        node_loss = np.repeat(self.loss_weights_[Y][:, None], 2, axis=1)
-        node_loss[np.arange(Y.shape[0]), Y] = 0.0
-        right, down = self._edge_costs(batch, self.split_weights(w)[1])
-        labels, _ = grid_map(unary + node_loss, batch.offsets, self._widths(batch), right,
+        if token_loss is None:
+            token_loss = self.token_loss(Y)
+        right, down = self._edge_costs(batch, pairwise)
+        labels, _ = grid_map(unary + token_loss, batch.offsets, self._widths(batch), right,
                              down)
-        scores = self.score_labels(batch, w, labels, unary=unary)
-        return labels, self.loss(batch, Y, labels), scores
+        losses = np.bincount(batch.sequence_index,
+                             weights=token_loss[np.arange(Y.shape[0]), labels],
+                             minlength=batch.n_sequences)
+        return labels, losses, self.score(batch, unary, pairwise, labels)
 
-    def marginals(self, batch, w, n_jobs=None, unary=None):
-        raise NotImplementedError("GridStructure has no marginal oracle (min-cut gives MAP "
-                                  "labellings only).")
+    def example_kernels(self, batch):
+        """Compiled per-image minimum cuts (:class:`GridKernels`)."""
+        right, down = self._edge_feature_arrays(batch)
+        return GridKernels(batch.offsets, self._widths(batch), right, down)
 
 
 def _squared_distances(X, left, right):

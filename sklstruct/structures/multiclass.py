@@ -3,15 +3,17 @@
 import numpy as np
 from scipy.special import logsumexp, softmax
 
+from .._inference._kernels import ChainKernels
 from ._base import BaseStructure, check_rescale
+from ._moments import uniform_covariance_operator
 
 
 class MultiClass(BaseStructure):
     """Multiclass structure: one label per sample, ``Psi(x, y) = e_y (x) x``.
 
-    With this structure the objective of DESIGN section 1 is the Crammer-Singer multiclass SVM
-    without intercept (append a constant feature for a regularised bias). Binary problems are
-    the two-class case. Every "sequence" must be a single sample.
+    With this structure the shared objective is the Crammer-Singer multiclass SVM without
+    intercept (append a constant feature for a regularised bias). Binary problems are the
+    two-class case. Every "sequence" must be a single sample; there is no pairwise part.
 
     Parameters
     ----------
@@ -30,31 +32,19 @@ class MultiClass(BaseStructure):
                 "sequences."
             )
 
-    def decode(self, batch, w, n_jobs=None, unary=None):
+    def decode(self, batch, unary, pairwise, n_jobs=None):
         """Highest-scoring class of every sample."""
         self._check_single(batch)
-        if unary is None:
-            unary = self.unary_potentials(batch, w)
         return np.argmax(unary, axis=1)
 
-    def loss_augmented_decode(self, batch, w, Y, rescale="margin", n_jobs=None, unary=None):
-        """Most violating label under margin or slack rescaling.
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,)
-        losses : ndarray of shape (n_samples,)
-            ``Delta(y_i, ybar_i)``.
-        scores : ndarray of shape (n_samples,)
-            ``w . Psi(x_i, ybar_i)`` (without the loss).
-        """
+    def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
+                              token_loss=None):
+        """Most violating label under margin or slack rescaling; see
+        :meth:`BaseStructure.loss_augmented_decode`."""
         check_rescale(rescale)
         self._check_single(batch)
-        if unary is None:
-            unary = self.unary_potentials(batch, w)
         rows = np.arange(Y.shape[0])
-        cost = np.repeat(self.loss_weights_[Y][:, None], self.n_states_, axis=1)
-        cost[rows, Y] = 0.0
+        cost = self.token_loss(Y) if token_loss is None else token_loss
         if rescale == "margin":
             value = unary + cost
         else:
@@ -65,9 +55,16 @@ class MultiClass(BaseStructure):
             labels = np.where(value[rows, labels] > 0, labels, Y)
         return labels, cost[rows, labels], unary[rows, labels]
 
-    def marginals(self, batch, w, n_jobs=None, unary=None):
-        """Class probabilities ``softmax(X W^T)`` and log-partition per sample."""
+    def marginals(self, batch, unary, pairwise, n_jobs=None):
+        """Class probabilities ``softmax(unary)`` and log-partition per sample."""
         self._check_single(batch)
-        if unary is None:
-            unary = self.unary_potentials(batch, w)
         return softmax(unary, axis=1), np.zeros((batch.n_sequences, 0)), logsumexp(unary, axis=1)
+
+    def example_kernels(self, batch):
+        """Compiled per-sample kernels: a chain of one token without pairwise parts."""
+        self._check_single(batch)
+        return ChainKernels(batch.offsets, self.n_states_, False, False)
+
+    def uniform_covariance_operator(self, batch, weights):
+        """``v -> sum_i weights_i Cov_i(Psi) v`` under uniform labels."""
+        return uniform_covariance_operator(self, batch, weights, False, False)

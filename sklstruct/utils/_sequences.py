@@ -6,6 +6,7 @@ batch in compiled code.
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -48,13 +49,43 @@ class SequenceBatch:
         """Index of the sequence of every token, shape (n_tokens,)."""
         return np.repeat(np.arange(self.n_sequences), self.lengths)
 
+    @cached_property
+    def csr_arrays(self):
+        """``(indptr int64, indices int32, data float64)`` of the token matrix in CSR form,
+        the arrays compiled per-example code reads a sequence's token rows from."""
+        X = self.X if sp.issparse(self.X) else sp.csr_matrix(self.X)
+        return (np.ascontiguousarray(X.indptr, dtype=np.int64),
+                np.ascontiguousarray(X.indices, dtype=np.int32),
+                np.ascontiguousarray(X.data, dtype=np.float64))
+
     def take(self, indices):
         """The sub-batch made of the sequences ``indices`` (in that order)."""
+        return self.select(indices)[0]
+
+    def select(self, indices):
+        """The sub-batch made of the sequences ``indices`` (in that order) and its token rows.
+
+        A run of consecutive sequences is a view of the token matrix; otherwise the rows are
+        copied.
+
+        Returns
+        -------
+        sub : SequenceBatch
+        rows : ndarray of shape (sub.n_tokens,)
+            Rows of this batch's tokens in ``sub``.
+        """
         indices = np.asarray(indices, dtype=np.intp)
         lengths = self.lengths[indices]
-        rows = token_rows(self.offsets, indices)
         widths = None if self.widths is None else self.widths[indices]
-        return SequenceBatch(self.X[rows], offsets_from_lengths(lengths), widths)
+        if indices.size and np.all(np.diff(indices) == 1):
+            lo, hi = int(self.offsets[indices[0]]), int(self.offsets[indices[-1] + 1])
+            if lo == 0 and hi == self.n_tokens:
+                return self, np.arange(hi)
+            sub = SequenceBatch(self.X[lo:hi], self.offsets[indices[0]: indices[-1] + 2] - lo,
+                                widths)
+            return sub, np.arange(lo, hi)
+        rows = token_rows(self.offsets, indices)
+        return SequenceBatch(self.X[rows], offsets_from_lengths(lengths), widths), rows
 
 
 def offsets_from_lengths(lengths):
@@ -64,14 +95,21 @@ def offsets_from_lengths(lengths):
     return offsets
 
 
+def ragged_arange(starts, counts):
+    """``concatenate([arange(s, s + c) for s, c in zip(starts, counts)])``, vectorised."""
+    starts = np.asarray(starts, dtype=np.intp)
+    counts = np.asarray(counts, dtype=np.intp)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.intp)
+    shift = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    return np.arange(total, dtype=np.intp) + shift
+
+
 def token_rows(offsets, indices):
     """Row indices of the tokens of sequences ``indices``, concatenated in that order."""
     starts = offsets[:-1][indices]
-    lengths = offsets[1:][indices] - starts
-    if lengths.sum() == 0:
-        return np.zeros(0, dtype=np.intp)
-    shift = np.repeat(starts - offsets_from_lengths(lengths)[:-1], lengths)
-    return (np.arange(lengths.sum()) + shift).astype(np.intp)
+    return ragged_arange(starts, offsets[1:][indices] - starts)
 
 
 def lengths_to_groups(lengths):

@@ -1,0 +1,307 @@
+"""Per-example kernels of the structures, for the compiled per-example passes.
+
+An :class:`ExampleKernels` object is made by a bound structure for one batch
+(``structure.example_kernels(batch)``). For example ``i`` of the batch it gives
+
+- ``max_oracle``: the margin-rescaled most violating labelling, i.e. the argmax over labellings
+  of ``sum_t (scores[t, y_t] + token_loss[t, y_t]) + theta . pairwise(y)``, from token scores,
+  the per-token loss matrix and the pairwise parameters ``theta`` (the structure's pairwise
+  block of ``w``);
+- ``pairwise_entries``: the pairwise statistics of a labelling as sparse entries
+  ``(index, value)`` into the pairwise block (an index may repeat; values add up);
+- ``marginals`` (when ``has_marginals``): node marginals, the expected pairwise statistics
+  (dense) and the log-partition of ``p(y) ∝ exp(sum_t node_pot[t, y_t] + pair_pot . pairwise(y))``.
+
+Pointers are to the example's first token row (``scores``, ``token_loss``, ``node_pot``,
+``node_marg`` are (length, n_states) row-major) or to its labels. The objects own their
+workspace, so one object serves one thread at a time. The ``*_example`` methods are the same
+kernels for Python callers (tests compare them with the structures' batched oracles).
+"""
+
+import numpy as np
+
+from libc.stdlib cimport free, malloc
+from libc.string cimport memset
+
+from sklstruct._inference._chain cimport (_forward_backward_sequence, _transition_tables,
+                                          _viterbi_sequence)
+from sklstruct._inference._mincut cimport grid_image_cut, mincut_arcs, mincut_int_work
+from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
+
+
+cdef class ExampleKernels:
+    """Base class: a structure's per-example oracles over one batch (see the module doc)."""
+
+    def __init__(self, offsets, n_states, n_pairwise, max_pairwise_entries, has_marginals):
+        self.offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        if self.offsets.ndim != 1 or self.offsets.shape[0] < 2 or self.offsets[0] != 0 \
+                or np.any(np.diff(self.offsets) < 1):
+            raise ValueError("offsets must start at 0 and list non-empty examples.")
+        cdef const int64_t[::1] view = self.offsets
+        self._offsets = &view[0]
+        self.n_states = n_states
+        self.n_pairwise = n_pairwise
+        self.max_pairwise_entries = max_pairwise_entries
+        self.has_marginals = has_marginals
+
+    @property
+    def n_examples(self):
+        return self.offsets.shape[0] - 1
+
+    cdef void max_oracle(self, intp_t i, const double* scores, const double* token_loss,
+                         const double* theta, int64_t* labels) noexcept nogil:
+        pass
+
+    cdef intp_t pairwise_entries(self, intp_t i, const int64_t* labels, intp_t* index,
+                                 double* value) noexcept nogil:
+        return 0
+
+    cdef double marginals(self, intp_t i, const double* node_pot, const double* pair_pot,
+                          double* node_marg, double* pair_marg) noexcept nogil:
+        return 0.0
+
+    # ------------------------------------------------------------------ Python access
+    def _example(self, i):
+        if not 0 <= i < self.n_examples:
+            raise IndexError(f"example {i} is not in the batch ({self.n_examples} examples).")
+        return self.offsets[i], self.offsets[i + 1] - self.offsets[i]
+
+    def max_oracle_example(self, intp_t i, scores, token_loss, theta):
+        """Labels of ``max_oracle`` for example ``i`` (arrays of that example's rows)."""
+        lo, length = self._example(i)
+        cdef const float64_t[:, ::1] s = np.ascontiguousarray(scores, dtype=np.float64)
+        cdef const float64_t[:, ::1] loss = np.ascontiguousarray(token_loss, dtype=np.float64)
+        cdef const float64_t[::1] th = np.ascontiguousarray(theta, dtype=np.float64)
+        if s.shape[0] != length or loss.shape[0] != length or s.shape[1] != self.n_states \
+                or loss.shape[1] != self.n_states or th.shape[0] != self.n_pairwise:
+            raise ValueError("arrays do not match the example.")
+        labels = np.zeros(length, dtype=np.int64)
+        cdef int64_t[::1] out = labels
+        self.max_oracle(i, &s[0, 0], &loss[0, 0], &th[0] if self.n_pairwise else NULL,
+                        &out[0])
+        return labels
+
+    def pairwise_statistics_example(self, intp_t i, labels):
+        """Dense pairwise statistics of a labelling of example ``i``."""
+        lo, length = self._example(i)
+        cdef const int64_t[::1] lab = np.ascontiguousarray(labels, dtype=np.int64)
+        if lab.shape[0] != length or np.any(np.asarray(lab) < 0) \
+                or np.any(np.asarray(lab) >= self.n_states):
+            raise ValueError("labels do not match the example.")
+        index = np.zeros(max(self.max_pairwise_entries, 1), dtype=np.intp)
+        value = np.zeros(max(self.max_pairwise_entries, 1))
+        cdef intp_t[::1] idx = index
+        cdef float64_t[::1] val = value
+        cdef intp_t count = self.pairwise_entries(i, &lab[0], &idx[0], &val[0])
+        return np.bincount(index[:count], weights=value[:count], minlength=self.n_pairwise)
+
+    def marginals_example(self, intp_t i, node_pot, pair_pot):
+        """``(node_marginals, pairwise_marginals, log_partition)`` of example ``i``."""
+        if not self.has_marginals:
+            raise NotImplementedError("these kernels have no marginal oracle.")
+        lo, length = self._example(i)
+        cdef const float64_t[:, ::1] pot = np.ascontiguousarray(node_pot, dtype=np.float64)
+        cdef const float64_t[::1] pair = np.ascontiguousarray(pair_pot, dtype=np.float64)
+        if pot.shape[0] != length or pot.shape[1] != self.n_states \
+                or pair.shape[0] != self.n_pairwise:
+            raise ValueError("arrays do not match the example.")
+        node = np.zeros((length, self.n_states))
+        pairwise = np.zeros(max(self.n_pairwise, 1))
+        cdef float64_t[:, ::1] node_view = node
+        cdef float64_t[::1] pair_view = pairwise
+        log_z = self.marginals(i, &pot[0, 0], &pair[0] if self.n_pairwise else NULL,
+                               &node_view[0, 0], &pair_view[0])
+        return node, pairwise[:self.n_pairwise], log_z
+
+
+cdef class ChainKernels(ExampleKernels):
+    """First-order chains: pairwise block ``[transitions (S*S, row-major a * S + b),
+    start (S), end (S)]``, each part present or not.
+
+    Viterbi for the max-oracle, log-domain forward-backward for the marginals.
+    """
+
+    def __cinit__(self, *args, **kwargs):
+        self._work = NULL
+        self._backpointer = NULL
+
+    def __init__(self, offsets, intp_t n_states, bint has_transition, bint has_start_end):
+        cdef intp_t S = n_states
+        cdef intp_t P = (S * S if has_transition else 0) + (2 * S if has_start_end else 0)
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        lengths = np.diff(offsets)
+        max_length = int(lengths.max()) if lengths.size else 1
+        entries = (max_length - 1 if has_transition else 0) + (2 if has_start_end else 0)
+        super().__init__(offsets, S, P, entries, True)
+        self.has_transition = has_transition
+        self.has_start_end = has_start_end
+        self._max_length = max_length
+        # augmented scores, transposed transitions, zeros, delta; FB tables and buffers
+        self._work = <double*> malloc(self._work_size() * sizeof(double))
+        self._backpointer = <int32_t*> malloc(max_length * S * sizeof(int32_t))
+        if self._work == NULL or self._backpointer == NULL:
+            raise MemoryError("could not allocate the chain kernels' workspace")
+        memset(self._work, 0, self._work_size() * sizeof(double))
+
+    cdef intp_t _work_size(self):
+        # augmented scores (L S), transposed transitions (S S), zeros (S S + 2 S), delta (2 S),
+        # forward-backward tables (3 S + 2 S S) and buffers (4 L S), edge-sum scratch (S S)
+        cdef intp_t S = self.n_states, L = self._max_length
+        return L * S + S * S + (S * S + 2 * S) + 2 * S + (3 * S + 2 * S * S) + 4 * L * S + S * S
+
+    def __dealloc__(self):
+        free(self._work)
+        free(self._backpointer)
+
+    cdef const double* _part(self, const double* theta, intp_t which) noexcept nogil:
+        """Transitions (0), start (1) or end (2) of ``theta``, or zeros when absent."""
+        cdef intp_t S = self.n_states
+        cdef const double* zeros = self._work + self._max_length * S + S * S
+        cdef intp_t shift = S * S if self.has_transition else 0
+        if which == 0:
+            return theta if self.has_transition else zeros
+        if not self.has_start_end:
+            return zeros + S * S
+        return theta + shift + (which - 1) * S
+
+    cdef void max_oracle(self, intp_t i, const double* scores, const double* token_loss,
+                         const double* theta, int64_t* labels) noexcept nogil:
+        cdef intp_t S = self.n_states, length = self._offsets[i + 1] - self._offsets[i]
+        cdef intp_t t, a, b
+        cdef double* augmented = self._work
+        cdef double* transition_t = augmented + self._max_length * S
+        cdef double* delta = transition_t + S * S + (S * S + 2 * S)
+        cdef const double* transition = self._part(theta, 0)
+        for t in range(length * S):
+            augmented[t] = scores[t] + token_loss[t]
+        for a in range(S):
+            for b in range(S):
+                transition_t[b * S + a] = transition[a * S + b]
+        _viterbi_sequence(augmented, length, S, transition_t, self._part(theta, 1),
+                          self._part(theta, 2), delta, delta + S, self._backpointer, labels)
+
+    cdef intp_t pairwise_entries(self, intp_t i, const int64_t* labels, intp_t* index,
+                                 double* value) noexcept nogil:
+        cdef intp_t S = self.n_states, length = self._offsets[i + 1] - self._offsets[i]
+        cdef intp_t t, count = 0, shift = S * S if self.has_transition else 0
+        if self.has_transition:
+            for t in range(1, length):
+                index[count] = labels[t - 1] * S + labels[t]
+                value[count] = 1.0
+                count += 1
+        if self.has_start_end:
+            index[count] = shift + labels[0]
+            index[count + 1] = shift + S + labels[length - 1]
+            value[count] = 1.0
+            value[count + 1] = 1.0
+            count += 2
+        return count
+
+    cdef double marginals(self, intp_t i, const double* node_pot, const double* pair_pot,
+                          double* node_marg, double* pair_marg) noexcept nogil:
+        cdef intp_t S = self.n_states, L = self._max_length
+        cdef intp_t length = self._offsets[i + 1] - self._offsets[i], r
+        cdef intp_t shift = S * S if self.has_transition else 0
+        cdef double* tables = self._work + L * S + S * S + (S * S + 2 * S) + 2 * S
+        cdef double* buffers = tables + 3 * S + 2 * S * S
+        cdef double* edge_sums
+        cdef double log_z = 0.0
+        cdef const double* transition = self._part(pair_pot, 0)
+        for r in range(self.n_pairwise):
+            pair_marg[r] = 0.0
+        # edge sums go straight into pair_marg's transition block (or into scratch)
+        edge_sums = pair_marg if self.has_transition else buffers + 4 * L * S
+        if not self.has_transition:
+            for r in range(S * S):
+                edge_sums[r] = 0.0
+        _transition_tables(transition, S, tables)
+        _forward_backward_sequence(
+            node_pot, length, S, transition, self._part(pair_pot, 1), self._part(pair_pot, 2),
+            tables, tables + 3 * S, tables + S, tables + 3 * S + S * S,
+            buffers, buffers + L * S, buffers + 2 * L * S, buffers + 3 * L * S, tables + 2 * S,
+            node_marg, edge_sums, &log_z)
+        if self.has_start_end:
+            for r in range(S):
+                pair_marg[shift + r] = node_marg[r]
+                pair_marg[shift + S + r] = node_marg[(length - 1) * S + r]
+        return log_z
+
+
+cdef class GridKernels(ExampleKernels):
+    """Binary 4-connected grids (images stored row by row, ``widths[i]`` pixels per row).
+
+    Pairwise block: ``k`` weights of the right-neighbour edge features, then ``k`` of the
+    down-neighbour ones; a labelling's statistic is minus the edge features summed over the
+    edges it cuts. The max-oracle is a minimum cut (``theta`` must be non-negative; a
+    negative disagreement cost counts as 0). No marginals.
+    """
+
+    def __cinit__(self, *args, **kwargs):
+        self._work = NULL
+        self._int_work = NULL
+
+    def __init__(self, offsets, widths, right_features, down_features):
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        self.widths = np.ascontiguousarray(widths, dtype=np.int64)
+        self.right_features = np.ascontiguousarray(right_features, dtype=np.float64)
+        self.down_features = np.ascontiguousarray(down_features, dtype=np.float64)
+        k = self.right_features.shape[1]
+        n_tokens = int(offsets[-1]) if offsets.size else 0
+        if self.widths.shape != (offsets.shape[0] - 1,) or np.any(self.widths < 1):
+            raise ValueError("widths must hold one positive width per image.")
+        if self.right_features.shape != (n_tokens, k) or self.down_features.shape != (n_tokens, k):
+            raise ValueError("edge features must have one row per pixel.")
+        super().__init__(offsets, 2, 2 * k, 2 * k, False)
+        self._k = k
+        cdef const int64_t[::1] w = self.widths
+        cdef const float64_t[:, ::1] right = self.right_features
+        cdef const float64_t[:, ::1] down = self.down_features
+        self._widths = &w[0]
+        self._right = &right[0, 0] if n_tokens and k else NULL
+        self._down = &down[0, 0] if n_tokens and k else NULL
+        max_n = int(np.diff(offsets).max())
+        self._work = <double*> malloc((4 * max_n + mincut_arcs(max_n)) * sizeof(double))
+        self._int_work = <intp_t*> malloc(mincut_int_work(max_n) * sizeof(intp_t))
+        if self._work == NULL or self._int_work == NULL:
+            raise MemoryError("could not allocate the grid kernels' workspace")
+
+    def __dealloc__(self):
+        free(self._work)
+        free(self._int_work)
+
+    cdef void max_oracle(self, intp_t i, const double* scores, const double* token_loss,
+                         const double* theta, int64_t* labels) noexcept nogil:
+        cdef intp_t lo = self._offsets[i], n = self._offsets[i + 1] - lo, t, f, k = self._k
+        cdef double* unary = self._work
+        cdef double* right_cost = unary + 2 * n
+        cdef double* down_cost = right_cost + n
+        cdef double* cap = down_cost + n
+        cdef double right, down
+        for t in range(2 * n):
+            unary[t] = scores[t] + token_loss[t]
+        for t in range(n):
+            right = 0.0
+            down = 0.0
+            for f in range(k):
+                right += self._right[(lo + t) * k + f] * theta[f]
+                down += self._down[(lo + t) * k + f] * theta[k + f]
+            right_cost[t] = right
+            down_cost[t] = down
+        grid_image_cut(unary, n, self._widths[i], right_cost, down_cost, labels,
+                       self._int_work, cap)
+
+    cdef intp_t pairwise_entries(self, intp_t i, const int64_t* labels, intp_t* index,
+                                 double* value) noexcept nogil:
+        cdef intp_t lo = self._offsets[i], n = self._offsets[i + 1] - lo, t, f, k = self._k
+        cdef intp_t width = self._widths[i]
+        for f in range(2 * k):
+            index[f] = f
+            value[f] = 0.0
+        for t in range(n):
+            if t % width + 1 < width and labels[t] != labels[t + 1]:
+                for f in range(k):
+                    value[f] -= self._right[(lo + t) * k + f]
+            if t + width < n and labels[t] != labels[t + width]:
+                for f in range(k):
+                    value[k + f] -= self._down[(lo + t) * k + f]
+        return 2 * k

@@ -1,0 +1,99 @@
+"""A linear programme whose rows arrive over time, solved by HiGHS.
+
+``min cost . x`` subject to ``A x <= b`` and ``x >= 0``. With the optional ``highspy`` package
+the LP lives in one HiGHS instance: appended rows keep the previous optimal basis, so the dual
+simplex restarts from it. Without it every solve starts from scratch through
+:func:`scipy.optimize.linprog` (HiGHS too, but it takes no starting basis).
+"""
+
+import os
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+
+def highspy_available():
+    """Whether the optional ``highspy`` package can be imported."""
+    try:
+        import highspy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _quiet_highs():
+    """A ``highspy.Highs`` instance without its start-up banner (printed to fd 1)."""
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(os.devnull, "wb") as devnull:
+        os.dup2(devnull.fileno(), 1)
+        try:
+            highs = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+    highs.setOptionValue("output_flag", False)
+    return highs
+
+
+class IncrementalLP:
+    """``min cost . x`` s.t. ``A x <= b``, ``x >= 0``, with rows of ``A`` appended over time.
+
+    Parameters
+    ----------
+    cost : ndarray of shape (n_columns,)
+    backend : {"auto", "highspy", "scipy"}, default="auto"
+        "auto" takes ``highspy`` when it is installed.
+    """
+
+    def __init__(self, cost, backend="auto"):
+        if backend == "auto":
+            backend = "highspy" if highspy_available() else "scipy"
+        if backend not in ("highspy", "scipy"):
+            raise ValueError(f"backend must be 'auto', 'highspy' or 'scipy', got {backend!r}.")
+        self.backend = backend
+        self.cost = np.asarray(cost, dtype=np.float64)
+        self.n_rows = 0
+        self._rows, self._rhs = [], []
+        if backend == "highspy":
+            import highspy
+
+            self._highs = _quiet_highs()
+            n = self.cost.shape[0]
+            self._highs.addVars(n, np.zeros(n), np.full(n, highspy.kHighsInf))
+            self._highs.changeColsCost(n, np.arange(n, dtype=np.int32), self.cost)
+
+    def add_rows(self, rows, rhs):
+        """Append the constraints ``rows x <= rhs`` (``rows`` a sparse matrix)."""
+        rows = sp.csr_matrix(rows)
+        rhs = np.asarray(rhs, dtype=np.float64)
+        if self.backend == "highspy":
+            import highspy
+
+            m = rows.shape[0]
+            self._highs.addRows(m, np.full(m, -highspy.kHighsInf), rhs, rows.nnz,
+                                rows.indptr[:-1].astype(np.int32),
+                                rows.indices.astype(np.int32), rows.data)
+        else:
+            self._rows.append(rows)
+            self._rhs.append(rhs)
+        self.n_rows += rows.shape[0]
+
+    def solve(self):
+        """Return ``(x, optimal value)``; raises ``RuntimeError`` if HiGHS finds no optimum."""
+        if self.backend == "highspy":
+            self._highs.run()
+            status = self._highs.modelStatusToString(self._highs.getModelStatus())
+            if status != "Optimal":
+                raise RuntimeError(f"the working-set LP failed: {status}")
+            x = np.asarray(self._highs.getSolution().col_value)
+            return x, float(self._highs.getInfo().objective_function_value)
+        result = linprog(self.cost, A_ub=sp.vstack(self._rows, format="csr"),
+                         b_ub=np.concatenate(self._rhs), bounds=(0, None), method="highs")
+        if result.status != 0:
+            raise RuntimeError(f"the working-set LP failed: {result.message}")
+        return result.x, float(result.fun)

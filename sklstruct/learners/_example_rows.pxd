@@ -1,0 +1,74 @@
+# Per-example helpers shared by the compiled per-example passes (online exponentiated gradient,
+# block-coordinate Frank-Wolfe, restricted simplicial decomposition): they read an example's
+# CSR token rows and the feature-major weights W^T (n_features x n_states, C order).
+from sklstruct._typedefs cimport int8_t, int32_t, int64_t, intp_t
+
+# tokens processed between two checks for a pending signal (Ctrl-C)
+cdef enum:
+    SIGNAL_CHECK_TOKENS = 16384
+
+
+cdef inline void sequence_sizes(const int64_t* indptr, const int64_t* offsets,
+                                intp_t n_sequences, intp_t* max_len,
+                                intp_t* max_nnz) noexcept nogil:
+    """Longest sequence and largest number of stored features of a sequence (at least 1)."""
+    cdef intp_t i
+    max_len[0] = 1
+    max_nnz[0] = 1
+    for i in range(n_sequences):
+        if offsets[i + 1] - offsets[i] > max_len[0]:
+            max_len[0] = offsets[i + 1] - offsets[i]
+        if indptr[offsets[i + 1]] - indptr[offsets[i]] > max_nnz[0]:
+            max_nnz[0] = indptr[offsets[i + 1]] - indptr[offsets[i]]
+
+
+cdef inline intp_t token_scores(const int64_t* indptr, const int32_t* indices,
+                                const double* data, const double* WT, intp_t n_states,
+                                intp_t lo, intp_t length, double* scores, int8_t* marker,
+                                int32_t* touched) noexcept nogil:
+    """``scores[t, s] = x_t . W[s]`` for the tokens ``lo .. lo + length``; lists the distinct
+    features of those tokens in ``touched`` (marking them in ``marker``) and returns their
+    count."""
+    cdef intp_t t, s, n_touched = 0
+    cdef int64_t q
+    cdef int32_t j
+    cdef double v
+    for t in range(length):
+        for s in range(n_states):
+            scores[t * n_states + s] = 0.0
+        for q in range(indptr[lo + t], indptr[lo + t + 1]):
+            j = indices[q]
+            v = data[q]
+            for s in range(n_states):
+                scores[t * n_states + s] += v * WT[j * n_states + s]
+            if marker[j] == 0:
+                marker[j] = 1
+                touched[n_touched] = j
+                n_touched += 1
+    return n_touched
+
+
+cdef inline double dot(const double* a, const double* b, intp_t n) noexcept nogil:
+    """``a . b`` with four partial sums (independent additions pipeline)."""
+    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
+    cdef intp_t k = 0
+    while k + 4 <= n:
+        s0 += a[k] * b[k]
+        s1 += a[k + 1] * b[k + 1]
+        s2 += a[k + 2] * b[k + 2]
+        s3 += a[k + 3] * b[k + 3]
+        k += 4
+    while k < n:
+        s0 += a[k] * b[k]
+        k += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+cdef inline bint signal_check_due(intp_t* tokens_since_check, intp_t length) noexcept nogil:
+    """Count ``length`` more tokens; true every ``SIGNAL_CHECK_TOKENS`` tokens, when the pass
+    should run ``with gil: PyErr_CheckSignals()`` (which raises KeyboardInterrupt on Ctrl-C)."""
+    tokens_since_check[0] += length
+    if tokens_since_check[0] < SIGNAL_CHECK_TOKENS:
+        return False
+    tokens_since_check[0] = 0
+    return True

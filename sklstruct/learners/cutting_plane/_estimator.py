@@ -1,0 +1,196 @@
+"""Cutting-plane training of structural SVMs (Joachims, Finley and Yu 2009)."""
+
+import numbers
+
+from ..._kernel_map import LowRankKernelMap
+from ...base import BaseStructuredClassifier
+from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ._n_slack import fit_n_slack
+from ._one_slack import fit_one_slack
+
+
+class StructSVMCuttingPlane(BaseStructuredClassifier):
+    """Structural SVM trained by cutting planes (seed 002, Algorithms 1-4).
+
+    Minimises the objective shared by all sklstruct learners (DESIGN section 1)::
+
+        P(w) = 1/2 ||w||^2 + C * sum_i H_i(w)
+
+    with ``H_i`` the structured hinge loss under margin rescaling
+    ``max_y [Delta(y_i, y) + w.Psi(x_i, y)] - w.Psi(x_i, y_i)`` or slack rescaling
+    ``max_y Delta(y_i, y) [1 + w.Psi(x_i, y) - w.Psi(x_i, y_i)]``. In the paper's notation
+    (OP4/OP5 with ``C_J/n sum xi``), ``C_J = n * C``.
+
+    With ``variant="1-slack"`` (the default), each iteration calls the separation oracle
+    (loss-augmented inference over the whole batch in compiled code), adds the most violated
+    1-slack constraint to the working set, grows the
+    Gram matrix of the working set by one row and column and re-solves the dual QP
+    ``max_a sum_k a_k c_k - 1/2 ||sum_k a_k g_k||^2, a >= 0, sum_k a_k <= C`` warm-started
+    from the previous solution. It stops when the new constraint is violated by at most
+    ``tol`` per example beyond the current slack (the paper's epsilon) and the last QP was
+    solved to ``0.1 * tol`` per example, which guarantees a duality gap
+    ``P(w) - D(a) <= 1.1 * C * n * tol``; the exact gap is recorded in ``history_``.
+
+    With ``variant="n-slack"``, every example keeps its own working set; a pass separates the
+    examples in batches of ``batch_size`` (one compiled oracle call per batch), adds the
+    constraint of every example violated by more than ``tol`` beyond its slack, and
+    re-optimises the batch's blocks of the dual by compiled block coordinate ascent. It stops
+    after a pass that adds no constraint with the QP solved to ``tol`` per example; every pass
+    records the exact primal, dual and gap.
+
+    Parameters
+    ----------
+    structure : {"auto"} or structure instance, default="auto"
+        :class:`~sklstruct.structures.MultiClass` for 2-D ``X`` with 1-D ``y``,
+        :class:`~sklstruct.structures.ChainStructure` for sequences.
+    C : float, default=1.0
+        Weight of the summed structured hinge losses (``LinearSVC`` convention).
+    variant : {"1-slack", "n-slack"}, default="1-slack"
+        The 1-slack formulation (Algorithms 3 and 4) or the n-slack formulation (Algorithms 1
+        and 2), whose QP is re-optimised after every ``batch_size`` examples (section 4) by
+        block coordinate ascent with the weights kept explicitly.
+    rescale : {"margin", "slack"}, default="margin"
+        Margin rescaling (Algorithms 1 and 3) or slack rescaling (Algorithms 2 and 4).
+    tol : float, default=1e-3
+        Per-example violation tolerance (the paper's epsilon).
+    max_iter : int, default=1000
+        Maximum number of iterations (1-slack: oracle calls over the batch; n-slack: passes
+        over the data).
+    cache_size : int, default=10
+        Number of recent most-violating labelings kept per example. Before calling the
+        separation oracle, the most violating cached labeling of every example is tried; if the
+        resulting constraint is violated by more than ``tol`` per example and by at least half
+        the violation of the last oracle constraint, the oracle call is skipped (seed 002,
+        section 4). ``0`` disables the cache.
+    batch_size : int, default=100
+        n-slack only: number of examples separated before the QP is re-optimised.
+    inactive_window : int, default=50
+        A constraint whose dual variable stayed zero for this many QP sub-problems (1-slack:
+        iterations; n-slack: batch re-optimisations) is removed from the working set (seed
+        002, section 4). Removal never changes the weights, only the size of the QP.
+    kernel : {"linear", "rbf", "poly"} or callable, default="linear"
+        Kernel on token feature vectors. A non-linear kernel is used through a low-rank basis
+        of ``n_basis`` tokens (seed 002, section 3.3, OP8/OP9): every token is mapped to its
+        kernel values with the basis, whitened by the basis kernel matrix, and the chain is
+        trained linearly on that map, so the work outside the oracle is ``O(n k + k^3)``.
+    gamma : float, default=None
+        Kernel coefficient of "rbf" and "poly" (``None``: ``1 / n_features``).
+    degree : int, default=3
+        Degree of the "poly" kernel.
+    coef0 : float, default=1.0
+        Independent term of the "poly" kernel.
+    n_basis : int, default=1000
+        Number of basis tokens drawn at random from the training tokens.
+    basis : array-like of shape (k, n_features), default=None
+        User-given basis tokens (then ``n_basis`` is ignored).
+    random_state : int, RandomState instance or None, default=None
+        Draws the kernel basis and the order of the n-slack QP sweeps.
+    n_jobs : int, default=None
+        Threads for the separation oracle.
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    structure_ : structure
+        The structure bound to the training data.
+    w_ : ndarray of shape (n_parameters,)
+        All weights; ``coef_`` (and ``transition_`` for chains) are views of parts of it.
+    dual_coef_ : ndarray of shape (n_constraints,)
+        Dual variables of the final working set.
+    n_iter_ : int
+    history_ : dict of ndarray
+        Per iteration (per pass over the data for n-slack): ``primal``, ``dual``, ``gap``,
+        ``time`` (s), ``oracle_calls`` (separation-oracle calls on single examples so far, as
+        counted in the paper's Table 1), ``n_constraints``. ``primal`` and ``gap`` are NaN in
+        iterations served by the label cache, where the exact hinge losses are not computed;
+        the last iteration always calls the oracle, so its gap is a certificate.
+    n_features_in_ : int
+    token_map_ : LowRankKernelMap or None
+        The fitted kernel feature map (``None`` for the linear kernel); ``coef_`` then holds
+        weights on its ``k`` basis features.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklstruct import StructSVMCuttingPlane
+    >>> X = [np.array([[1., 0.], [0., 1.]]), np.array([[0., 1.], [1., 0.], [1., 0.]])]
+    >>> y = [np.array(["a", "b"]), np.array(["b", "a", "a"])]
+    >>> model = StructSVMCuttingPlane(C=10.0).fit(X, y)
+    >>> [p.tolist() for p in model.predict(X)]
+    [['a', 'b'], ['b', 'a', 'a']]
+    """
+
+    _parameter_constraints = {
+        **BaseStructuredClassifier._parameter_constraints,
+        "variant": [StrOptions({"1-slack", "n-slack"})],
+        "rescale": [StrOptions({"margin", "slack"})],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "cache_size": [Interval(numbers.Integral, 0, None, closed="left")],
+        "kernel": [StrOptions({"linear", "rbf", "poly"}), callable],
+        "gamma": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "degree": [Interval(numbers.Integral, 1, None, closed="left")],
+        "coef0": [numbers.Real],
+        "n_basis": [Interval(numbers.Integral, 1, None, closed="left")],
+        "basis": ["array-like", None],
+        "random_state": ["random_state"],
+        "inactive_window": [Interval(numbers.Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, structure="auto", *, C=1.0, variant="1-slack", rescale="margin",
+                 tol=1e-3, max_iter=1000, cache_size=10, batch_size=100, inactive_window=50,
+                 kernel="linear", gamma=None, degree=3, coef0=1.0, n_basis=1000, basis=None,
+                 random_state=None, n_jobs=None, verbose=0):
+        self.structure = structure
+        self.C = C
+        self.variant = variant
+        self.rescale = rescale
+        self.tol = tol
+        self.max_iter = max_iter
+        self.cache_size = cache_size
+        self.batch_size = batch_size
+        self.inactive_window = inactive_window
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.n_basis = n_basis
+        self.basis = basis
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, lengths=None, sample_weight=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
+        y : list of array-like, or array-like of shape (n_tokens,)
+        lengths : array-like of shape (n_sequences,), default=None
+        sample_weight : array-like of shape (n_sequences,), default=None
+            Per-sequence weights ``s_i``: the objective becomes
+            ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
+            sequence).
+
+        Returns
+        -------
+        self : object
+        """
+        return self._fit(X, y, lengths, sample_weight)
+
+    def _fit_token_map(self, X):
+        if self.kernel == "linear":
+            self.token_map_ = None
+        else:
+            self.token_map_ = LowRankKernelMap(
+                self.kernel, self.gamma, self.degree, self.coef0, self.n_basis, self.basis,
+                self.random_state,
+            ).fit(X)
+
+    def _fit_batch(self, batch, Y, sample_weight):
+        fit = fit_n_slack if self.variant == "n-slack" else fit_one_slack
+        w, self.dual_coef_ = fit(self, batch, Y, sample_weight)
+        return w

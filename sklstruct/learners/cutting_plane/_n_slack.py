@@ -1,0 +1,208 @@
+"""The n-slack cutting-plane algorithm (Joachims, Finley and Yu 2009, Algorithms 1 and 2)
+with batched QP updates.
+
+Each example keeps its own working set of constraints. Examples are visited in batches: the
+separation oracle runs over the whole batch in compiled code, every example whose most
+violated constraint exceeds its current slack by more than ``tol`` gets that constraint, and the
+QP is then re-optimised on the batch's blocks (section 4, "batch updates"). After every pass all
+blocks are swept until the QP is solved to the required precision, the exact primal objective
+is computed with one more oracle pass, and the duality gap is recorded.
+"""
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from ...base import Certificate
+from ...structures._base import hinge_terms
+from ._n_slack_fast import margins, sweep
+from ._one_slack import _GrowableArray
+
+
+class NSlackConstraints:
+    """Per-example constraints ``w . g_k >= c_k - xi_i`` stored as labelings (see _block_qp)."""
+
+    def __init__(self, n_pairwise):
+        self.entry_ptr = _GrowableArray(dtype=np.int64)
+        self.entry_ptr.extend(np.zeros(1, dtype=np.int64))
+        self.tokens = _GrowableArray(dtype=np.int64)
+        self.true_state = _GrowableArray(dtype=np.int32)
+        self.wrong_state = _GrowableArray(dtype=np.int32)
+        self.scale = _GrowableArray()
+        self.pairwise = _GrowableArray((n_pairwise,))
+        self.offsets = _GrowableArray()
+        self.alpha = _GrowableArray()
+        self.owner = _GrowableArray(dtype=np.int64)
+        self.last_active = _GrowableArray(dtype=np.int64)
+
+    def __len__(self):
+        return self.offsets.data.shape[0]
+
+    def add(self, sequences, tokens, token_owner, true_state, wrong_state, token_scale,
+            pairwise, offsets, stamp):
+        """Append one constraint per entry of ``sequences`` (entries sorted by owner)."""
+        counts = np.bincount(np.searchsorted(sequences, token_owner), minlength=len(sequences))
+        start = self.entry_ptr.data[-1]
+        self.entry_ptr.extend(start + np.cumsum(counts))
+        self.tokens.extend(tokens)
+        self.true_state.extend(true_state.astype(np.int32))
+        self.wrong_state.extend(wrong_state.astype(np.int32))
+        self.scale.extend(token_scale)
+        self.pairwise.extend(pairwise)
+        self.offsets.extend(offsets)
+        self.alpha.extend(np.zeros(len(sequences)))
+        self.owner.extend(np.asarray(sequences, dtype=np.int64))
+        self.last_active.extend(np.full(len(sequences), stamp, dtype=np.int64))
+
+    def remove_inactive(self, stamp, window):
+        """Drop constraints whose dual variable stayed zero since ``stamp - window``.
+
+        Their dual variables are zero, so the weights do not change.
+        """
+        self.last_active.data[self.alpha.data > 0] = stamp
+        keep = stamp - self.last_active.data < window
+        if keep.all():
+            return
+        lengths = np.diff(self.entry_ptr.data)
+        on_entries = np.repeat(keep, lengths)
+        for array in (self.tokens, self.true_state, self.wrong_state, self.scale):
+            array.select(on_entries)
+        for array in (self.pairwise, self.offsets, self.alpha, self.owner, self.last_active):
+            array.select(keep)
+        self.entry_ptr.assign(np.concatenate([[0], np.cumsum(lengths[keep])]))
+
+    def blocks(self, n_blocks):
+        """``(block_ptr, members)``: the constraints of every example."""
+        owner = self.owner.data
+        members = np.argsort(owner, kind="stable").astype(np.int64)
+        block_ptr = np.zeros(n_blocks + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner, minlength=n_blocks), out=block_ptr[1:])
+        return block_ptr, members
+
+
+class NSlackSolver:
+    """State and steps of the n-slack algorithm for one fit."""
+
+    def __init__(self, structure, batch, Y, C, rescale, tol, n_jobs):
+        self.structure, self.batch, self.Y = structure, batch, Y
+        self.rescale, self.tol, self.n_jobs = rescale, tol, n_jobs
+        self.indptr, self.indices, self.data = batch.csr_arrays
+        self.token_loss = structure.token_loss(Y)
+        n_states, n_features = structure.n_states_, structure.n_features_
+        # the flat weights; WT and theta are views of it that the compiled sweeps update
+        self.w = np.zeros(structure.size_joint_feature_)
+        self.WT, self.theta = structure.split_weights(self.w)
+        self.scratch = np.zeros(n_features * n_states)
+        self.bound = np.broadcast_to(np.asarray(C, dtype=np.float64), (batch.n_sequences,)).copy()
+        self.constraints = NSlackConstraints(structure.n_pairwise_)
+
+    def _arrays(self):
+        c = self.constraints
+        return (self.indptr, self.indices, self.data, self.WT, self.theta, c.entry_ptr.data,
+                c.tokens.data, c.true_state.data, c.wrong_state.data, c.scale.data,
+                c.pairwise.data)
+
+    def slacks(self, sequences):
+        """Current slack ``max(0, max_k c_k - w . g_k)`` of each example in ``sequences``."""
+        c = self.constraints
+        slack = np.zeros(self.batch.n_sequences)
+        which = np.flatnonzero(np.isin(c.owner.data, sequences)).astype(np.int64)
+        if which.size:
+            out = np.empty(which.shape[0])
+            margins(*self._arrays(), which, out)
+            np.maximum.at(slack, c.owner.data[which], c.offsets.data[which] - out)
+        return slack[sequences]
+
+    def separate(self, sequences):
+        """Oracle over ``sequences``; returns their hinge terms and the labelings' data."""
+        structure = self.structure
+        sub, rows = self.batch.select(np.asarray(sequences))
+        Ysub = self.Y[rows]
+        unary = np.ascontiguousarray(sub.X @ self.WT)
+        Ybar, losses, scores = structure.loss_augmented_decode(
+            sub, unary, self.theta, Ysub, rescale=self.rescale, n_jobs=self.n_jobs,
+            token_loss=self.token_loss[rows])
+        margin = structure.score(sub, unary, self.theta, Ysub) - scores
+        return sub, rows, Ysub, Ybar, losses, hinge_terms(losses, margin, self.rescale)
+
+    def add_violated(self, sequences, stamp):
+        """Add the most violated constraint of every example violated beyond ``tol``."""
+        sub, rows, Ysub, Ybar, losses, hinge = self.separate(sequences)
+        violated = hinge > self.slacks(sequences) + self.tol
+        if not violated.any():
+            return 0
+        structure = self.structure
+        scale = np.ones(len(sequences)) if self.rescale == "margin" else losses
+        local_tokens = np.flatnonzero((Ysub != Ybar) & violated[sub.sequence_index])
+        local_owner = sub.sequence_index[local_tokens]
+        pairwise = scale[:, None] * (
+            structure.pairwise_statistics(sub, Ysub, per_sequence=True)
+            - structure.pairwise_statistics(sub, Ybar, per_sequence=True)
+        )
+        picked = np.flatnonzero(violated)
+        self.constraints.add(
+            np.asarray(sequences)[picked], rows[local_tokens],
+            np.asarray(sequences)[local_owner], Ysub[local_tokens], Ybar[local_tokens],
+            scale[local_owner], pairwise[picked], losses[picked], stamp,
+        )
+        return int(violated.sum())
+
+    def optimise(self, sequences, tol, max_sweeps):
+        """Block coordinate ascent sweeps over ``sequences`` until the KKT violation <= tol."""
+        c = self.constraints
+        block_ptr, members = c.blocks(self.batch.n_sequences)
+        order = np.asarray(sequences, dtype=np.int64)
+        violation = np.inf
+        for _ in range(max_sweeps):
+            violation = sweep(*self._arrays(), c.offsets.data, c.alpha.data, block_ptr,
+                              members, self.bound, order, self.scratch, float(tol), 100)
+            if violation <= tol:
+                break
+        return violation
+
+    def dual(self):
+        c = self.constraints
+        norm2 = float(np.sum(self.WT * self.WT) + self.theta @ self.theta)
+        return float(c.alpha.data @ c.offsets.data) - 0.5 * norm2, norm2
+
+
+def fit_n_slack(model, batch, Y, sample_weight):
+    """Algorithms 1 (margin) and 2 (slack rescaling) with batched QP re-optimisation on
+    ``model.structure_``; returns ``(w, dual_coef)`` and records the fit's progress."""
+    n = batch.n_sequences
+    solver = NSlackSolver(model.structure_, batch, Y, model.C * sample_weight, model.rescale,
+                          model.tol, model.n_jobs)
+    certificate = Certificate(model, extra_fields=("n_constraints",))
+    everything = np.arange(n)
+    rng = check_random_state(model.random_state)
+    oracle_calls = 0
+    precise = False
+    subproblems = 0
+    for iteration in range(1, model.max_iter + 1):
+        added = 0
+        for start in range(0, n, model.batch_size):
+            chunk = everything[start: start + model.batch_size]
+            new = solver.add_violated(chunk, subproblems)
+            oracle_calls += chunk.shape[0]
+            if new:
+                added += new
+                solver.optimise(chunk, model.tol, max_sweeps=2)
+                subproblems += 1
+        solver.constraints.remove_inactive(subproblems, model.inactive_window)
+        with_constraints = rng.permutation(np.unique(solver.constraints.owner.data))
+        if added == 0 and not precise:
+            # no example is violated: certify by solving the QP precisely, then re-check
+            violation = solver.optimise(with_constraints, model.tol, max_sweeps=1000)
+        else:
+            violation = solver.optimise(with_constraints, model.tol, max_sweeps=3)
+        _, _, _, _, _, hinge = solver.separate(everything)
+        oracle_calls += n
+        dual, norm2 = solver.dual()
+        primal = 0.5 * norm2 + model.C * float(sample_weight @ hinge)
+        if certificate.check(iteration, primal, dual, oracle_calls,
+                             converged=added == 0 and precise,
+                             n_constraints=len(solver.constraints)):
+            break
+        precise = violation <= model.tol
+    certificate.finish(iteration, what="a pass in which no example is violated by more "
+                                       "than tol")
+    return solver.w, solver.constraints.alpha.data.copy()

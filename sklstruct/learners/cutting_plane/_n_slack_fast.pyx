@@ -1,0 +1,184 @@
+"""Block coordinate ascent on the n-slack dual with the weights kept explicitly.
+
+Constraint ``k`` of example ``i`` has direction ``g_k = [D_k^T X_i, p_k]`` with the token x state
+matrix ``D_k`` stored as entries (token, true state, wrong state, scale): ``+scale`` on the true
+state and ``-scale`` on the wrong one. The dual
+
+    max_a  sum_k a_k c_k - 1/2 ||sum_k a_k g_k||^2,   a >= 0,  sum_{k in block i} a_k <= C_i
+
+is optimised one block (example) at a time: the block's margins ``w . g_k`` and Gram matrix are
+computed from the CSR token rows, the block QP is solved by SMO with the rest fixed, and the
+weights ``W^T`` (n_features x n_states) and pairwise parameters are updated in place.
+"""
+
+from cpython.exc cimport PyErr_CheckSignals
+from libc.stdlib cimport free, malloc
+
+from sklstruct._solvers._smo cimport smo_capped_simplices
+from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
+
+
+cdef inline float64_t _row_dot(const int64_t[::1] indptr, const int32_t[::1] indices,
+                               const float64_t[::1] data, const float64_t[:, ::1] WT,
+                               int64_t t, int32_t a, int32_t b) noexcept nogil:
+    """``x_t . (W[a] - W[b])``."""
+    cdef int64_t q
+    cdef float64_t total = 0.0
+    for q in range(indptr[t], indptr[t + 1]):
+        total += data[q] * (WT[indices[q], a] - WT[indices[q], b])
+    return total
+
+
+cdef float64_t _margin(const int64_t[::1] indptr, const int32_t[::1] indices,
+                       const float64_t[::1] data, const float64_t[:, ::1] WT,
+                       const float64_t[::1] theta, const int64_t[::1] entry_ptr,
+                       const int64_t[::1] tok, const int32_t[::1] true_state,
+                       const int32_t[::1] wrong_state, const float64_t[::1] scale,
+                       const float64_t[:, ::1] pairwise, int64_t k) noexcept nogil:
+    """``w . g_k``."""
+    cdef int64_t e, r
+    cdef float64_t total = 0.0
+    for e in range(entry_ptr[k], entry_ptr[k + 1]):
+        total += scale[e] * _row_dot(indptr, indices, data, WT, tok[e], true_state[e],
+                                     wrong_state[e])
+    for r in range(pairwise.shape[1]):
+        total += pairwise[k, r] * theta[r]
+    return total
+
+
+cdef void _add_direction(const int64_t[::1] indptr, const int32_t[::1] indices,
+                         const float64_t[::1] data, float64_t[:, ::1] WT,
+                         float64_t[::1] theta, const int64_t[::1] entry_ptr,
+                         const int64_t[::1] tok, const int32_t[::1] true_state,
+                         const int32_t[::1] wrong_state, const float64_t[::1] scale,
+                         const float64_t[:, ::1] pairwise, int64_t k,
+                         float64_t step) noexcept nogil:
+    """``w += step * g_k``."""
+    cdef int64_t e, q, t
+    cdef float64_t v
+    for e in range(entry_ptr[k], entry_ptr[k + 1]):
+        t = tok[e]
+        v = step * scale[e]
+        for q in range(indptr[t], indptr[t + 1]):
+            WT[indices[q], true_state[e]] += v * data[q]
+            WT[indices[q], wrong_state[e]] -= v * data[q]
+    for q in range(pairwise.shape[1]):
+        theta[q] += step * pairwise[k, q]
+
+
+def margins(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t[::1] data,
+            const float64_t[:, ::1] WT, const float64_t[::1] theta,
+            const int64_t[::1] entry_ptr, const int64_t[::1] tok,
+            const int32_t[::1] true_state, const int32_t[::1] wrong_state,
+            const float64_t[::1] scale, const float64_t[:, ::1] pairwise,
+            const int64_t[::1] which, float64_t[::1] out):
+    """``out[j] = w . g_k`` for the constraints ``k = which[j]``."""
+    cdef int64_t j
+    with nogil:
+        for j in range(which.shape[0]):
+            out[j] = _margin(indptr, indices, data, WT, theta, entry_ptr, tok, true_state,
+                             wrong_state, scale, pairwise, which[j])
+
+
+def sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t[::1] data,
+          float64_t[:, ::1] WT, float64_t[::1] theta,
+          const int64_t[::1] entry_ptr, const int64_t[::1] tok,
+          const int32_t[::1] true_state, const int32_t[::1] wrong_state,
+          const float64_t[::1] scale, const float64_t[:, ::1] pairwise,
+          const float64_t[::1] offset, float64_t[::1] alpha,
+          const int64_t[::1] block_ptr, const int64_t[::1] members,
+          const float64_t[::1] bound, const int64_t[::1] order,
+          float64_t[::1] scratch, float64_t tol, int64_t max_inner):
+    """One pass of block coordinate ascent over the blocks listed in ``order``.
+
+    ``scratch`` is a zeroed work array of size ``n_features * n_states`` (left zeroed).
+    Returns the largest pairwise KKT violation seen before the blocks' updates.
+    """
+    cdef int64_t n_states = WT.shape[1]
+    cdef int64_t p_dim = pairwise.shape[1]
+    cdef int64_t oi, blk, m, u, v, kk, k, e, q, t, col
+    cdef int64_t max_m = 0, blocks_since_check = 0
+    cdef intp_t n_steps
+    cdef intp_t group_ptr[2]
+    cdef float64_t worst = 0.0, viol, slack, diff
+    cdef float64_t *gram
+    cdef float64_t *grad
+    cdef float64_t *value
+    for blk in range(block_ptr.shape[0] - 1):
+        if block_ptr[blk + 1] - block_ptr[blk] > max_m:
+            max_m = block_ptr[blk + 1] - block_ptr[blk]
+    gram = <float64_t*> malloc(max_m * max_m * sizeof(float64_t) + 1)
+    grad = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
+    value = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
+    group_ptr[0] = 0
+    try:
+        if gram == NULL or grad == NULL or value == NULL:
+            raise MemoryError("could not allocate the n-slack block workspace")
+        with nogil:
+            for oi in range(order.shape[0]):
+                blk = order[oi]
+                m = block_ptr[blk + 1] - block_ptr[blk]
+                if m == 0:
+                    continue
+                blocks_since_check += 1
+                if blocks_since_check >= 64:
+                    blocks_since_check = 0
+                    with gil:
+                        PyErr_CheckSignals()
+                # block gradient (for maximisation): c_k - w . g_k
+                slack = bound[blk]
+                for u in range(m):
+                    k = members[block_ptr[blk] + u]
+                    grad[u] = offset[k] - _margin(indptr, indices, data, WT, theta, entry_ptr, tok,
+                                                  true_state, wrong_state, scale, pairwise, k)
+                    slack -= alpha[k]
+                    value[u] = alpha[k]
+                if slack <= 1e-12 * bound[blk]:  # rounding residue of a full block
+                    slack = 0.0
+                # block Gram matrix through the scratch accumulator
+                for u in range(m):
+                    k = members[block_ptr[blk] + u]
+                    for e in range(entry_ptr[k], entry_ptr[k + 1]):
+                        t = tok[e]
+                        for q in range(indptr[t], indptr[t + 1]):
+                            col = indices[q] * n_states
+                            scratch[col + true_state[e]] += scale[e] * data[q]
+                            scratch[col + wrong_state[e]] -= scale[e] * data[q]
+                    for v in range(u, m):
+                        kk = members[block_ptr[blk] + v]
+                        diff = 0.0
+                        for e in range(entry_ptr[kk], entry_ptr[kk + 1]):
+                            t = tok[e]
+                            for q in range(indptr[t], indptr[t + 1]):
+                                col = indices[q] * n_states
+                                diff += scale[e] * data[q] * (scratch[col + true_state[e]]
+                                                              - scratch[col + wrong_state[e]])
+                        for q in range(p_dim):
+                            diff += pairwise[k, q] * pairwise[kk, q]
+                        gram[u * m + v] = diff
+                        gram[v * m + u] = diff
+                    for e in range(entry_ptr[k], entry_ptr[k + 1]):
+                        t = tok[e]
+                        for q in range(indptr[t], indptr[t + 1]):
+                            col = indices[q] * n_states
+                            scratch[col + true_state[e]] = 0.0
+                            scratch[col + wrong_state[e]] = 0.0
+                # SMO on the block (the unused capacity acts as a variable of gradient 0)
+                group_ptr[1] = m
+                viol = smo_capped_simplices(gram, m, grad, value, group_ptr, 1, &slack, tol,
+                                            max_inner, &n_steps)
+                if viol > worst:
+                    worst = viol
+                # apply the block's change to alpha and to the weights
+                for u in range(m):
+                    k = members[block_ptr[blk] + u]
+                    if value[u] != alpha[k]:
+                        _add_direction(indptr, indices, data, WT, theta, entry_ptr, tok,
+                                       true_state, wrong_state, scale, pairwise, k,
+                                       value[u] - alpha[k])
+                        alpha[k] = value[u]
+    finally:
+        free(gram)
+        free(grad)
+        free(value)
+    return worst

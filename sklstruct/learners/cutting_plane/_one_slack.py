@@ -1,0 +1,252 @@
+"""The 1-slack cutting-plane algorithm (Joachims, Finley and Yu 2009, Algorithms 3 and 4).
+
+Constraints are stored as labelings, not as parameter-sized vectors.
+
+A constraint direction ``g = sum_i s_i (Psi(x_i, y_i) - Psi(x_i, ybar_i))`` is kept through the
+tokens where ``ybar`` differs from ``y`` (their index, the wrong label and the per-token scale
+``s_i``) plus its small pairwise part. All constraints share flat, growable arrays, so the inner
+products of a new direction with every stored one are one unary-score computation, a gather and
+a ``bincount``, and ``w = sum_k alpha_k g_k`` is one product ``M^T X`` with a dense token x state
+matrix ``M``. A working set of hundreds of constraints over millions of parameters stays cheap.
+
+When the parameter vector is small (``size * 8 bytes`` at most ``DENSE_BYTES_PER_CONSTRAINT``),
+the directions are kept as dense rows instead, and Gram rows and combinations become plain
+matrix-vector products.
+"""
+
+import numpy as np
+
+from ...base import Certificate
+from ...structures._base import hinge_terms
+from ..._solvers.qp import solve_capped_simplex_qp
+from ._label_cache import LabelCache
+from ._one_slack_fast import constraint_dots, scatter_constraints
+
+DENSE_BYTES_PER_CONSTRAINT = 2**19
+
+
+class _GrowableArray:
+    """An array grown along axis 0 by amortised doubling; ``data`` is the used part."""
+
+    def __init__(self, shape_tail=(), dtype=np.float64):
+        self._store = np.zeros((16, *shape_tail), dtype=dtype)
+        self._used = 0
+
+    @property
+    def data(self):
+        return self._store[: self._used]
+
+    def extend(self, rows):
+        needed = self._used + rows.shape[0]
+        if needed > self._store.shape[0]:
+            grown = np.zeros((max(needed, 2 * self._store.shape[0]), *self._store.shape[1:]),
+                             dtype=self._store.dtype)
+            grown[: self._used] = self.data
+            self._store = grown
+        self._store[self._used: needed] = rows
+        self._used = needed
+
+    def select(self, mask):
+        self.assign(self.data[mask])
+
+    def assign(self, rows):
+        """Replace the contents by ``rows`` (at most the current length)."""
+        self._store[: rows.shape[0]] = rows
+        self._used = rows.shape[0]
+
+
+class WorkingSet:
+    """A set of cutting-plane constraints ``w . g_k >= c_k - xi`` with their Gram matrix.
+
+    Parameters
+    ----------
+    structure : bound structure
+    batch : SequenceBatch
+    Y : ndarray of shape (n_tokens,)
+        Encoded true labels.
+    """
+
+    def __init__(self, structure, batch, Y):
+        self.structure = structure
+        self.batch = batch
+        self.Y = Y
+        self.gram = np.zeros((0, 0))
+        self._offsets = _GrowableArray()
+        self._pairwise = _GrowableArray((structure.n_pairwise_,))
+        size = structure.size_joint_feature_
+        self.dense = 8 * size <= DENSE_BYTES_PER_CONSTRAINT
+        if self.dense:
+            self._directions = _GrowableArray((size,))
+        else:
+            # flat indices t * n_states + state of the true and the wrong state of each entry
+            self._true_index = _GrowableArray(dtype=np.int64)
+            self._wrong_index = _GrowableArray(dtype=np.int64)
+            self._scale = _GrowableArray()
+            self._owner = _GrowableArray(dtype=np.int64)
+
+    def __len__(self):
+        return self._offsets.data.shape[0]
+
+    @property
+    def offsets(self):
+        """The constraint offsets ``c_k``."""
+        return self._offsets.data
+
+    def _direction(self, M, pairwise):
+        """Flat direction ``[M^T X, pairwise]`` for a flat token x state matrix ``M``."""
+        M = M.reshape(self.batch.n_tokens, self.structure.n_states_)
+        return np.concatenate([self.structure.unary_features(self.batch, M).ravel(), pairwise])
+
+    def add(self, Ybar, sequence_scale, offset):
+        """Add ``g = sum_i s_i (Psi(y_i) - Psi(ybar_i))`` with offset ``c``.
+
+        The Gram matrix grows by one row and column.
+        """
+        structure, batch, Y = self.structure, self.batch, self.Y
+        n_states = structure.n_states_
+        tokens = np.flatnonzero(Y != Ybar)
+        true_index = tokens * n_states + Y[tokens]
+        wrong_index = tokens * n_states + Ybar[tokens]
+        scale = sequence_scale[batch.sequence_index[tokens]]
+        pairwise = structure.pairwise_statistics(batch, Y, sequence_scale) - \
+            structure.pairwise_statistics(batch, Ybar, sequence_scale)
+        M = np.zeros(batch.n_tokens * n_states)
+        M[true_index] = scale
+        M[wrong_index] = -scale
+        g = self._direction(M, pairwise)
+        k = len(self)
+        row = np.empty(k + 1)
+        if self.dense:
+            row[:k] = self._directions.data @ g
+            self._directions.extend(g[None, :])
+        else:
+            if k:
+                unary = structure.unary_potentials(batch, g).ravel()
+                row[:k] = self._pairwise.data @ pairwise
+                constraint_dots(unary, self._true_index.data, self._wrong_index.data,
+                                self._scale.data, self._owner.data, row)
+            self._true_index.extend(true_index)
+            self._wrong_index.extend(wrong_index)
+            self._scale.extend(scale)
+            self._owner.extend(np.full(tokens.shape[0], k, dtype=np.int64))
+        row[k] = g @ g
+        gram = np.empty((k + 1, k + 1))
+        gram[:k, :k] = self.gram
+        gram[k, :] = row
+        gram[:, k] = row
+        self.gram = gram
+        self._pairwise.extend(pairwise[None, :])
+        self._offsets.extend(np.array([float(offset)]))
+
+    def remove(self, keep):
+        """Keep only the constraints whose mask entry is true (Gram rows/columns dropped)."""
+        keep = np.asarray(keep, dtype=bool)
+        if not self.dense:
+            on_tokens = keep[self._owner.data]
+            new_index = np.cumsum(keep) - 1
+            owner = new_index[self._owner.data[on_tokens]]
+            for array in (self._true_index, self._wrong_index, self._scale):
+                array.select(on_tokens)
+            self._owner.select(on_tokens)
+            self._owner.data[:] = owner
+        else:
+            self._directions.select(keep)
+        self._pairwise.select(keep)
+        self._offsets.select(keep)
+        self.gram = self.gram[np.ix_(keep, keep)]
+
+    def combine(self, alpha):
+        """``w = sum_k alpha_k g_k`` as a flat weight vector."""
+        if self.dense:
+            return alpha @ self._directions.data
+        M = np.zeros(self.batch.n_tokens * self.structure.n_states_)
+        scatter_constraints(M, self._true_index.data, self._wrong_index.data, self._scale.data,
+                            self._owner.data, np.ascontiguousarray(alpha, dtype=np.float64))
+        return self._direction(M, alpha @ self._pairwise.data)
+
+
+def _separate(model, batch, Y, unary, pairwise, token_loss, cache, slack, oracle_violation,
+              weights):
+    """The next 1-slack constraint, and whether the separation oracle produced it.
+
+    The cached labelings are tried first; their constraint is used when it is violated by
+    more than ``tol`` per example and by at least half the violation of the last oracle
+    constraint, so that the cache saves oracle calls without trading them for many small
+    steps. Otherwise the oracle is called (and refreshes the cache).
+
+    Returns ``(labels, losses, scores, from_oracle)``.
+    """
+    structure, n = model.structure_, batch.n_sequences
+    if cache.filled:
+        Ybar, losses, scores = cache.most_violating(structure, batch, Y, unary, pairwise,
+                                                    token_loss, model.rescale)
+        margins = structure.score(batch, unary, pairwise, Y) - scores
+        hinge = hinge_terms(losses, margins, model.rescale)
+        if weights @ hinge - slack > max(model.tol * n, 0.5 * oracle_violation):
+            return Ybar, losses, scores, False
+    Ybar, losses, scores = structure.loss_augmented_decode(
+        batch, unary, pairwise, Y, rescale=model.rescale, n_jobs=model.n_jobs,
+        token_loss=token_loss)
+    cache.insert(Ybar)
+    return Ybar, losses, scores, True
+
+
+def fit_one_slack(model, batch, Y, sample_weight):
+    """Algorithms 3 (margin) and 4 (slack rescaling) on ``model.structure_``; returns
+    ``(w, dual_coef)`` and records the fit's progress on ``model``."""
+    structure = model.structure_
+    n = batch.n_sequences
+    C = float(model.C)
+    working_set = WorkingSet(structure, batch, Y)
+    cache = LabelCache(batch.n_tokens, model.cache_size)
+    token_loss = structure.token_loss(Y)
+    certificate = Certificate(model, unit="iteration", extra_fields=("n_constraints",))
+    w = np.zeros(structure.size_joint_feature_)
+    alpha = np.zeros(0)
+    last_active = np.zeros(0, dtype=np.int64)
+    oracle_calls = 0
+    violation = qp_tol = oracle_violation = np.inf
+    for iteration in range(1, model.max_iter + 1):
+        norm2 = float(alpha @ working_set.gram @ alpha)
+        dual = float(alpha @ working_set.offsets) - 0.5 * norm2
+        slack = max(0.0, float(np.max(working_set.offsets - working_set.gram @ alpha))) \
+            if alpha.size else 0.0
+        unary, pairwise = structure.potentials(batch, w)
+        Ybar, losses, scores, from_oracle = _separate(
+            model, batch, Y, unary, pairwise, token_loss, cache, slack, oracle_violation,
+            sample_weight)
+        oracle_calls += n * from_oracle
+        hinge = hinge_terms(losses, structure.score(batch, unary, pairwise, Y) - scores,
+                            model.rescale)
+        # with the oracle, the hinge terms are exact and give the primal objective
+        primal = 0.5 * norm2 + C * float(sample_weight @ hinge) if from_oracle else np.nan
+        violation = float(sample_weight @ hinge) - slack
+        if from_oracle:
+            oracle_violation = violation
+        final_qp_tol = 0.1 * model.tol * n
+        converged = bool(from_oracle and violation <= model.tol * n and qp_tol <= final_qp_tol)
+        certificate.check(iteration, primal, dual, oracle_calls, converged=converged,
+                          n_constraints=len(working_set))
+        if converged:
+            break
+        if from_oracle and violation <= model.tol * n:
+            qp_tol = final_qp_tol  # certify: re-solve the working set QP precisely
+        else:
+            scale = sample_weight * (1.0 if model.rescale == "margin" else losses)
+            working_set.add(Ybar, scale, offset=float(sample_weight @ losses))
+            alpha = np.append(alpha, 0.0)
+            last_active = np.append(last_active, iteration)
+            # the QP is solved more precisely as the outer loop converges (section 4)
+            qp_tol = max(final_qp_tol, 0.01 * violation)
+        alpha, _, _ = solve_capped_simplex_qp(
+            working_set.gram, working_set.offsets, C, alpha0=alpha, tol=qp_tol
+        )
+        last_active[alpha > 0] = iteration
+        stale = iteration - last_active >= model.inactive_window
+        if stale.any():
+            working_set.remove(~stale)
+            alpha, last_active = alpha[~stale], last_active[~stale]
+        w = working_set.combine(alpha)
+    certificate.finish(iteration, what=f"a violation per example <= tol={model.tol} "
+                                       f"(last {violation / n:.3g})")
+    return w, alpha

@@ -1,0 +1,370 @@
+"""Nesterov's excessive gap technique with Bregman projections for M3N training (Zhang, Saha
+and Vishwanathan)."""
+
+import numbers
+
+import numpy as np
+from sklearn.utils.extmath import row_norms
+from sklearn.utils.validation import check_is_fitted
+
+from ..._kernel_map import token_kernel
+from ...base import BaseStructuredClassifier, Certificate
+from ...structures._base import structured_hinge
+from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ._geometry import KernelGeometry, LinearGeometry
+
+_KERNELS = {"linear", "rbf", "poly"}
+
+
+class M3NExcessiveGap(BaseStructuredClassifier):
+    """Max-margin Markov network trained by the excessive gap technique (Zhang, Saha and
+    Vishwanathan, "Accelerated training of max-margin Markov networks with kernels").
+
+    Minimises the objective shared by all sklstruct learners (margin rescaling)::
+
+        P(w) = 1/2 ||w||^2 + C * sum_i H_i(w),
+
+    which is ``n C`` times the paper's ``J(w) = lambda/2 ||w||^2 + 1/n sum_i H_i(w)`` with
+    ``lambda = 1 / (n C)``. Algorithm 2 of the paper (section 4.2): two sequences, weights
+    ``w_k`` and dual variables ``alpha_k``, and a smoothing parameter ``mu_k`` that decays
+    like ``1/k^2`` (``tau_k = 2/(k+3)``, ``mu_{k+1} = (1 - tau_k) mu_k``). Each iteration needs
+    two rounds of clique marginals (forward-backward in compiled code): of the smoothed best
+    response ``alpha_mu(w_k)`` (eq. (38)) and of the Bregman projection ``alpha~`` (eq. (40)).
+    ``alpha_k`` is never stored as a distribution over labelings: only its marginals (node
+    marginals per token and expected pairwise statistics per sequence),
+    updated by the convex combinations of steps 7, 8 and 11.
+
+    The duality gap ``P(w_k) - D(alpha_k)`` is computed exactly every iteration (it certifies
+    the result whatever the schedule) and the fit stops when it is at most ``tol * P(w_k)``.
+    Theorem 4 bounds it by ``6 mu_1 D_prox / ((k+1)(k+2))`` (in the paper's scale) when
+    ``mu_1 >= L / sigma``.
+
+    Parameters
+    ----------
+    structure : {"auto"} or structure instance, default="auto"
+        Any structure with a ``marginals`` oracle (``MultiClass``, ``ChainStructure``) and
+        ``pairwise_count_blocks`` covering its pairwise statistics.
+    C : float, default=1.0
+        Weight of the summed structured hinge losses.
+    kernel : {"linear", "rbf", "poly"} or callable, default="linear"
+        Kernel on token feature vectors (section 4.3): with a non-linear kernel ``w`` is kept
+        implicitly through the marginals of ``beta_k`` (Theorem 9) and the token kernel matrix
+        of the training set is formed (see ``kernel_memory_mb``). Transition and start/end
+        features stay linear.
+    gamma, degree, coef0 : float
+        Kernel parameters as in :func:`sklearn.metrics.pairwise.pairwise_kernels`
+        (``gamma=None``: 1 / n_features).
+    smoothing : {"worst_case", "adaptive"}, default="adaptive"
+        "worst_case": ``mu_1 = max ||psi||^2 / lambda`` (the paper's eq. (32) choice ``L/sigma``),
+        with ``max ||psi||^2`` bounded for weights tied across positions by
+        ``2 (sum_t ||x_t||)^2 + 2 sum_b T_b^2`` over the structure's pairwise count blocks
+        of totals ``T_b`` (for a chain of length ``l``: ``2 (l - 1)^2``, ``+ 4`` with
+        start/end features); Theorem 4's rate holds. "adaptive": a data-dependent ``mu``
+        that keeps the excessive gap condition ``J_mu(w_k) <= D(alpha_k)`` (eq. (11)), checked
+        at every iterate: start from ``4^-10`` times the worst case and multiply the current
+        ``mu_k`` by 4 whenever (11) fails, never above the worst-case schedule
+        ``mu_1 6 / ((k+1)(k+2))`` (the schedule of Theorems 4-5), so that
+        ``gap_k <= mu_k D`` (eq. (12)) holds at every iterate with the recorded ``mu_k``. The
+        duality gap certifies the result either way.
+    tol : float, default=1e-3
+        Stop when the duality gap is at most ``tol`` times the primal objective.
+    max_iter : int, default=1000
+        Maximum number of iterations.
+    kernel_memory_mb : float, default=1024
+        Largest token kernel matrix (n_tokens^2 doubles) a non-linear kernel may form; a larger
+        one raises a ValueError.
+    n_jobs : int, default=None
+        Threads for forward-backward and decoding.
+    verbose : int, default=0
+        Print one line per iteration (primal, dual, gap, time, oracle calls).
+
+    Attributes
+    ----------
+    classes_, structure_, w_, n_iter_, n_features_in_
+        As in :class:`StructSVMCuttingPlane`; for a non-linear kernel the unary part of ``w_``
+        is zero (the model's token scores are ``K(x, X_fit_) @ dual_coef_``).
+    coef_ : ndarray of shape (n_classes, n_features)
+        Linear kernel only.
+    dual_coef_ : ndarray of shape (n_fit_tokens, n_classes)
+        Non-linear kernels: ``C (onehot(y) - beta)`` per training token.
+    X_fit_ : ndarray or sparse matrix
+        Non-linear kernels: the training tokens.
+    mu_init_ : float
+        The starting ``mu_1`` in the paper's scale (for ``smoothing="adaptive"`` before any
+        increase; ``history_["mu"]`` holds the value used at every iteration).
+    prox_diameter_ : float
+        ``D = max d(alpha)``: the mean over examples of ``log |Y_i|``.
+    n_mu_increases_ : int
+        Increases of ``mu_k`` made by ``smoothing="adaptive"`` to keep condition (11).
+    history_ : dict of ndarray
+        Per iteration: ``primal``, ``dual``, ``gap``, ``time``, ``oracle_calls`` (single-example
+        marginal or decoding calls), ``mu``, ``smoothed_primal`` (``n C J_mu(w_k)``; the
+        excessive gap condition is ``smoothed_primal <= dual``) and ``drift`` (largest
+        deviation of a token's marginals from summing to one before renormalisation).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklstruct import M3NExcessiveGap
+    >>> X = [np.array([[1., 0.], [0., 1.]]), np.array([[0., 1.], [1., 0.], [1., 0.]])]
+    >>> y = [np.array(["a", "b"]), np.array(["b", "a", "a"])]
+    >>> [p.tolist() for p in M3NExcessiveGap(C=10.0).fit(X, y).predict(X)]
+    [['a', 'b'], ['b', 'a', 'a']]
+    """
+
+    _parameter_constraints = {
+        **BaseStructuredClassifier._parameter_constraints,
+        "kernel": [StrOptions(_KERNELS), callable],
+        "gamma": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "degree": [Interval(numbers.Integral, 1, None, closed="left")],
+        "coef0": [Interval(numbers.Real, None, None, closed="neither")],
+        "smoothing": [StrOptions({"worst_case", "adaptive"})],
+        "kernel_memory_mb": [Interval(numbers.Real, 0, None, closed="neither")],
+    }
+
+    def __init__(self, structure="auto", *, C=1.0, kernel="linear", gamma=None, degree=3,
+                 coef0=1.0, smoothing="adaptive", tol=1e-3, max_iter=1000,
+                 kernel_memory_mb=1024, n_jobs=None, verbose=0):
+        self.structure = structure
+        self.C = C
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.smoothing = smoothing
+        self.tol = tol
+        self.max_iter = max_iter
+        self.kernel_memory_mb = kernel_memory_mb
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, lengths=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
+        y : list of array-like, or array-like of shape (n_tokens,)
+            Labels in the form of ``X``.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return self._fit(X, y, lengths)
+
+    # ------------------------------------------------------------------ fitted model
+    @property
+    def _linear(self):
+        return isinstance(self.kernel, str) and self.kernel == "linear"
+
+    @property
+    def coef_(self):
+        """Per-class weights on token features (linear kernel only)."""
+        check_is_fitted(self)
+        if not self._linear:
+            raise AttributeError("coef_ is only available with kernel='linear'.")
+        return super().coef_
+
+    def _kernel(self, A, B):
+        gamma = self.gamma if self.gamma is not None else 1.0 / self.n_features_in_
+        return token_kernel(A, B, self.kernel, gamma, self.degree, self.coef0)
+
+    def _potentials(self, batch):
+        if self._linear:
+            return super()._potentials(batch)
+        scores = np.empty((batch.n_tokens, self.dual_coef_.shape[1]))
+        step = max(1, int(2 ** 24 // max(self.X_fit_.shape[0], 1)))
+        for lo in range(0, batch.n_tokens, step):
+            scores[lo:lo + step] = self._kernel(batch.X[lo:lo + step], self.X_fit_) \
+                @ self.dual_coef_
+        return scores, self.structure_.split_weights(self.w_)[1]
+
+    def _weight_norm_sq(self):
+        return self._norm_sq_
+
+    # ------------------------------------------------------------------ fit
+    def _geometry(self, batch):
+        if self._linear:
+            return LinearGeometry(self.structure_, batch), None
+        needed = batch.n_tokens ** 2 * 8 / 2 ** 20
+        if needed > self.kernel_memory_mb:
+            raise ValueError(
+                f"The token kernel matrix would take {needed:.0f} MB for {batch.n_tokens} "
+                f"tokens, above kernel_memory_mb={self.kernel_memory_mb}; raise the limit, "
+                "use fewer tokens or a low-rank kernel map (StructSVMCuttingPlane).")
+        K = self._kernel(batch.X, batch.X)
+        return KernelGeometry(K), np.sqrt(np.maximum(np.diag(K), 0.0))
+
+    def _worst_case_mu(self, batch, token_norms):
+        """``max_i ||psi_i||^2 / lambda`` bounded for tied weights (see ``smoothing``)."""
+        pairwise_bound = self.structure_.max_pairwise_norm_sq(batch)
+        if pairwise_bound is None:
+            raise ValueError(f"M3NExcessiveGap needs pairwise_count_blocks covering the "
+                             f"pairwise statistics of {type(self.structure_).__name__}.")
+        feature_sum = np.bincount(batch.sequence_index, weights=token_norms,
+                                  minlength=batch.n_sequences)
+        # ||Psi(y) - Psi(y')||^2 <= 2 (sum_t ||x_t||)^2 + 2 sum_b T_b^2 (counts are >= 0)
+        bound = 2.0 * feature_sum ** 2 + 2.0 * pairwise_bound
+        return batch.n_sequences * float(self.C) * float(bound.max())
+
+    def _fit_batch(self, batch, Y, sample_weight):
+        # fit takes no sample_weight, so every sequence weighs 1 here
+        geometry, token_norms = self._geometry(batch)
+        if token_norms is None:
+            token_norms = row_norms(batch.X)
+        worst = self._worst_case_mu(batch, token_norms)
+        self.prox_diameter_ = float(np.mean(batch.lengths * np.log(self.structure_.n_states_)))
+        certificate = Certificate(self, unit="iteration",
+                                  extra_fields=("mu", "smoothed_primal", "drift"))
+        mu1 = worst if self.smoothing == "worst_case" else worst * 4.0 ** -10
+        self.mu_init_ = mu1
+        run = _ExcessiveGapRun(self.structure_, batch, Y, float(self.C), geometry, mu1,
+                               certificate, self.n_jobs)
+        run.run(self.max_iter, ceiling=worst if self.smoothing == "adaptive" else None)
+        self.n_mu_increases_ = run.n_increases
+        certificate.finish(run.n_iter)
+        self._norm_sq_ = run.norm_sq
+        if not self._linear:
+            self.dual_coef_ = run.rep[0]
+            self.X_fit_ = batch.X
+        return run.w
+
+
+class _ExcessiveGapRun:
+    """One run of Algorithm 2 from ``mu_1``; keeps ``w_k`` and the marginals of ``alpha_k``.
+
+    The structure gives the marginals (its exp-oracle on potentials), the loss-augmented
+    decoding for the primal, and the count blocks for renormalising the marginals; the
+    geometry keeps the unary part of the weights (explicit, or through a kernel matrix).
+    """
+
+    def __init__(self, structure, batch, Y, C, geometry, mu1, certificate, n_jobs):
+        self.structure, self.batch, self.Y, self.C = structure, batch, Y, C
+        self.geometry, self.certificate, self.n_jobs = geometry, certificate, n_jobs
+        self.token_loss = structure.token_loss(Y)
+        self.true_unary = C * structure.onehot(Y)
+        self.true_pairwise = C * structure.pairwise_statistics(batch, Y)
+        self.log_sizes = batch.lengths * np.log(structure.n_states_)
+        self.count_blocks = structure.pairwise_count_blocks(batch)
+        self.mu = mu1
+        self.calls = 0
+        self.n_increases = 0
+
+    # --------------------------------------------------------------- building blocks
+    def _marginals(self, unary, pairwise):
+        self.calls += self.batch.n_sequences
+        node, pair, log_z = self.structure.marginals(self.batch, unary, pairwise,
+                                                     n_jobs=self.n_jobs)
+        return node, np.asarray(pair).reshape(self.batch.n_sequences, -1), log_z
+
+    def _weights_of(self, node, pair):
+        """``w(alpha)``: representation of its unary part and its pairwise part."""
+        return (self.geometry.represent(self.true_unary - self.C * node),
+                self.true_pairwise - self.C * pair.sum(axis=0))
+
+    def _flat_weights(self, rep, theta):
+        w = np.zeros(self.structure.size_joint_feature_)
+        n_unary = w.shape[0] - theta.shape[0]
+        if isinstance(self.geometry, LinearGeometry):
+            w[:n_unary] = rep.ravel()
+        w[n_unary:] = theta
+        return w
+
+    def _dual(self, node, pair):
+        rep, theta = self._weights_of(node, pair)
+        expected_loss = float((self.token_loss * node).sum())
+        return self.C * expected_loss - 0.5 * (self.geometry.norm_sq(rep) + float(theta @ theta))
+
+    def _renormalise(self, node, pair):
+        """Remove the rounding drift of the convex combinations; return the drift.
+
+        Every token's marginals sum to one; every count block of the pairwise statistics to
+        its total.
+        """
+        sums = node.sum(axis=1)
+        drift = float(np.max(np.abs(sums - 1.0)))
+        np.maximum(node, 0.0, out=node)
+        node /= node.sum(axis=1, keepdims=True)
+        for start, stop, totals in self.count_blocks:
+            part = pair[:, start:stop]
+            total = part.sum(axis=1)
+            drift = max(drift, float(np.max(np.abs(total - totals), initial=0.0)))
+            np.maximum(part, 0.0, out=part)
+            part *= np.divide(totals, part.sum(axis=1), out=np.zeros_like(total),
+                              where=totals > 0)[:, None]
+        return drift
+
+    # --------------------------------------------------------------- the algorithm
+    def _smoothed_primal(self, norm_sq, scores, theta):
+        """``n C J_mu(w)`` and the marginals of ``alpha_mu(w)`` (eq. (38))."""
+        node, pair, log_z = self._marginals((self.token_loss + scores) / self.mu,
+                                            theta / self.mu)
+        true_scores = self.structure.score(self.batch, scores, theta, self.Y)
+        smoothed = 0.5 * norm_sq + self.C * float(np.sum(self.mu * log_z - true_scores)) \
+            - self.C * self.mu * float(self.log_sizes.sum())
+        return smoothed, node, pair
+
+    def run(self, max_iter, ceiling=None):
+        """Iterate until the gap certificate or ``max_iter``.
+
+        With a ``ceiling``, the excessive gap condition (11) is checked at every iterate and
+        ``mu_k`` is multiplied by 4 until it holds, never above the worst-case schedule
+        ``ceiling * 6 / ((k+1)(k+2))``.
+        """
+        C, geometry, token_loss = self.C, self.geometry, self.token_loss
+        # initialisation (steps 1-2): alpha_0 uniform, w_1 = w(alpha_0), alpha_1 = V(...)
+        S = self.structure.n_states_
+        node0, pair0, _ = self._marginals(np.zeros((self.batch.n_tokens, S)),
+                                          np.zeros(self.structure.n_pairwise_))
+        rep, theta = self._weights_of(node0, pair0)
+        scores = geometry.scores(rep)
+        node, pair, _ = self._marginals((token_loss + scores) / self.mu, theta / self.mu)
+        drift = 0.0
+        for k in range(1, max_iter + 1):
+            w = self._flat_weights(rep, theta)
+            norm_sq = geometry.norm_sq(rep) + float(theta @ theta)
+            hinge, _, _ = structured_hinge(self.structure, self.batch, self.Y, scores, theta,
+                                           n_jobs=self.n_jobs, token_loss=token_loss)
+            self.calls += self.batch.n_sequences
+            primal = 0.5 * norm_sq + C * float(hinge.sum())
+            dual = self._dual(node, pair)
+            tau = 2.0 / (k + 3.0)
+            # step 5: marginals of alpha_mu(w_k); their log-partitions give J_mu(w_k)
+            smoothed, smooth_node, smooth_pair = self._smoothed_primal(norm_sq, scores, theta)
+            # never smoother than the worst-case schedule mu_1 * 6 / ((k+1)(k+2))
+            limit = None if ceiling is None else ceiling * 6.0 / ((k + 1.0) * (k + 2.0))
+            while limit is not None and self.mu < limit and \
+                    smoothed > dual + 1e-9 * max(abs(dual), 1.0):
+                self.mu = min(4.0 * self.mu, limit)
+                self.n_increases += 1
+                smoothed, smooth_node, smooth_pair = self._smoothed_primal(norm_sq, scores,
+                                                                           theta)
+            self.w, self.rep, self.norm_sq, self.n_iter = w, rep, norm_sq, k
+            if self.certificate.check(k, primal, dual, self.calls, mu=self.mu,
+                                      smoothed_primal=smoothed, drift=drift):
+                return
+            # steps 6-8: alpha^ and w_{k+1}
+            hat_node = (1.0 - tau) * node + tau * smooth_node
+            hat_pair = (1.0 - tau) * pair + tau * smooth_pair
+            hat_rep, hat_theta = self._weights_of(hat_node, hat_pair)
+            hat_scores = geometry.scores(hat_rep)
+            # step 9: marginals of alpha~ = V(alpha_mu(w_k), -tau/((1-tau) mu) grad D(alpha^)),
+            # eq. (40)
+            c = tau / ((1.0 - tau) * self.mu)
+            tilde_node, tilde_pair, _ = self._marginals(
+                (token_loss + scores) / self.mu + c * (token_loss + hat_scores),
+                theta / self.mu + c * hat_theta)
+            rep = geometry.combine(1.0 - tau, rep, tau, hat_rep)
+            theta = (1.0 - tau) * theta + tau * hat_theta
+            scores = (1.0 - tau) * scores + tau * hat_scores
+            # steps 10-12: alpha_{k+1} and mu_{k+1}
+            node = (1.0 - tau) * node + tau * tilde_node
+            pair = (1.0 - tau) * pair + tau * tilde_pair
+            drift = self._renormalise(node, pair)
+            self.mu *= 1.0 - tau

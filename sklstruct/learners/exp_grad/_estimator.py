@@ -1,0 +1,308 @@
+"""Exponentiated gradient on the factored dual of max-margin Markov networks (Bartlett et al.
+2004)."""
+
+import numbers
+
+import numpy as np
+from sklearn.utils.extmath import row_norms
+
+from ...base import BaseStructuredClassifier, Certificate
+from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ._online import OnlineEGState
+from ._safe_rate import safe_learning_rate
+
+
+class M3NExpGrad(BaseStructuredClassifier):
+    """Max-margin Markov network trained by exponentiated gradient (Bartlett et al. 2004).
+
+    Maximises the dual of the objective shared by all sklstruct learners (margin
+    rescaling)::
+
+        P(w) = 1/2 ||w||^2 + C * sum_i H_i(w)
+        D(a) = C sum_i E_{a_i}[Delta(y_i, y)] - 1/2 ||w(a)||^2,
+        w(a) = C sum_i (Psi(x_i, y_i) - E_{a_i}[Psi(x_i, y)])
+
+    with every ``a_i`` a Gibbs distribution over labelings whose potentials are kept per part
+    (the paper's Figure 2): per-token node potentials and pairwise tables. An EG step adds
+    ``eta * C * (loss_r + w . phi_r)`` to every part's potential and needs only the clique
+    marginals (forward-backward in compiled code), never a QP or a working set. This is the
+    paper's ``C``.
+
+    ``algorithm="batch"`` is Figure 2: all examples move at once, from the same ``w``; the
+    pairwise potentials are then equal for all examples and one table is kept.
+    ``algorithm="online"`` is the variant of the paper's experiment (section 5): examples are
+    visited in turn, each step recomputes that example's marginals and updates ``w`` at once;
+    every example keeps its own pairwise table. The online pass runs in compiled code on the
+    structure's compiled marginal oracle.
+
+    Every ``check_every`` passes the exact dual, the primal objective at ``w(a)`` (one
+    loss-augmented decoding) and their gap are recorded; the fit stops when
+    ``gap <= tol * primal``.
+
+    Parameters
+    ----------
+    structure : {"auto"} or structure instance, default="auto"
+        ``algorithm="batch"`` accepts any structure with a ``marginals`` oracle;
+        ``"online"`` needs compiled per-example marginals (``ChainStructure``,
+        ``MultiClass``); ``step="safe"`` accepts ``ChainStructure`` and ``MultiClass``.
+    C : float, default=1.0
+        Weight of the summed structured hinge losses.
+    algorithm : {"auto", "online", "batch"}, default="auto"
+        "auto": online when the structure has compiled per-example marginals, else batch.
+        Online passes reach a given duality gap in fewer passes and less time on the OCR and
+        CoNLL benchmarks (``benchmarks/bench_exp_grad.py``).
+    step : {"adaptive", "fixed", "safe"}, default="adaptive"
+        "adaptive": a step that would lower the dual (online: that gains less than half its
+        first-order prediction) is halved and retried; an accepted first try doubles the step
+        until the first rejection and lets it grow by 5% afterwards (per example for
+        ``"online"``, where a step also never moves a potential by more than 1 nat); the dual
+        never decreases.
+        "fixed": every step uses ``eta`` (the paper's Figure 2 literally).
+        "safe": the rate ``0.4 / (B + lambda)`` of the paper's Theorem 2, with ``lambda`` the
+        largest eigenvalue of the dual's Hessian along feasible directions (computed exactly)
+        and ``B`` a bound on the spread of the gradient; the dual provably never decreases,
+        but ``lambda`` grows like ``n_states ** sequence_length``, so this rate is only
+        practical for short sequences.
+    eta : float, default=None
+        Initial (adaptive) or constant (fixed) step size. ``None``: ``1 / (C^2 R)`` (the inverse
+        curvature scale of the dual) with ``R`` the squared feature norm of a sequence plus its
+        length (per example for ``"online"``, the largest for ``"batch"``). Must be ``None``
+        with ``step="safe"``.
+    init_bias : float, default=0.0
+        Initial node potential of every token's true state (0: uniform initial distributions;
+        larger values start near ``w = 0``, as in the paper's Figure 4(b)).
+    tol : float, default=1e-3
+        Stop when the duality gap is at most ``tol`` times the primal objective.
+    max_iter : int, default=1000
+        Maximum number of passes over the data.
+    check_every : int, default=1
+        Passes between two evaluations of the duality gap.
+    warm_start : bool, default=False
+        Continue from the dual of the previous fit when the training data (compared by a
+        digest) and ``C`` are the same (a batch fit can be continued by online passes);
+        otherwise start afresh. The dual state is kept in memory only: it is not pickled.
+    n_jobs : int, default=None
+        Threads for forward-backward and decoding outside the online pass.
+    verbose : int, default=0
+        Print one line per check (pass, primal, dual, gap, time, oracle calls).
+
+    Attributes
+    ----------
+    classes_, structure_, w_, coef_, n_iter_, n_features_in_
+        As in :class:`StructSVMCuttingPlane`; ``n_iter_`` counts passes.
+    history_ : dict of ndarray
+        Per check: ``primal``, ``dual``, ``gap``, ``time``, ``oracle_calls`` (calls of the
+        marginal oracle on single examples, backtracking included), ``passes`` and ``eta``
+        (the batch step, or the median per-example step for ``"online"``).
+    eta_ : float or ndarray
+        The step size (batch) or per-example step sizes (online) at the end of the fit.
+
+    Notes
+    -----
+    Memory: the dual is kept as sufficient statistics, never per labelling:
+    node potentials and marginals (2 x n_tokens x n_states doubles) and, online, a pairwise
+    potential and marginal table per sequence (2 x n_sequences x n_pairwise doubles), plus the
+    weights.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklstruct import M3NExpGrad
+    >>> X = [np.array([[1., 0.], [0., 1.]]), np.array([[0., 1.], [1., 0.], [1., 0.]])]
+    >>> y = [np.array(["a", "b"]), np.array(["b", "a", "a"])]
+    >>> [p.tolist() for p in M3NExpGrad(C=10.0).fit(X, y).predict(X)]
+    [['a', 'b'], ['b', 'a', 'a']]
+    """
+
+    _parameter_constraints = {
+        **BaseStructuredClassifier._parameter_constraints,
+        "algorithm": [StrOptions({"auto", "online", "batch"})],
+        "eta": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "init_bias": [Interval(numbers.Real, 0, None, closed="left")],
+        "step": [StrOptions({"adaptive", "fixed", "safe"})],
+        "check_every": [Interval(numbers.Integral, 1, None, closed="left")],
+        "warm_start": ["boolean"],
+    }
+
+    def __init__(self, structure="auto", *, C=1.0, algorithm="auto", step="adaptive",
+                 eta=None, init_bias=0.0, tol=1e-3, max_iter=1000, check_every=1,
+                 warm_start=False, n_jobs=None, verbose=0):
+        self.structure = structure
+        self.C = C
+        self.algorithm = algorithm
+        self.step = step
+        self.eta = eta
+        self.init_bias = init_bias
+        self.tol = tol
+        self.max_iter = max_iter
+        self.check_every = check_every
+        self.warm_start = warm_start
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, lengths=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
+        y : list of array-like, or array-like of shape (n_tokens,)
+            Labels in the form of ``X``.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return self._fit(X, y, lengths)
+
+    # ------------------------------------------------------------------ set-up
+    def _resolved_algorithm(self, batch):
+        if self.algorithm != "auto":
+            return self.algorithm
+        kernels = self.structure_.example_kernels(batch)
+        return "online" if kernels is not None and kernels.has_marginals else "batch"
+
+    def _initial_step(self, batch, Y):
+        if self.step == "safe":
+            if self.eta is not None:
+                raise ValueError("eta must be None with step='safe' (the rate is computed).")
+            return safe_learning_rate(self.structure_, batch, Y, self.C)
+        return None if self.eta is None else float(self.eta)
+
+    def _sequence_scales(self, batch):
+        """Squared feature norm plus length of every sequence."""
+        return np.bincount(batch.sequence_index, weights=row_norms(batch.X, squared=True),
+                           minlength=batch.n_sequences) + batch.lengths
+
+    def _initial_potentials(self, batch, Y):
+        """Node potentials ``init_bias`` on the true state of every token, 0 elsewhere."""
+        node_pot = np.zeros((batch.n_tokens, self.structure_.n_states_))
+        node_pot[np.arange(Y.shape[0]), Y] = self.init_bias
+        return node_pot
+
+    def _fit_batch(self, batch, Y, sample_weight):
+        # fit takes no sample_weight, so every sequence weighs 1 here
+        algorithm = self._resolved_algorithm(batch)
+        if algorithm == "online":
+            check_online_structure(self.structure_, batch)
+        eta = self._initial_step(batch, Y)
+        state = self._warm_state(float(self.C), batch, Y)
+        if algorithm == "batch" and state is not None and state["pair_pot"].ndim == 2:
+            raise ValueError("warm_start: an online fit cannot be continued by batch passes "
+                             "(its examples have separate pairwise potentials); use "
+                             "algorithm='online'.")
+        certificate = Certificate(self, extra_fields=("passes", "eta"))
+        run = self._run_online if algorithm == "online" else self._run_batch
+        w, state = run(batch, Y, eta, state, certificate)
+        certificate.finish(self.n_iter_)
+        self._keep_warm_state(float(self.C), batch, Y, state)
+        return w
+
+    def _check(self, certificate, batch, Y, w, dual, passes, calls, eta):
+        """Record the certificate at ``w``; return whether the gap is small enough."""
+        primal, _ = self._primal(batch, Y, w)
+        return certificate.check(passes, primal, dual, calls, passes=passes, eta=eta)
+
+    # ------------------------------------------------------------------ online
+    def _run_online(self, batch, Y, eta, state, certificate):
+        structure, C = self.structure_, float(self.C)
+        adaptive = self.step == "adaptive"
+        if state is not None and state["pair_pot"].ndim == 2:
+            online = OnlineEGState(structure, batch, Y, C, **state)
+            if not adaptive and eta is not None:
+                online.eta[:] = eta
+        else:
+            if state is not None:
+                node_pot, table = state["node_pot"], state["pair_pot"]
+            else:
+                node_pot = self._initial_potentials(batch, Y)
+                table = np.zeros(structure.n_pairwise_)
+            rates = np.full(batch.n_sequences, eta) if eta is not None \
+                else 1.0 / (C * C * self._sequence_scales(batch))
+            online = OnlineEGState.from_shared_potentials(structure, batch, Y, C, node_pot,
+                                                          table, rates, n_jobs=self.n_jobs)
+        w, dual = online.certificate()
+        calls, passes = batch.n_sequences, 0
+        converged = self._check(certificate, batch, Y, w, dual, 0, calls,
+                                float(np.median(online.eta)))
+        while not converged and passes < self.max_iter:
+            calls += online.run_pass(adaptive)
+            passes += 1
+            if passes % self.check_every == 0 or passes == self.max_iter:
+                w, dual = online.certificate()
+                converged = self._check(certificate, batch, Y, w, dual, passes, calls,
+                                        float(np.median(online.eta)))
+        self.eta_ = online.eta.copy()
+        self.n_iter_ = passes
+        state = {name: getattr(online, name).copy() for name in
+                 ("node_pot", "node_marg", "pair_pot", "pair_marg", "eta", "probing")}
+        return w, state
+
+    # ------------------------------------------------------------------ batch
+    def _dual_at(self, batch, Y, token_loss, node_potentials, pairwise_potentials):
+        """Marginals of the current Gibbs distributions, ``w(a)`` and the dual value."""
+        structure, C = self.structure_, float(self.C)
+        node, pairwise, _ = structure.marginals(batch, node_potentials, pairwise_potentials,
+                                                n_jobs=self.n_jobs)
+        w = C * (structure.joint_feature(batch, Y)
+                 - structure.expected_joint_feature(batch, node, pairwise))
+        expected_loss = float((token_loss * node).sum())
+        return w, C * expected_loss - 0.5 * float(w @ w)
+
+    def _run_batch(self, batch, Y, eta, state, certificate):
+        structure, C = self.structure_, float(self.C)
+        if state is not None:
+            node_pot, pair_pot = state["node_pot"].copy(), state["pair_pot"].copy()
+            if eta is None:
+                eta = float(state["eta"])
+        else:
+            node_pot = self._initial_potentials(batch, Y)
+            pair_pot = np.zeros(structure.n_pairwise_)
+        probing = state is None or bool(state.get("probing", True))
+        if eta is None:
+            eta = 1.0 / (C * C * float(self._sequence_scales(batch).max()))
+        # loss of every token and state: the part losses l_{i,r}
+        token_loss = structure.token_loss(Y)
+        w, dual = self._dual_at(batch, Y, token_loss, node_pot, pair_pot)
+        calls, passes = batch.n_sequences, 0
+        converged = self._check(certificate, batch, Y, w, dual, 0, calls, eta)
+        while not converged and passes < self.max_iter:
+            # EG step on every part: theta_r += eta * C * (l_r + w . phi_r)
+            unary, pairwise = structure.potentials(batch, w)
+            node_grad = C * (token_loss + unary)
+            pair_grad = C * pairwise
+            while True:
+                new_node = node_pot + eta * node_grad
+                new_node -= new_node.max(axis=1, keepdims=True)  # shift: same distribution
+                new_pair = pair_pot + eta * pair_grad
+                new_w, new_dual = self._dual_at(batch, Y, token_loss, new_node, new_pair)
+                calls += batch.n_sequences
+                if self.step != "adaptive" or new_dual >= dual or eta < 1e-300:
+                    break
+                eta *= 0.5
+                probing = False
+            node_pot, pair_pot, w, dual = new_node, new_pair, new_w, new_dual
+            if self.step == "adaptive":  # double until the first rejection, then grow slowly
+                eta *= 2.0 if probing else 1.05
+            passes += 1
+            if passes % self.check_every == 0 or passes == self.max_iter:
+                converged = self._check(certificate, batch, Y, w, dual, passes, calls, eta)
+        self.eta_ = eta
+        self.n_iter_ = passes
+        return w, {"node_pot": node_pot, "pair_pot": pair_pot, "eta": eta,
+                   "probing": probing}
+
+
+def check_online_structure(structure, batch, what="algorithm='online'"):
+    """Online passes run on the structure's compiled per-example marginals."""
+    kernels = structure.example_kernels(batch) if hasattr(structure, "example_kernels") \
+        else None
+    if kernels is None or not kernels.has_marginals:
+        raise ValueError(f"{what} supports ChainStructure and MultiClass (structures whose "
+                         f"compiled kernels have marginals), not {type(structure).__name__}; "
+                         "use algorithm='batch'.")

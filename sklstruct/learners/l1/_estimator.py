@@ -1,0 +1,258 @@
+"""The l1-regularised (primal sparse) max-margin Markov network (Zhu, Xing and Zhang 2008)."""
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from ...base import BaseStructuredClassifier, Certificate
+from ...structures._scaled import scaled_structure
+from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ..cutting_plane import StructSVMCuttingPlane
+from ._solvers import LPCuttingPlane, constraint_directions, projected_subgradient
+
+_DEFAULT_MAX_ITER = {"em": 15, "subgradient": 1000, "cutting_plane": 500}
+
+
+class L1M3N(BaseStructuredClassifier):
+    """Primal sparse max-margin Markov network (l1-M3N; Zhu, Xing and Zhang, "Primal sparse
+    max-margin Markov networks", KDD 2008).
+
+    The model minimises the paper's problem P1::
+
+        P1(w) = 1/2 ||w||_1 + C * sum_i H_i(w)
+
+    (``H_i`` the margin-rescaled structured hinge loss of the shared objective); the l1 norm covers all
+    weights (token features x states, transitions, start/end biases), so the model selects
+    features by setting their weights to exact zeros. Three solvers (section 4):
+
+    ``solver="cutting_plane"`` (Algorithm 1)
+        Solves P1 with this ``C``. Each round adds, for every example whose most violated
+        labeling (loss-augmented Viterbi) exceeds its slack, that constraint to its working set,
+        and re-solves the LP over the working set (``w = mu - v``) with HiGHS: warm-started
+        from the previous basis through the optional ``highspy`` package (``pip install
+        highspy``), else from scratch by ``scipy.optimize.linprog``.
+        The LP optimum is a lower bound on min P1 and ``P1(w)`` an upper bound; the fit stops
+        when their difference is at most ``tol * P1(w)`` (``history_["gap"]``).
+    ``solver="subgradient"`` (Algorithm 2)
+        Solves P1': ``min (1/n) sum_i H_i(w)`` subject to ``||w||_1 <= radius``, by projected
+        subgradient steps ``learning_rate / sqrt(t)`` with the exact O(d log d) projection onto
+        the l1 ball (Duchi et al. 2008), keeping the best iterate. The solution of P1 with a
+        given ``C`` solves P1' with ``radius = ||w*_C||_1``; there is no duality-gap certificate
+        (``history_["gap"]`` is NaN). ``C`` is not used.
+    ``solver="em"`` (Algorithm 3)
+        The adaptive M3N: alternately solve problem (5),
+        ``min_g lambda ||g||^2 + C sum_i xi_i`` with joint features rescaled by ``beta``
+        (``w = beta * g``), by the suite's 1-slack :class:`StructSVMCuttingPlane` (which
+        minimises ``1/2 ||g||^2 + C / (2 lambda) sum_i H_i``), and update
+        ``beta_k = sqrt(K) |g_k| / ||g||_2`` (eq. (6)); ``beta_k < threshold`` is set to 0
+        (the paper's 1e-4) and that weight stays an exact zero. Starts from
+        ``beta = sqrt(lambda)`` and stops after ``max_iter`` iterations or when ``beta``
+        changes by less than ``tol``. A fixed point satisfies the optimality conditions of
+        ``min (lambda / K) ||w||_1^2 + C sum_i H_i(w)`` on its support, i.e. it solves P1 with
+        ``C_P1 = C K / (4 lambda ||w||_1)`` (``history_["C_P1"]``); ``K`` is the number of
+        weights.
+
+    Parameters
+    ----------
+    structure : {"auto"} or structure instance, default="auto"
+        ``MultiClass`` or ``ChainStructure``.
+    C : float, default=1.0
+        ``cutting_plane``: the C of P1; ``em``: the C of problem (5); unused by ``subgradient``.
+    solver : {"em", "subgradient", "cutting_plane"}, default="em"
+    em_lambda : float, default=1.0
+        The ``lambda`` of problem (5) (``solver="em"``): larger values give sparser models.
+    radius : float, default=None
+        The l1 radius of P1' (required by ``solver="subgradient"``).
+    learning_rate : float, default=0.1
+        Step scale of ``solver="subgradient"``.
+    threshold : float, default=1e-4
+        ``solver="em"``: scales ``beta_k`` below it become 0.
+    tol : float, default=1e-3
+        ``cutting_plane``: relative gap; ``em``: change of ``beta``, and the relative tolerance
+        of each M-step.
+    max_iter : int, default=None
+        EM iterations (default 15, as in the paper's experiments), subgradient steps (1000) or
+        cutting-plane rounds (500).
+    n_jobs : int, default=None
+        Threads for decoding.
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    classes_, structure_, w_, coef_, transition_, n_iter_, n_features_in_
+        As in :class:`StructSVMCuttingPlane`; ``coef_`` holds exact zeros for unselected
+        weights, so ``sklearn.feature_selection.SelectFromModel`` can use it.
+    beta_ : ndarray of shape (n_weights,)
+        ``solver="em"``: the final scales ``beta`` (zero for discarded weights).
+    history_ : dict of ndarray
+        Per iteration / round / step: ``primal`` (P1 at this ``C``; for ``subgradient`` the
+        P1' objective ``(1/n) sum_i H_i``), ``dual`` (the LP lower bound of
+        ``cutting_plane``), ``gap``, ``time``, ``oracle_calls``, ``n_nonzero`` and, for ``em``,
+        ``C_P1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklstruct import L1M3N
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(60, 6))
+    >>> y = (X[:, 0] > 0).astype(int)          # only feature 0 matters
+    >>> model = L1M3N(C=0.05, solver="cutting_plane").fit(X, y)
+    >>> np.flatnonzero(np.abs(model.coef_).sum(axis=0))   # the selected features
+    array([0])
+    """
+
+    _parameter_constraints = {
+        **BaseStructuredClassifier._parameter_constraints,
+        "solver": [StrOptions({"em", "subgradient", "cutting_plane"})],
+        "em_lambda": [Interval(numbers.Real, 0, None, closed="neither")],
+        "radius": [Interval(numbers.Real, 0, None, closed="left"), None],
+        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
+        "threshold": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
+    }
+
+    def __init__(self, structure="auto", *, C=1.0, solver="em", em_lambda=1.0, radius=None,
+                 learning_rate=0.1, threshold=1e-4, tol=1e-3, max_iter=None, n_jobs=None,
+                 verbose=0):
+        self.structure = structure
+        self.C = C
+        self.solver = solver
+        self.em_lambda = em_lambda
+        self.radius = radius
+        self.learning_rate = learning_rate
+        self.threshold = threshold
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, lengths=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
+        y : list of array-like, or array-like of shape (n_tokens,)
+            Labels in the form of ``X``.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return self._fit(X, y, lengths)
+
+    def _regularizer(self):
+        return 0.5 * float(np.abs(self.w_).sum())
+
+    def _fit_batch(self, batch, Y, sample_weight):
+        if self.solver == "subgradient" and self.radius is None:
+            raise ValueError("solver='subgradient' needs radius= (the l1 radius of P1').")
+        max_iter = self.max_iter or _DEFAULT_MAX_ITER[self.solver]
+        run = {"em": self._fit_em, "subgradient": self._fit_subgradient,
+               "cutting_plane": self._fit_cutting_plane}[self.solver]
+        return run(batch, Y, max_iter)
+
+    def _hinge(self, batch, Y, w):
+        """Per-sequence hinge, most violating labels and their losses at ``w``."""
+        return self._structured_hinge(batch, Y, *self.structure_.potentials(batch, w),
+                                      "margin")
+
+    def _p1(self, w, hinge):
+        return 0.5 * float(np.abs(w).sum()) + float(self.C) * float(hinge.sum())
+
+    # ------------------------------------------------------------------ Algorithm 1
+    def _fit_cutting_plane(self, batch, Y, max_iter):
+        certificate = Certificate(self, unit="round", extra_fields=("n_nonzero",
+                                                                    "n_constraints"))
+        solver = LPCuttingPlane(self.structure_, batch, Y, self.C)
+        w = np.zeros(self.structure_.size_joint_feature_)
+        lower, calls = 0.0, 0
+        for round_ in range(1, max_iter + 1):
+            hinge, Ybar, losses = self._hinge(batch, Y, w)
+            calls += batch.n_sequences
+            primal = self._p1(w, hinge)
+            violated = np.flatnonzero(hinge > solver.slack + 1e-9 * max(1.0, hinge.max()))
+            if certificate.check(round_, primal, lower, calls,
+                                 converged=primal - lower <= self.tol * abs(primal)
+                                 or violated.size == 0,
+                                 n_nonzero=np.count_nonzero(w),
+                                 n_constraints=solver.n_constraints):
+                break
+            solver.add(Ybar, losses, violated)
+            w, lower = solver.solve()
+        certificate.finish(round_)
+        return w
+
+    # ------------------------------------------------------------------ Algorithm 2
+    def _fit_subgradient(self, batch, Y, max_iter):
+        certificate = Certificate(self, unit="step", extra_fields=("n_nonzero",))
+        structure, n = self.structure_, batch.n_sequences
+        all_sequences = np.arange(n)
+
+        def hinge_and_subgradient(w):
+            hinge, Ybar, _ = self._hinge(batch, Y, w)
+            active = all_sequences[hinge > 0]
+            if active.size == 0:
+                return 0.0, np.zeros_like(w)
+            directions = constraint_directions(structure, batch, Y, Ybar, active)
+            return float(hinge.sum()) / n, -np.asarray(directions.sum(axis=0)).ravel() / n
+
+        def record(t, value, w):
+            # no duality-gap certificate: the step budget is the stopping rule
+            certificate.check(t, value, np.nan, t * n, converged=True,
+                              n_nonzero=np.count_nonzero(w))
+
+        w, _ = projected_subgradient(hinge_and_subgradient, structure.size_joint_feature_,
+                                     float(self.radius), float(self.learning_rate), max_iter,
+                                     record)
+        certificate.finish(len(certificate.rows["primal"]))
+        return w
+
+    # ------------------------------------------------------------------ Algorithm 3
+    def _m_step(self, batch, Y, beta, C):
+        """Problem (5) by the 1-slack cutting plane on the joint features scaled by ``beta``
+        (an internal fit on the validated batch); returns ``(g, oracle calls)``."""
+        structure = self.structure_
+        n_unary = structure.n_states_ * structure.n_features_
+        m_step = StructSVMCuttingPlane(C=C, tol=self.tol, max_iter=100000, n_jobs=self.n_jobs)
+        m_step.structure_ = scaled_structure(
+            structure, beta[:n_unary].reshape(structure.n_features_, structure.n_states_),
+            beta[n_unary:])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            g = m_step._fit_batch(batch, Y, np.ones(batch.n_sequences))
+        return g, int(m_step.history_["oracle_calls"][-1])
+
+    def _fit_em(self, batch, Y, max_iter):
+        structure = self.structure_
+        certificate = Certificate(self, unit="iteration", extra_fields=("n_nonzero", "C_P1"))
+        size = structure.size_joint_feature_
+        lam, C = float(self.em_lambda), float(self.C)
+        beta = np.full(size, np.sqrt(lam))
+        calls = 0
+        for iteration in range(1, max_iter + 1):
+            gamma, m_calls = self._m_step(batch, Y, beta, C / (2.0 * lam))
+            calls += m_calls
+            norm = float(np.linalg.norm(gamma))
+            new_beta = np.sqrt(size) * np.abs(gamma) / norm if norm > 0 else np.zeros(size)
+            new_beta[new_beta < self.threshold] = 0.0
+            w = np.where(new_beta > 0, beta * gamma, 0.0)
+            hinge, _, _ = self._hinge(batch, Y, w)
+            l1 = float(np.abs(w).sum())
+            change = float(np.max(np.abs(new_beta - beta)))
+            beta = new_beta
+            if certificate.check(iteration, self._p1(w, hinge), np.nan, calls,
+                                 converged=change <= self.tol, n_nonzero=np.count_nonzero(w),
+                                 C_P1=C * size / (4.0 * lam * l1) if l1 > 0 else np.inf):
+                break
+        certificate.finish(iteration, what=f"a change of beta <= tol={self.tol}")
+        self.beta_ = beta
+        return w

@@ -1,0 +1,104 @@
+"""Solvers of the l1-regularised max-margin Markov network (Zhu, Xing and Zhang 2008,
+section 4).
+
+* :class:`LPCuttingPlane`: Algorithm 1. Working sets of labellings per example; the LP over the
+  working set (``w = mu - v``) is solved by HiGHS through :class:`~sklstruct._solvers.lp.
+  IncrementalLP` (warm-started with the optional ``highspy``). The LP optimum is a lower bound
+  on the optimum of P1 (a relaxation) and ``P1(w)`` an upper bound: their difference certifies.
+* :func:`projected_subgradient`: Algorithm 2 on P1' (hinge loss on an l1 ball), with the exact
+  Euclidean projection onto the l1 ball.
+
+Both build the constraint directions ``Psi(x_i, y_i) - Psi(x_i, ybar_i)`` of many examples at
+once from the CSR token rows (no loop over sequences).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..._solvers.l1_ball import project_l1_ball
+from ..._solvers.lp import IncrementalLP
+from ...utils._sequences import ragged_arange
+
+
+def constraint_directions(structure, batch, Y, Ybar, sequences):
+    """Rows ``Psi(x_i, y_i) - Psi(x_i, ybar_i)`` for the given sequences (CSR, flat layout)."""
+    indptr, indices, data = batch.csr_arrays
+    S, d = structure.n_states_, structure.n_features_
+    row_of_sequence = np.full(batch.n_sequences, -1, dtype=np.int64)
+    row_of_sequence[sequences] = np.arange(len(sequences))
+    tokens = np.flatnonzero((Y != Ybar) & (row_of_sequence[batch.sequence_index] >= 0))
+    counts = indptr[tokens + 1] - indptr[tokens]
+    entry = ragged_arange(indptr[tokens], counts)
+    token_of_entry = np.repeat(tokens, counts)
+    feature, value = indices[entry].astype(np.int64), data[entry]
+    rows = np.repeat(row_of_sequence[batch.sequence_index[tokens]], counts)
+    unary = sp.coo_matrix(
+        (np.concatenate([value, -value]),
+         (np.concatenate([rows, rows]),
+          np.concatenate([feature * S + Y[token_of_entry], feature * S + Ybar[token_of_entry]]))),
+        shape=(len(sequences), d * S)).tocsr()
+    if structure.n_pairwise_ == 0:
+        return unary
+    pairwise = (structure.pairwise_statistics(batch, Y, per_sequence=True)
+                - structure.pairwise_statistics(batch, Ybar, per_sequence=True))[sequences]
+    return sp.hstack([unary, sp.csr_matrix(pairwise)], format="csr")
+
+
+class LPCuttingPlane:
+    """Algorithm 1: ``min 1/2 ||w||_1 + C sum_i xi_i`` over the working sets.
+
+    Variables ``[mu (K), v (K), xi (n)] >= 0``, one row ``-(mu - v) . g - xi_i <= -loss`` per
+    constraint, in an :class:`~sklstruct._solvers.lp.IncrementalLP` (``backend`` "auto",
+    "highspy" or "scipy").
+    """
+
+    def __init__(self, structure, batch, Y, C, backend="auto"):
+        self.structure, self.batch, self.Y, self.C = structure, batch, Y, float(C)
+        self.n_weights = structure.size_joint_feature_
+        n = batch.n_sequences
+        self.lp = IncrementalLP(
+            np.concatenate([np.full(2 * self.n_weights, 0.5), np.full(n, self.C)]), backend)
+        self.backend = self.lp.backend
+        self.slack = np.zeros(n)
+
+    def add(self, Ybar, losses, sequences):
+        """Add the constraints of the labellings ``Ybar`` of ``sequences``."""
+        directions = constraint_directions(self.structure, self.batch, self.Y, Ybar, sequences)
+        sequences = np.asarray(sequences, dtype=np.int64)
+        n, m = self.batch.n_sequences, len(sequences)
+        slack_part = sp.csr_matrix((-np.ones(m), (np.arange(m), sequences)), shape=(m, n))
+        self.lp.add_rows(sp.hstack([-directions, directions, slack_part], format="csr"),
+                         -losses[sequences])
+
+    @property
+    def n_constraints(self):
+        return self.lp.n_rows
+
+    def solve(self):
+        """Solve the LP over the working set; return ``(w, optimal value)``."""
+        x, value = self.lp.solve()
+        K = self.n_weights
+        w = x[:K] - x[K:2 * K]
+        w[np.abs(w) <= 1e-12 * max(1.0, np.abs(w).max())] = 0.0
+        self.slack = x[2 * K:]
+        return w, value
+
+
+def projected_subgradient(hinge_and_subgradient, size, radius, learning_rate, n_iter,
+                          record):
+    """Algorithm 2: ``min (1/n) sum_i H_i(w)`` over ``||w||_1 <= radius``.
+
+    ``hinge_and_subgradient(w)`` returns the mean hinge loss and a subgradient of it; steps are
+    ``learning_rate / sqrt(t)``. Returns the iterate with the smallest objective.
+    """
+    w = np.zeros(size)
+    best_w, best = w, np.inf
+    for t in range(1, n_iter + 1):
+        value, gradient = hinge_and_subgradient(w)
+        if value < best:
+            best_w, best = w, value
+        record(t, value, w)
+        if not np.any(gradient):
+            break
+        w = project_l1_ball(w - learning_rate / np.sqrt(t) * gradient, radius)
+    return best_w, best
