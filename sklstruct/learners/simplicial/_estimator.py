@@ -241,6 +241,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         converged, calls = self._check(certificate, batch, Y, w, dual, 0, calls, np.nan)
         while not converged and passes < self.max_iter:
             fw_gap = state.run_pass(rng.permutation(batch.n_sequences))
+            if getattr(state, "cached", False):
+                self._sweep(state, rng)
             calls += batch.n_sequences
             passes += 1
             if passes % self.check_every == 0 or passes == self.max_iter:
@@ -249,6 +251,15 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                                                fw_gap)
         self.n_iter_ = passes
         return w
+
+    @staticmethod
+    def _sweep(state, rng, max_sweeps=20, min_fraction=0.1):
+        """Re-solve the cached masters after an oracle pass (no oracle calls) while a sweep
+        raises the dual by at least ``min_fraction`` of what the pass raised it by."""
+        for _ in range(max_sweeps):
+            if state.run_sweep(rng.permutation(state.batch.n_sequences)) \
+                    < min_fraction * state.last_gain:
+                break
 
     def _run_general(self, state, batch, Y, rng, certificate):
         # one block over all the data: each iteration's direction finding is a certificate

@@ -10,7 +10,10 @@ max-oracle call on the example and touches only the weights of its features.
 import numpy as np
 
 from .._factored_dual import FactoredDualState
-from ._frank_wolfe_fast import frank_wolfe_pass, multi_point_pass
+from ._frank_wolfe_fast import frank_wolfe_pass, master_sweep, multi_point_pass
+
+# largest cache of per-example points (cached mode of MultiPointFrankWolfeState)
+CACHE_MB = 256
 
 
 class BlockFrankWolfeState(FactoredDualState):
@@ -31,13 +34,20 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
 
     Per visit: one max-oracle call, a master QP over the example's anchor and kept labellings
     (the paper's footnote 1), and an update of the example's statistics and weights.
+
+    In the cached mode every example keeps its anchor and points as dense rows over its own
+    features (``(max_points + 1) x (n_example_features x n_states + n_pairwise)`` doubles), so
+    a master costs nothing proportional to the example's length and can be re-solved between
+    oracle passes (:meth:`run_sweep`). ``cached="auto"`` takes it when the examples have, in
+    total, fewer distinct features than tokens (images and other data with few features per
+    token) and the rows fit in ``CACHE_MB``.
     """
 
-    def __init__(self, structure, batch, Y, C, max_points):
+    def __init__(self, structure, batch, Y, C, max_points, cached="auto"):
         super().__init__(structure, batch, Y, C)
         if not 1 <= max_points <= 63:
-            raise ValueError(f"the compiled pass keeps 1 to 63 points per example, got "
-                             f"{max_points}.")
+            raise ValueError(f"the compiled pass keeps 1 to {max_points} points per example, "
+                             "at most 63.")
         self.vertex_labels = np.zeros((batch.n_tokens, max_points), dtype=np.int32)
         self.vertex_loss = np.zeros((batch.n_sequences, max_points))
         self.vertex_weight = np.zeros((batch.n_sequences, max_points))
@@ -48,7 +58,40 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
         self.anchor_node = self.node_marg.copy()
         self.anchor_pair = self.pair_marg.copy()
         self.anchor_loss = self.expected_loss.copy()
+        self._set_up_cache(max_points, cached)
+        self.last_gain = 0.0
+
+    def _set_up_cache(self, max_points, cached):
+        batch, S, P = self.batch, self.structure.n_states_, self.structure.n_pairwise_
+        indptr, indices, _ = batch.csr_arrays
+        example_of_entry = np.repeat(batch.sequence_index, np.diff(indptr))
+        key = np.unique(example_of_entry * np.int64(self.structure.n_features_) + indices)
+        d = np.int64(self.structure.n_features_)
+        self.cache_features = np.ascontiguousarray(key % d, dtype=np.int32)
+        self.cache_feature_ptr = np.zeros(batch.n_sequences + 1, dtype=np.int64)
+        np.cumsum(np.bincount(key // d, minlength=batch.n_sequences),
+                  out=self.cache_feature_ptr[1:])
+        n_features = np.diff(self.cache_feature_ptr)
+        row_sizes = (max_points + 1) * (n_features * S + P)
+        if cached == "auto":
+            cached = bool(n_features.sum() <= batch.n_tokens
+                          and row_sizes.sum() * 8 <= CACHE_MB * 2**20)
+        self.cached = bool(cached)
+        self.cache_ptr = np.zeros(batch.n_sequences + 1, dtype=np.int64)
+        if self.cached:
+            np.cumsum(row_sizes, out=self.cache_ptr[1:])
+        self.cache = np.zeros(int(self.cache_ptr[-1]))
+        self.cache_ready = np.zeros(batch.n_sequences, dtype=np.uint8)
 
     def run_pass(self, order=None):
+        """One oracle pass; returns the sum of the Frank-Wolfe gaps (``last_gain``: the
+        dual's increase)."""
         order = self.order if order is None else np.ascontiguousarray(order, dtype=np.int64)
-        return multi_point_pass(self, order)
+        gap, self.last_gain = multi_point_pass(self, order)
+        return gap
+
+    def run_sweep(self, order=None):
+        """Re-solve every example's master from its cached points (no oracle call); returns
+        the dual's increase."""
+        order = self.order if order is None else np.ascontiguousarray(order, dtype=np.int64)
+        return master_sweep(self, order)

@@ -128,6 +128,12 @@ cdef class _Pass:
     cdef float64_t[::1] anchor_loss, feature_buffer
     cdef int32_t[::1] feature_slot
     cdef intp_t r
+    # cached mode: every example's anchor and points as dense rows over its own features
+    cdef bint cached
+    cdef const int64_t[::1] cache_feature_ptr, cache_ptr
+    cdef const int32_t[::1] cache_features
+    cdef float64_t[::1] cache
+    cdef uint8_t[::1] cache_ready
 
     def __init__(self, state, bint multi_point):
         cdef intp_t max_len, max_nnz
@@ -174,6 +180,13 @@ cdef class _Pass:
             if not 1 <= self.r <= MAX_POINTS:
                 raise ValueError(f"the compiled pass keeps 1 to {MAX_POINTS} points per "
                                  "example.")
+            self.cached = state.cached
+            if self.cached:
+                self.cache_feature_ptr = state.cache_feature_ptr
+                self.cache_features = state.cache_features
+                self.cache_ptr = state.cache_ptr
+                self.cache = state.cache
+                self.cache_ready = state.cache_ready
 
     cdef inline const int32_t* indices_ptr(self) noexcept nogil:
         return &self.indices[0] if self.indices.shape[0] > 0 else NULL
@@ -370,288 +383,522 @@ def frank_wolfe_pass(state, const int64_t[::1] order):
     return total_gap
 
 
-def multi_point_pass(state, const int64_t[::1] order):
-    """Visit the examples of ``order`` in turn (restricted simplicial decomposition with one
-    simplex per example); return the sum of their Frank-Wolfe gaps."""
-    cdef _Pass p = _Pass(state, True)
-    cdef intp_t S = p.S, P = p.P, n_k = p.n_k, r_max = p.r
-    cdef intp_t stride = p.kernels.max_pairwise_entries + 1
-    cdef intp_t n_feature_rows = min(p.max_nnz, p.WT.shape[0])
-    cdef intp_t gram_cap = min(p.max_len * p.max_len, TOKEN_GRAM_CAP)
-    cdef intp_t i, k, k2, l, t, s, q2, lo, length, n_touched, m, slot, pt, e, nnz_i, kk
-    cdef intp_t since_check = 0, n_steps, round_
-    cdef int64_t q
-    cdef int32_t j
-    cdef double v, loss_bar, total, mass, gap, anchor_score, slack, C = p.C
-    cdef double token_cost, feature_cost, best_change, change, anchor_free_sq
-    cdef double total_gap = 0.0
-    cdef bint duplicate, changed, settled
-    cdef double G[MAX_POINTS * MAX_POINTS]
-    cdef double G_round[MAX_POINTS * MAX_POINTS]
-    cdef double base[MAX_POINTS]
-    cdef double grad[MAX_POINTS]
-    cdef double mu[MAX_POINTS]
-    cdef double mu_old[MAX_POINTS]
-    cdef double mu_best[MAX_POINTS]
-    cdef double dmu[MAX_POINTS]
-    cdef double vertex_score[MAX_POINTS]
-    cdef double anchor_dot[MAX_POINTS]
-    cdef double D_k[MAX_POINTS * 64]
-    cdef double v_new[64]
+cdef double _solve_master(const double* G, const double* D_k, const double* base,
+                          const double* mu_old, intp_t m, const double* v_k, intp_t n_k,
+                          double tol, double* work, double* mu_best) noexcept nogil:
+    """The master problem of one example over its point weights ``mu``; returns the exact
+    increase of the dual at ``mu_best``.
+
+    Maximises ``sum_p mu_p base_p - 1/2 mu' G mu - 1/2 ||[v_K(mu)]_+||^2`` (changes from
+    ``mu_old``) over ``mu >= 0, sum mu <= 1``, with ``G`` the Gram matrix of the directions on
+    the unconstrained coordinates, ``D_k`` (rows of 64) their constrained coordinates and
+    ``v_K(mu) = v_k + D_k' (mu - mu_old)``. Without constrained coordinates one SMO solve;
+    with them, active-set rounds on the sign pattern of ``v_K`` (the objective is the QP
+    without the clipped coordinates where the pattern holds; a solution that reproduces its
+    pattern is optimal), keeping the best tried point that ascends.
+    ``work`` holds ``m * m + 4 * m + 64`` doubles.
+    """
+    cdef intp_t pt, l, q2, round_, n_steps
+    cdef double slack, change, best_change = 0.0, v, v_new
+    cdef bint settled
+    cdef double* G_round = work
+    cdef double* grad = G_round + m * m
+    cdef double* mu = grad + m
+    cdef double* dmu = mu + m
     cdef uint8_t clipped[64]
     cdef intp_t group_ptr[2]
-    cdef double* scores = NULL
-    cdef double* gram_tokens = NULL
-    cdef double* unary_stats = NULL
-    cdef double* pair_dense = NULL
-    cdef double* entry_value = NULL
-    cdef intp_t* entry_index = NULL
-    cdef intp_t* entry_count = NULL
-    cdef int64_t* labels = NULL
-    cdef int64_t* point_labels = NULL
-    cdef int32_t* touched = NULL
     group_ptr[0] = 0
-    try:
-        scores = <double*> malloc(p.max_len * S * sizeof(double))
-        gram_tokens = <double*> malloc(gram_cap * sizeof(double))
-        unary_stats = <double*> malloc(r_max * n_feature_rows * S * sizeof(double))
-        pair_dense = <double*> malloc((P + 1) * sizeof(double))
-        entry_value = <double*> malloc(r_max * stride * sizeof(double))
-        entry_index = <intp_t*> malloc(r_max * stride * sizeof(intp_t))
-        entry_count = <intp_t*> malloc(r_max * sizeof(intp_t))
-        labels = <int64_t*> malloc(p.max_len * sizeof(int64_t))
-        point_labels = <int64_t*> malloc(p.max_len * sizeof(int64_t))
-        touched = <int32_t*> malloc(p.max_nnz * sizeof(int32_t))
-        if (scores == NULL or gram_tokens == NULL or unary_stats == NULL or pair_dense == NULL
-                or entry_value == NULL or entry_index == NULL or entry_count == NULL
-                or labels == NULL or point_labels == NULL or touched == NULL):
+    group_ptr[1] = m
+    for pt in range(m):
+        mu_best[pt] = mu_old[pt]
+    for q2 in range(n_k):
+        clipped[q2] = v_k[q2] < 0.0
+    for round_ in range(16 if n_k else 1):
+        for pt in range(m):
+            grad[pt] = base[pt]
+            mu[pt] = mu_old[pt]
+            for l in range(m):
+                G_round[pt * m + l] = G[pt * m + l]
+            for q2 in range(n_k):
+                if not clipped[q2]:
+                    grad[pt] -= v_k[q2] * D_k[pt * 64 + q2]
+                    for l in range(m):
+                        G_round[pt * m + l] += D_k[pt * 64 + q2] * D_k[l * 64 + q2]
+        slack = 1.0
+        for pt in range(m):
+            slack -= mu[pt]
+        if slack < 0.0:
+            slack = 0.0
+        smo_capped_simplices(G_round, m, grad, mu, group_ptr, 1, &slack, tol, 20 * m + 20,
+                             &n_steps)
+        # the exact change of the dual and the new sign pattern
+        for pt in range(m):
+            dmu[pt] = mu[pt] - mu_old[pt]
+        change = 0.0
+        for pt in range(m):
+            change += dmu[pt] * base[pt]
+            for l in range(m):
+                change -= 0.5 * dmu[pt] * G[pt * m + l] * dmu[l]
+        settled = True
+        for q2 in range(n_k):
+            v = v_k[q2]
+            v_new = v
+            for pt in range(m):
+                v_new += dmu[pt] * D_k[pt * 64 + q2]
+            change -= 0.5 * ((v_new * v_new if v_new > 0 else 0.0) - (v * v if v > 0 else 0.0))
+            if (v_new < 0.0) != clipped[q2]:
+                settled = False
+                clipped[q2] = v_new < 0.0
+        if change > best_change or n_k == 0:
+            best_change = change
+            for pt in range(m):
+                mu_best[pt] = mu[pt]
+        if settled:
+            break
+    return best_change
+
+
+cdef struct _Work:
+    # per-example workspace of the multi-point passes
+    double* scores
+    double* gram_tokens
+    double* unary_stats
+    double* pair_dense
+    double* entry_value
+    intp_t* entry_index
+    intp_t* entry_count
+    int64_t* labels
+    int64_t* point_labels
+    int32_t* touched
+    double* master
+
+
+cdef class _MultiPoint(_Pass):
+    """The multi-point pass's steps on one example (see the module doc)."""
+    cdef _Work w
+    cdef intp_t stride, gram_cap
+
+    def __init__(self, state):
+        super().__init__(state, True)
+        cdef intp_t S = self.S, P = self.P, r = self.r
+        cdef intp_t n_feature_rows = min(self.max_nnz, self.WT.shape[0])
+        self.stride = self.kernels.max_pairwise_entries + 1
+        self.gram_cap = 0 if self.cached else min(self.max_len * self.max_len,
+                                                  TOKEN_GRAM_CAP)
+        self.w.scores = <double*> malloc(self.max_len * S * sizeof(double))
+        self.w.gram_tokens = <double*> malloc((self.gram_cap + 1) * sizeof(double))
+        self.w.unary_stats = <double*> malloc(
+            ((0 if self.cached else r * n_feature_rows * S) + 1) * sizeof(double))
+        self.w.pair_dense = <double*> malloc((P + 1) * sizeof(double))
+        self.w.entry_value = <double*> malloc(r * self.stride * sizeof(double))
+        self.w.entry_index = <intp_t*> malloc(r * self.stride * sizeof(intp_t))
+        self.w.entry_count = <intp_t*> malloc(r * sizeof(intp_t))
+        self.w.labels = <int64_t*> malloc(self.max_len * sizeof(int64_t))
+        self.w.point_labels = <int64_t*> malloc(self.max_len * sizeof(int64_t))
+        self.w.touched = <int32_t*> malloc(self.max_nnz * sizeof(int32_t))
+        self.w.master = <double*> malloc((4 * MAX_POINTS * MAX_POINTS + 8 * MAX_POINTS
+                                          + 64 * MAX_POINTS + 64) * sizeof(double))
+        if (self.w.scores == NULL or self.w.gram_tokens == NULL or self.w.unary_stats == NULL
+                or self.w.pair_dense == NULL or self.w.entry_value == NULL
+                or self.w.entry_index == NULL or self.w.entry_count == NULL
+                or self.w.labels == NULL or self.w.point_labels == NULL
+                or self.w.touched == NULL or self.w.master == NULL):
             raise MemoryError("could not allocate the simplicial decomposition workspace")
-        with nogil:
-            for q2 in range(P):
-                pair_dense[q2] = 0.0
-            for k in range(order.shape[0]):
-                i = order[k]
-                lo = p.offsets[i]
-                length = p.offsets[i + 1] - lo
-                if signal_check_due(&since_check, length):
-                    with gil:
-                        PyErr_CheckSignals()
-                n_touched = token_scores(&p.indptr[0], p.indices_ptr(), p.data_ptr(),
-                                         p.WT_ptr(), S, lo, length, scores, &p.marker[0],
-                                         touched)
-                for k2 in range(n_touched):
-                    p.marker[touched[k2]] = 0
-                p.kernels.max_oracle(i, scores, &p.token_loss[lo, 0], p.theta_ptr(), labels)
-                # the block's Frank-Wolfe gap at the current point x
-                loss_bar = 0.0
-                total = 0.0
-                for t in range(length):
-                    loss_bar += p.token_loss[lo + t, labels[t]]
-                    total += scores[t * S + labels[t]]
-                    total -= dot(scores + t * S, &p.node_marg[lo + t, 0], S)
-                e = p.kernels.pairwise_entries(i, labels, entry_index, entry_value)
-                for q2 in range(e):
-                    total += p.theta[entry_index[q2]] * entry_value[q2]
-                for q2 in range(P):
-                    total -= p.theta[q2] * p.pair_marg[i, q2]
-                gap = C * (loss_bar - p.expected_loss[i] + total)
-                p.block_gap[i] = gap
-                if gap > 0.0:
-                    total_gap += gap
-                # 1. add the new point unless the example keeps it already
-                m = p.n_vertices[i]
-                slot = -1
+        memset(self.w.pair_dense, 0, (P + 1) * sizeof(double))
+
+    def __dealloc__(self):
+        free(self.w.scores)
+        free(self.w.gram_tokens)
+        free(self.w.unary_stats)
+        free(self.w.pair_dense)
+        free(self.w.entry_value)
+        free(self.w.entry_index)
+        free(self.w.entry_count)
+        free(self.w.labels)
+        free(self.w.point_labels)
+        free(self.w.touched)
+        free(self.w.master)
+
+    # --------------------------------------------------------------- points
+    cdef intp_t add_point(self, intp_t i, intp_t lo, intp_t length, const int64_t* labels,
+                          double loss_bar) noexcept nogil:
+        """Keep the labelling as a point of example ``i`` unless it has it; return its slot.
+
+        A full example drops its lowest-weight point and makes the current ``x`` its anchor
+        (the paper's footnote 1). Returns ``-1 - slot`` for a point that was already kept.
+        """
+        cdef intp_t m = self.n_vertices[i], slot = -1, pt, t, s, q2, K
+        cdef bint duplicate
+        cdef double anchor_weight
+        cdef double* row0
+        for pt in range(m):
+            duplicate = True
+            for t in range(length):
+                if self.vertex_labels[lo + t, pt] != labels[t]:
+                    duplicate = False
+                    break
+            if duplicate:
+                return -1 - pt
+        if m < self.r:
+            slot = m
+            self.n_vertices[i] = m + 1
+        else:
+            slot = 0
+            for pt in range(1, m):
+                if self.vertex_weight[i, pt] < self.vertex_weight[i, slot]:
+                    slot = pt
+            for t in range(length):
+                for s in range(self.S):
+                    self.anchor_node[lo + t, s] = self.node_marg[lo + t, s]
+            for q2 in range(self.P):
+                self.anchor_pair[i, q2] = self.pair_marg[i, q2]
+            self.anchor_loss[i] = self.expected_loss[i]
+            if self.cached:  # x = (1 - sum mu) a + sum mu_p z_p, row by row
+                K = self.row_size(i)
+                row0 = &self.cache[self.cache_ptr[i]]
+                anchor_weight = 1.0
                 for pt in range(m):
-                    duplicate = True
-                    for t in range(length):
-                        if p.vertex_labels[lo + t, pt] != labels[t]:
-                            duplicate = False
-                            break
-                    if duplicate:
-                        slot = pt
-                        break
-                if slot < 0:
-                    if m < r_max:
-                        slot = m
-                        m += 1
-                        p.n_vertices[i] = m
-                    else:  # footnote 1: drop the lowest weight, x becomes the anchor
-                        slot = 0
-                        for pt in range(1, m):
-                            if p.vertex_weight[i, pt] < p.vertex_weight[i, slot]:
-                                slot = pt
-                        for t in range(length):
-                            for s in range(S):
-                                p.anchor_node[lo + t, s] = p.node_marg[lo + t, s]
-                        for q2 in range(P):
-                            p.anchor_pair[i, q2] = p.pair_marg[i, q2]
-                        p.anchor_loss[i] = p.expected_loss[i]
-                        for pt in range(m):
-                            p.vertex_weight[i, pt] = 0.0
-                    for t in range(length):
-                        p.vertex_labels[lo + t, slot] = <int32_t> labels[t]
-                    p.vertex_loss[i, slot] = loss_bar
-                    p.vertex_weight[i, slot] = 0.0
-                # the points' pairwise entries and scores, the anchor's score
+                    anchor_weight -= self.vertex_weight[i, pt]
+                for q2 in range(K):
+                    row0[q2] *= anchor_weight
                 for pt in range(m):
-                    for t in range(length):
-                        point_labels[t] = p.vertex_labels[lo + t, pt]
-                    entry_count[pt] = p.kernels.pairwise_entries(
-                        i, point_labels, entry_index + pt * stride, entry_value + pt * stride)
-                    total = 0.0
-                    for t in range(length):
-                        total += scores[t * S + point_labels[t]]
-                    for e in range(entry_count[pt]):
-                        total += p.theta[entry_index[pt * stride + e]] \
-                            * entry_value[pt * stride + e]
-                    vertex_score[pt] = total
-                anchor_score = 0.0
-                for t in range(length):
-                    anchor_score += dot(scores + t * S, &p.anchor_node[lo + t, 0], S)
-                for q2 in range(P):
-                    anchor_score += p.theta[q2] * p.anchor_pair[i, q2]
-                # 2. the Gram matrix of the directions d_k = C (E_a[Psi] - Psi(z_k)) over the
-                # unconstrained coordinates; the constrained coordinates of d_k in D_k
-                nnz_i = p.indptr[lo + length] - p.indptr[lo]
-                token_cost = <double> length * nnz_i \
-                    + <double> length * length * (m * m + m + S)
-                feature_cost = <double> nnz_i * (m + 1) * S \
-                    + <double> m * m * n_touched * S
-                if <double> length * length <= gram_cap and token_cost <= feature_cost:
-                    p.unary_gram_tokens(lo, length, m, gram_tokens, G)
+                    for q2 in range(K):
+                        row0[q2] += self.vertex_weight[i, pt] * row0[(1 + pt) * K + q2]
+            for pt in range(m):
+                self.vertex_weight[i, pt] = 0.0
+        for t in range(length):
+            self.vertex_labels[lo + t, slot] = <int32_t> labels[t]
+        self.vertex_loss[i, slot] = loss_bar
+        self.vertex_weight[i, slot] = 0.0
+        return slot
+
+    cdef inline intp_t row_size(self, intp_t i) noexcept nogil:
+        return (self.cache_feature_ptr[i + 1] - self.cache_feature_ptr[i]) * self.S + self.P
+
+    cdef void set_slots(self, intp_t i, bint on) noexcept nogil:
+        """Map example ``i``'s features to their rows in its cache (or back to -1)."""
+        cdef int64_t q
+        for q in range(self.cache_feature_ptr[i], self.cache_feature_ptr[i + 1]):
+            self.feature_slot[self.cache_features[q]] = \
+                <int32_t> (q - self.cache_feature_ptr[i]) if on else -1
+
+    cdef void cache_row(self, intp_t i, intp_t lo, intp_t length, const double* node,
+                        intp_t node_stride, const int64_t* labels, double* row) noexcept nogil:
+        """Statistics ``X_i^T M`` (on the example's features) and the pairwise statistics of
+        a labelling (``labels``) or of node measures ``node`` with the anchor's pairwise part."""
+        cdef intp_t S = self.S, T = self.cache_feature_ptr[i + 1] - self.cache_feature_ptr[i]
+        cdef intp_t t, s, e, q2, base
+        cdef int64_t q
+        cdef double x
+        for q2 in range(T * S + self.P):
+            row[q2] = 0.0
+        for t in range(length):
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                base = self.feature_slot[self.indices[q]] * S
+                x = self.data[q]
+                if labels != NULL:
+                    row[base + labels[t]] += x
                 else:
-                    p.unary_gram_features(lo, length, m, touched, n_touched, unary_stats, G)
-                anchor_free_sq = 0.0
-                for q2 in range(P):
-                    if p.free_mask[q2]:
-                        anchor_free_sq += p.anchor_pair[i, q2] * p.anchor_pair[i, q2]
-                for pt in range(m):
-                    anchor_dot[pt] = 0.0
-                    for e in range(entry_count[pt]):
-                        kk = entry_index[pt * stride + e]
-                        if p.free_mask[kk]:
-                            anchor_dot[pt] += p.anchor_pair[i, kk] * entry_value[pt * stride + e]
-                for pt in range(m):
-                    for e in range(entry_count[pt]):
-                        pair_dense[entry_index[pt * stride + e]] += entry_value[pt * stride + e]
-                    for q2 in range(n_k):
-                        D_k[pt * 64 + q2] = C * (p.anchor_pair[i, p.constrained[q2]]
-                                                 - pair_dense[p.constrained[q2]])
-                    for l in range(pt, m):
-                        total = anchor_free_sq - anchor_dot[pt] - anchor_dot[l]
-                        for e in range(entry_count[l]):
-                            kk = entry_index[l * stride + e]
-                            if p.free_mask[kk]:
-                                total += pair_dense[kk] * entry_value[l * stride + e]
-                        G[pt * m + l] += C * C * total
-                        if l != pt:
-                            G[l * m + pt] = G[pt * m + l]
-                    for e in range(entry_count[pt]):
-                        pair_dense[entry_index[pt * stride + e]] = 0.0
-                # 3. the master problem over mu; with constrained coordinates, active-set
-                # rounds on their sign pattern (one round without constraints)
-                for pt in range(m):
-                    mu_old[pt] = p.vertex_weight[i, pt]
-                    mu_best[pt] = mu_old[pt]
-                    # C (loss_k - loss_a) - v_free . d_k = the gradient at the current w plus
-                    # w_constrained . D_k
-                    base[pt] = C * (p.vertex_loss[i, pt] - p.anchor_loss[i]
-                                    + vertex_score[pt] - anchor_score)
-                    for q2 in range(n_k):
-                        if p.pair_v[p.constrained[q2]] > 0.0:
-                            base[pt] += p.pair_v[p.constrained[q2]] * D_k[pt * 64 + q2]
-                for q2 in range(n_k):
-                    clipped[q2] = p.pair_v[p.constrained[q2]] < 0.0
-                best_change = 0.0
-                for round_ in range(16 if n_k else 1):
-                    for pt in range(m):
-                        grad[pt] = base[pt]
-                        mu[pt] = mu_old[pt]
-                        for l in range(m):
-                            G_round[pt * m + l] = G[pt * m + l]
-                        for q2 in range(n_k):
-                            if not clipped[q2]:
-                                grad[pt] -= p.pair_v[p.constrained[q2]] * D_k[pt * 64 + q2]
-                                for l in range(m):
-                                    G_round[pt * m + l] += D_k[pt * 64 + q2] * D_k[l * 64 + q2]
-                    slack = 1.0
-                    for pt in range(m):
-                        slack -= mu[pt]
-                    if slack < 0.0:
-                        slack = 0.0
-                    group_ptr[1] = m
-                    smo_capped_simplices(G_round, m, grad, mu, group_ptr, 1, &slack,
-                                         1e-6 * fabs(gap) + 1e-300, 20 * m + 20, &n_steps)
-                    # the exact change of the dual and the new sign pattern
-                    for pt in range(m):
-                        dmu[pt] = mu[pt] - mu_old[pt]
-                    change = 0.0
-                    for pt in range(m):
-                        change += dmu[pt] * base[pt]
-                        for l in range(m):
-                            change -= 0.5 * dmu[pt] * G[pt * m + l] * dmu[l]
-                    settled = True
-                    for q2 in range(n_k):
-                        v = p.pair_v[p.constrained[q2]]
-                        v_new[q2] = v
-                        for pt in range(m):
-                            v_new[q2] += dmu[pt] * D_k[pt * 64 + q2]
-                        change -= 0.5 * ((v_new[q2] * v_new[q2] if v_new[q2] > 0 else 0.0)
-                                         - (v * v if v > 0 else 0.0))
-                        if (v_new[q2] < 0.0) != clipped[q2]:
-                            settled = False
-                            clipped[q2] = v_new[q2] < 0.0
-                    if change > best_change or n_k == 0:
-                        best_change = change
-                        for pt in range(m):
-                            mu_best[pt] = mu[pt]
-                    if settled:
-                        break
-                # 4. move the statistics and v by sum_k (mu_k - weight_k) (z_k - a)
-                mass = 0.0
-                changed = False
-                for pt in range(m):
-                    dmu[pt] = mu_best[pt] - mu_old[pt]
-                    mass += dmu[pt]
-                    if dmu[pt] != 0.0:
-                        changed = True
-                    p.vertex_weight[i, pt] = mu_best[pt]
-                if not changed:
-                    continue
-                for t in range(length):
                     for s in range(S):
-                        scores[t * S + s] = -mass * p.anchor_node[lo + t, s]  # change of x
-                    for pt in range(m):
-                        scores[t * S + p.vertex_labels[lo + t, pt]] += dmu[pt]
-                    for q in range(p.indptr[lo + t], p.indptr[lo + t + 1]):
-                        j = p.indices[q]
-                        v = C * p.data[q]
-                        for s in range(S):
-                            p.WT[j, s] -= v * scores[t * S + s]
-                    for s in range(S):
-                        p.node_marg[lo + t, s] += scores[t * S + s]
+                        row[base + s] += x * node[t * node_stride + s]
+        if labels != NULL:
+            e = self.kernels.pairwise_entries(i, labels, self.w.entry_index,
+                                              self.w.entry_value)
+            for q2 in range(e):
+                row[T * S + self.w.entry_index[q2]] += self.w.entry_value[q2]
+        else:
+            for q2 in range(self.P):
+                row[T * S + q2] = self.anchor_pair[i, q2]
+
+    # --------------------------------------------------------------- masters
+    cdef double master_cached(self, intp_t i, intp_t lo, intp_t length,
+                              double tol) noexcept nogil:
+        """Solve example ``i``'s master from its cached rows and apply it; return the gain."""
+        cdef intp_t S = self.S, P = self.P, n_k = self.n_k, m = self.n_vertices[i]
+        cdef intp_t T = self.cache_feature_ptr[i + 1] - self.cache_feature_ptr[i]
+        cdef intp_t K = T * S + P, pt, l, q2, j, s
+        cdef const double* row0 = &self.cache[self.cache_ptr[i]]
+        cdef const double* row
+        cdef double* G = self.w.master
+        cdef double* D_k = G + MAX_POINTS * MAX_POINTS
+        cdef double* base = D_k + 64 * MAX_POINTS
+        cdef double* mu_old = base + MAX_POINTS
+        cdef double* mu_best = mu_old + MAX_POINTS
+        cdef double* work = mu_best + MAX_POINTS
+        cdef double v_k[64]
+        cdef double total, C = self.C, gain, step
+        if m == 0:
+            return 0.0
+        for pt in range(m):
+            row = row0 + (1 + pt) * K
+            # base_p = C (loss_p - loss_a) + C v_free . (row_p - row0)
+            total = self.vertex_loss[i, pt] - self.anchor_loss[i]
+            for q2 in range(T):
+                j = self.cache_features[self.cache_feature_ptr[i] + q2]
+                for s in range(S):
+                    total += self.WT[j, s] * (row[q2 * S + s] - row0[q2 * S + s])
+            for q2 in range(P):
+                if self.free_mask[q2]:
+                    total += self.pair_v[q2] * (row[T * S + q2] - row0[T * S + q2])
+            base[pt] = C * total
+            for q2 in range(n_k):
+                D_k[pt * 64 + q2] = C * (row0[T * S + self.constrained[q2]]
+                                         - row[T * S + self.constrained[q2]])
+            for l in range(pt, m):
+                total = 0.0
+                for q2 in range(T * S):
+                    total += (row[q2] - row0[q2]) * (row0[(1 + l) * K + q2] - row0[q2])
                 for q2 in range(P):
-                    p.pair_v[q2] += C * mass * p.anchor_pair[i, q2]
-                    p.pair_marg[i, q2] -= mass * p.anchor_pair[i, q2]
-                for pt in range(m):
-                    for e in range(entry_count[pt]):
-                        kk = entry_index[pt * stride + e]
-                        p.pair_v[kk] -= C * dmu[pt] * entry_value[pt * stride + e]
-                        p.pair_marg[i, kk] += dmu[pt] * entry_value[pt * stride + e]
-                p.clip()
-                v = -mass * p.anchor_loss[i]
-                for pt in range(m):
-                    v += dmu[pt] * p.vertex_loss[i, pt]
-                p.expected_loss[i] += v
-    finally:
-        free(scores)
-        free(gram_tokens)
-        free(unary_stats)
-        free(pair_dense)
-        free(entry_value)
-        free(entry_index)
-        free(entry_count)
-        free(labels)
-        free(point_labels)
-        free(touched)
-    return total_gap
+                    if self.free_mask[q2]:
+                        total += (row[T * S + q2] - row0[T * S + q2]) \
+                            * (row0[(1 + l) * K + T * S + q2] - row0[T * S + q2])
+                G[pt * m + l] = C * C * total
+                G[l * m + pt] = G[pt * m + l]
+            mu_old[pt] = self.vertex_weight[i, pt]
+        for q2 in range(n_k):
+            v_k[q2] = self.pair_v[self.constrained[q2]]
+        gain = _solve_master(G, D_k, base, mu_old, m, v_k, n_k, tol, work, mu_best)
+        # apply: v += sum_p dmu_p C (row0 - row_p), the statistics by the same combination
+        for pt in range(m):
+            work[pt] = mu_best[pt] - mu_old[pt]
+        if not self.apply_weights(i, lo, length, m, work, mu_best):
+            return 0.0
+        for pt in range(m):
+            step = work[pt]
+            if step == 0.0:
+                continue
+            row = row0 + (1 + pt) * K
+            for q2 in range(T):
+                j = self.cache_features[self.cache_feature_ptr[i] + q2]
+                for s in range(S):
+                    self.WT[j, s] -= C * step * (row[q2 * S + s] - row0[q2 * S + s])
+            for q2 in range(P):
+                self.pair_v[q2] -= C * step * (row[T * S + q2] - row0[T * S + q2])
+                self.pair_marg[i, q2] += step * (row[T * S + q2] - row0[T * S + q2])
+        self.clip()
+        return gain
+
+    cdef bint apply_weights(self, intp_t i, intp_t lo, intp_t length, intp_t m,
+                            const double* dmu, const double* mu) noexcept nogil:
+        """Move the point weights to ``mu`` and the node marginals and expected loss by the
+        change ``dmu``; return whether anything moved."""
+        cdef intp_t pt, t, s
+        cdef double mass = 0.0, v
+        cdef bint changed = False
+        for pt in range(m):
+            mass += dmu[pt]
+            if dmu[pt] != 0.0:
+                changed = True
+            self.vertex_weight[i, pt] = mu[pt]
+        if not changed:
+            return False
+        for t in range(length):
+            for s in range(self.S):
+                self.node_marg[lo + t, s] -= mass * self.anchor_node[lo + t, s]
+            for pt in range(m):
+                self.node_marg[lo + t, self.vertex_labels[lo + t, pt]] += dmu[pt]
+        v = -mass * self.anchor_loss[i]
+        for pt in range(m):
+            v += dmu[pt] * self.vertex_loss[i, pt]
+        self.expected_loss[i] += v
+        return True
+
+    cdef double master_uncached(self, intp_t i, intp_t lo, intp_t length, intp_t n_touched,
+                                double tol) noexcept nogil:
+        """Example ``i``'s master with the Gram matrix from its tokens (token or feature
+        statistics, whichever is cheaper) and the current token scores in ``w.scores``;
+        apply it and return the gain."""
+        cdef intp_t S = self.S, P = self.P, n_k = self.n_k, m = self.n_vertices[i]
+        cdef intp_t stride = self.stride, pt, l, t, s, q2, e, kk, nnz_i
+        cdef int64_t q
+        cdef int32_t j
+        cdef double* scores = self.w.scores
+        cdef double* G = self.w.master
+        cdef double* D_k = G + MAX_POINTS * MAX_POINTS
+        cdef double* base = D_k + 64 * MAX_POINTS
+        cdef double* mu_old = base + MAX_POINTS
+        cdef double* mu_best = mu_old + MAX_POINTS
+        cdef double* work = mu_best + MAX_POINTS
+        cdef double vertex_score[MAX_POINTS]
+        cdef double anchor_dot[MAX_POINTS]
+        cdef double v_k[64]
+        cdef double total, anchor_score, anchor_free_sq, token_cost, feature_cost, gain, v
+        cdef double mass = 0.0, C = self.C
+        # the points' pairwise entries and scores, the anchor's score
+        for pt in range(m):
+            for t in range(length):
+                self.w.point_labels[t] = self.vertex_labels[lo + t, pt]
+            self.w.entry_count[pt] = self.kernels.pairwise_entries(
+                i, self.w.point_labels, self.w.entry_index + pt * stride,
+                self.w.entry_value + pt * stride)
+            total = 0.0
+            for t in range(length):
+                total += scores[t * S + self.w.point_labels[t]]
+            for e in range(self.w.entry_count[pt]):
+                total += self.theta[self.w.entry_index[pt * stride + e]] \
+                    * self.w.entry_value[pt * stride + e]
+            vertex_score[pt] = total
+        anchor_score = 0.0
+        for t in range(length):
+            anchor_score += dot(scores + t * S, &self.anchor_node[lo + t, 0], S)
+        for q2 in range(P):
+            anchor_score += self.theta[q2] * self.anchor_pair[i, q2]
+        # the Gram matrix of the directions d_k = C (E_a[Psi] - Psi(z_k)) over the
+        # unconstrained coordinates; the constrained coordinates of d_k in D_k
+        nnz_i = self.indptr[lo + length] - self.indptr[lo]
+        token_cost = <double> length * nnz_i + <double> length * length * (m * m + m + S)
+        feature_cost = <double> nnz_i * (m + 1) * S + <double> m * m * n_touched * S
+        if <double> length * length <= self.gram_cap and token_cost <= feature_cost:
+            self.unary_gram_tokens(lo, length, m, self.w.gram_tokens, G)
+        else:
+            self.unary_gram_features(lo, length, m, self.w.touched, n_touched,
+                                     self.w.unary_stats, G)
+        anchor_free_sq = 0.0
+        for q2 in range(P):
+            if self.free_mask[q2]:
+                anchor_free_sq += self.anchor_pair[i, q2] * self.anchor_pair[i, q2]
+        for pt in range(m):
+            anchor_dot[pt] = 0.0
+            for e in range(self.w.entry_count[pt]):
+                kk = self.w.entry_index[pt * stride + e]
+                if self.free_mask[kk]:
+                    anchor_dot[pt] += self.anchor_pair[i, kk] * self.w.entry_value[pt * stride + e]
+        for pt in range(m):
+            for e in range(self.w.entry_count[pt]):
+                self.w.pair_dense[self.w.entry_index[pt * stride + e]] += \
+                    self.w.entry_value[pt * stride + e]
+            for q2 in range(n_k):
+                D_k[pt * 64 + q2] = C * (self.anchor_pair[i, self.constrained[q2]]
+                                         - self.w.pair_dense[self.constrained[q2]])
+            for l in range(pt, m):
+                total = anchor_free_sq - anchor_dot[pt] - anchor_dot[l]
+                for e in range(self.w.entry_count[l]):
+                    kk = self.w.entry_index[l * stride + e]
+                    if self.free_mask[kk]:
+                        total += self.w.pair_dense[kk] * self.w.entry_value[l * stride + e]
+                G[pt * m + l] += C * C * total
+                if l != pt:
+                    G[l * m + pt] = G[pt * m + l]
+            for e in range(self.w.entry_count[pt]):
+                self.w.pair_dense[self.w.entry_index[pt * stride + e]] = 0.0
+        # the master: C (loss_k - loss_a) - v_free . d_k is the gradient at the current w
+        # plus w_constrained . D_k
+        for pt in range(m):
+            mu_old[pt] = self.vertex_weight[i, pt]
+            base[pt] = C * (self.vertex_loss[i, pt] - self.anchor_loss[i]
+                            + vertex_score[pt] - anchor_score)
+            for q2 in range(n_k):
+                if self.pair_v[self.constrained[q2]] > 0.0:
+                    base[pt] += self.pair_v[self.constrained[q2]] * D_k[pt * 64 + q2]
+        for q2 in range(n_k):
+            v_k[q2] = self.pair_v[self.constrained[q2]]
+        gain = _solve_master(G, D_k, base, mu_old, m, v_k, n_k, tol, work, mu_best)
+        # move the statistics and v by sum_k (mu_k - weight_k) (z_k - a)
+        for pt in range(m):
+            work[pt] = mu_best[pt] - mu_old[pt]
+            mass += work[pt]
+        if not self.apply_weights(i, lo, length, m, work, mu_best):
+            return 0.0
+        for t in range(length):
+            for s in range(S):
+                scores[t * S + s] = -mass * self.anchor_node[lo + t, s]  # change of x
+            for pt in range(m):
+                scores[t * S + self.vertex_labels[lo + t, pt]] += work[pt]
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                j = self.indices[q]
+                v = C * self.data[q]
+                for s in range(S):
+                    self.WT[j, s] -= v * scores[t * S + s]
+        for q2 in range(P):
+            self.pair_v[q2] += C * mass * self.anchor_pair[i, q2]
+            self.pair_marg[i, q2] -= mass * self.anchor_pair[i, q2]
+        for pt in range(m):
+            for e in range(self.w.entry_count[pt]):
+                kk = self.w.entry_index[pt * stride + e]
+                self.pair_v[kk] -= C * work[pt] * self.w.entry_value[pt * stride + e]
+                self.pair_marg[i, kk] += work[pt] * self.w.entry_value[pt * stride + e]
+        self.clip()
+        return gain
+
+    # --------------------------------------------------------------- one visit
+    cdef double visit(self, intp_t i, double* gain) noexcept nogil:
+        """One oracle call and master on example ``i``; returns its Frank-Wolfe gap."""
+        cdef intp_t S = self.S, P = self.P, lo = self.offsets[i], t, k2, q2, e, slot, K
+        cdef intp_t length = self.offsets[i + 1] - lo, n_touched
+        cdef double loss_bar = 0.0, total = 0.0, gap
+        cdef double* scores = self.w.scores
+        cdef int64_t* labels = self.w.labels
+        n_touched = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
+                                 self.WT_ptr(), S, lo, length, scores, &self.marker[0],
+                                 self.w.touched)
+        for k2 in range(n_touched):
+            self.marker[self.w.touched[k2]] = 0
+        self.kernels.max_oracle(i, scores, &self.token_loss[lo, 0], self.theta_ptr(), labels)
+        # the example's Frank-Wolfe gap at the current point x
+        for t in range(length):
+            loss_bar += self.token_loss[lo + t, labels[t]]
+            total += scores[t * S + labels[t]]
+            total -= dot(scores + t * S, &self.node_marg[lo + t, 0], S)
+        e = self.kernels.pairwise_entries(i, labels, self.w.entry_index, self.w.entry_value)
+        for q2 in range(e):
+            total += self.theta[self.w.entry_index[q2]] * self.w.entry_value[q2]
+        for q2 in range(P):
+            total -= self.theta[q2] * self.pair_marg[i, q2]
+        gap = self.C * (loss_bar - self.expected_loss[i] + total)
+        self.block_gap[i] = gap
+        if self.cached:
+            self.set_slots(i, True)
+            if not self.cache_ready[i]:  # the anchor's row, from its node measures
+                self.cache_row(i, lo, length, &self.anchor_node[lo, 0], S, NULL,
+                               &self.cache[self.cache_ptr[i]])
+                self.cache_ready[i] = 1
+            slot = self.add_point(i, lo, length, labels, loss_bar)
+            if slot >= 0:
+                K = self.row_size(i)
+                self.cache_row(i, lo, length, NULL, 0, labels,
+                               &self.cache[self.cache_ptr[i] + (1 + slot) * K])
+            self.set_slots(i, False)
+            gain[0] += self.master_cached(i, lo, length, 1e-6 * fabs(gap) + 1e-300)
+        else:
+            self.add_point(i, lo, length, labels, loss_bar)
+            gain[0] += self.master_uncached(i, lo, length, n_touched,
+                                            1e-6 * fabs(gap) + 1e-300)
+        return gap
+
+
+def multi_point_pass(state, const int64_t[::1] order):
+    """Visit the examples of ``order`` in turn (restricted simplicial decomposition with one
+    simplex per example); return the sum of their Frank-Wolfe gaps and the dual's increase."""
+    cdef _MultiPoint p = _MultiPoint(state)
+    cdef intp_t k, i, since_check = 0
+    cdef double gap, total_gap = 0.0, gain = 0.0
+    with nogil:
+        for k in range(order.shape[0]):
+            i = order[k]
+            if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
+                with gil:
+                    PyErr_CheckSignals()
+            gap = p.visit(i, &gain)
+            if gap > 0.0:
+                total_gap += gap
+    return total_gap, gain
+
+
+def master_sweep(state, const int64_t[::1] order):
+    """Re-solve the masters of the examples of ``order`` from their cached points, without
+    oracle calls (cached mode only); return the dual's increase."""
+    cdef _MultiPoint p = _MultiPoint(state)
+    cdef intp_t k, i, lo, since_check = 0
+    cdef double gain = 0.0
+    if not p.cached:
+        raise ValueError("master sweeps need the cached mode.")
+    with nogil:
+        for k in range(order.shape[0]):
+            i = order[k]
+            lo = p.offsets[i]
+            if signal_check_due(&since_check, p.offsets[i + 1] - lo):
+                with gil:
+                    PyErr_CheckSignals()
+            if p.cache_ready[i] and p.n_vertices[i] > 0:
+                gain += p.master_cached(i, lo, p.offsets[i + 1] - lo, 1e-12)
+    return gain
