@@ -1,4 +1,4 @@
-"""Low-rank kernel feature maps on token features (seed 002, section 3.3)."""
+"""Low-rank kernel feature maps on token features (Joachims, Finley and Yu 2009, section 3.3)."""
 
 import numpy as np
 from sklearn.metrics.pairwise import pairwise_kernels

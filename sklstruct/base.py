@@ -30,7 +30,7 @@ from .utils._sequences import (
     split_flat,
     stack_sequences,
 )
-from .utils._sklearn_compat import Interval, StrOptions, validate_data
+from .utils._sklearn_compat import Interval, StrOptions, _fit_context, validate_data
 
 
 
@@ -142,6 +142,27 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         return self.structure
 
     # ------------------------------------------------------------------ fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, lengths=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass) or
+            a list of images (n_rows, n_cols, n_features).
+        y : list of array-like, or array-like of shape (n_tokens,)
+            Labels in the form of ``X`` (2-D masks for images).
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return self._fit(X, y, lengths)
+
     def _fit(self, X, y, lengths=None, sample_weight=None):
         """Fit on a staged copy; its fitted attributes replace ours only at the end."""
         staged = object.__new__(type(self))

@@ -160,10 +160,25 @@ def test_decision_function_and_marginals(chain_data):
     np.testing.assert_array_equal(mc.classes_[np.argmax(probs, axis=1)], mc.predict(np.vstack(X)))
 
 
-@pytest.mark.parametrize("params", [dict(), dict(max_points=3, blocks="single")])
-def test_simplicial_decomposition_in_sequence_workflows(chain_data, params):
+# every learner, in the configurations the sequence-form workflows run with
+SEQUENCE_LEARNERS = [
+    StructSVMCuttingPlane(C=0.5, tol=1e-3),
+    StructSVMCuttingPlane(C=0.5, tol=1e-3, variant="n-slack", random_state=0),
+    M3NExpGrad(C=0.5, tol=1e-3),
+    M3NExpGrad(C=0.5, tol=1e-2, algorithm="batch", max_iter=300),
+    M3NExcessiveGap(C=0.5, tol=1e-3),
+    L1M3N(C=0.5, solver="cutting_plane"),
+    L1M3N(C=0.5, max_iter=3),
+    L1M3N(C=0.5, solver="subgradient", radius=5.0, max_iter=100),
+    M3NSimplicialDecomposition(C=0.5, tol=1e-3, random_state=0),
+    M3NSimplicialDecomposition(C=0.5, tol=1e-3, random_state=0, max_points=3, blocks="single"),
+]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("model", SEQUENCE_LEARNERS, ids=repr)
+def test_sequence_workflows(chain_data, model):
     X, y = chain_data
-    model = M3NSimplicialDecomposition(C=0.5, tol=1e-3, random_state=0, **params)
     fitted = clone(model).fit(X, y)
     restored = pickle.loads(pickle.dumps(fitted))
     for a, b in zip(fitted.predict(X), restored.predict(X)):

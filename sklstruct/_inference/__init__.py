@@ -1,1 +1,2 @@
-"""Compiled inference kernels for chains and their validated Python wrappers."""
+"""Compiled inference kernels (chains, min-cut on grids, per-example kernels) and their
+validated Python wrappers."""

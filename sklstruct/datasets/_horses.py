@@ -18,6 +18,12 @@ def load_weizmann_horses(data_home=None):
 
     Nothing is downloaded; the file is read from ``data_home``.
 
+    Parameters
+    ----------
+    data_home : str or path-like, default=None
+        The folder holding ``weizmann_horse/`` (default: ``$SKLSTRUCT_DATA`` or
+        ``~/sklstruct_data``).
+
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch`

@@ -91,25 +91,69 @@ class BaseStructure(BaseEstimator):
         return np.zeros(0, dtype=np.intp)
 
     def split_weights(self, w):
-        """Views ``(W^T, theta)`` of a flat weight vector: unary (d, S) and pairwise parts."""
+        """Views of the unary and pairwise blocks of a flat weight vector.
+
+        Parameters
+        ----------
+        w : ndarray of shape (size_joint_feature_,)
+
+        Returns
+        -------
+        WT : ndarray of shape (n_features, n_states)
+            The unary block, feature-major (a view of ``w``).
+        pairwise : ndarray of shape (n_pairwise,)
+            The pairwise block (a view of ``w``).
+        """
         n_unary = self.n_states_ * self.n_features_
         return w[:n_unary].reshape(self.n_features_, self.n_states_), w[n_unary:]
 
     # ----------------------------------------------------------------- features
     def unary_potentials(self, batch, w):
-        """Token x state scores ``X W^T``, shape (n_tokens, n_states)."""
+        """Token x state scores ``X W^T``.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        w : ndarray of shape (size_joint_feature_,)
+
+        Returns
+        -------
+        unary : ndarray of shape (n_tokens, n_states)
+        """
         WT, _ = self.split_weights(w)
         return np.ascontiguousarray(safe_sparse_dot(batch.X, WT, dense_output=True))
 
     def potentials(self, batch, w):
-        """``(unary, pairwise)`` potentials of the weights ``w`` on ``batch``."""
+        """The potentials of the weights ``w`` on ``batch``.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        w : ndarray of shape (size_joint_feature_,)
+
+        Returns
+        -------
+        unary : ndarray of shape (n_tokens, n_states)
+            ``X W^T``.
+        pairwise : ndarray of shape (n_pairwise,)
+            The pairwise block of ``w``.
+        """
         return self.unary_potentials(batch, w), np.ascontiguousarray(self.split_weights(w)[1])
 
     def unary_features(self, batch, token_state_weights):
-        """``X^T M`` of shape (n_features, n_states) for a token x state matrix ``M``.
+        """``X^T M`` for a token x state matrix ``M``.
 
         With one-hot labels this is the unary part of the summed joint feature (in the layout
         of the weight vector), with marginals it is its expectation.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        token_state_weights : ndarray or sparse matrix of shape (n_tokens, n_states)
+
+        Returns
+        -------
+        statistics : ndarray of shape (n_features, n_states)
         """
         M = token_state_weights
         if sp.issparse(M):
@@ -117,7 +161,16 @@ class BaseStructure(BaseEstimator):
         return np.ascontiguousarray(safe_sparse_dot(batch.X.T, M, dense_output=True))
 
     def onehot(self, labels):
-        """Dense one-hot token x state matrix of ``labels``."""
+        """Dense one-hot token x state matrix of ``labels``.
+
+        Parameters
+        ----------
+        labels : ndarray of int of shape (n_tokens,)
+
+        Returns
+        -------
+        onehot : ndarray of shape (n_tokens, n_states)
+        """
         M = np.zeros((labels.shape[0], self.n_states_))
         M[np.arange(labels.shape[0]), labels] = 1.0
         return M
@@ -143,18 +196,50 @@ class BaseStructure(BaseEstimator):
         return np.zeros((batch.n_sequences, 0)) if per_sequence else np.zeros(0)
 
     def pairwise_scores(self, batch, Y, pairwise):
-        """Per-sequence pairwise part of the score, ``pairwise . pairwise_statistics_i(Y)``."""
+        """Per-sequence pairwise part of the score, ``pairwise . pairwise_statistics_i(Y)``.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        Y : ndarray of int of shape (n_tokens,)
+        pairwise : ndarray of shape (n_pairwise,)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_sequences,)
+        """
         if self.n_pairwise_ == 0:
             return np.zeros(batch.n_sequences)
         return self.pairwise_statistics(batch, Y, per_sequence=True) @ pairwise
 
     def joint_feature(self, batch, Y):
-        """Summed joint feature ``sum_i Psi(x_i, y_i)`` over the batch, shape (size,)."""
+        """Summed joint feature ``sum_i Psi(x_i, y_i)`` over the batch.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        Y : ndarray of int of shape (n_tokens,)
+
+        Returns
+        -------
+        psi : ndarray of shape (size_joint_feature_,)
+        """
         unary = self.unary_features(batch, self.onehot(Y))
         return np.concatenate([unary.ravel(), self.pairwise_statistics(batch, Y)])
 
     def expected_joint_feature(self, batch, node_marginals, pairwise_marginals):
-        """Summed expected joint feature from node and per-sequence pairwise marginals."""
+        """Summed expected joint feature from node and per-sequence pairwise marginals.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        node_marginals : ndarray of shape (n_tokens, n_states)
+        pairwise_marginals : ndarray of shape (n_sequences, n_pairwise)
+
+        Returns
+        -------
+        expected_psi : ndarray of shape (size_joint_feature_,)
+        """
         unary = self.unary_features(batch, node_marginals)
         return np.concatenate([unary.ravel(), np.asarray(pairwise_marginals).sum(axis=0)])
 
@@ -165,6 +250,14 @@ class BaseStructure(BaseEstimator):
         statistics ``start:stop`` are non-negative and sum to ``totals[i]`` (for a chain: the
         transition counts sum to ``length - 1``). Exp-oracle learners use them to bound
         ``||pairwise_statistics||`` and to renormalise marginals; none by default.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+
+        Returns
+        -------
+        blocks : list of (int, int, ndarray of shape (n_sequences,))
         """
         return []
 
@@ -172,7 +265,16 @@ class BaseStructure(BaseEstimator):
         """Per-sequence bound on ``max_y ||pairwise_statistics_i(y)||^2``.
 
         From :meth:`pairwise_count_blocks` (a count block with total ``T`` has squared norm at
-        most ``T^2``); ``None`` when the blocks do not cover the pairwise statistics.
+        most ``T^2``).
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+
+        Returns
+        -------
+        bound : ndarray of shape (n_sequences,) or None
+            ``None`` when the blocks do not cover the pairwise statistics.
         """
         blocks = self.pairwise_count_blocks(batch)
         covered = np.zeros(self.n_pairwise_, dtype=bool)
@@ -236,7 +338,20 @@ class BaseStructure(BaseEstimator):
             + self.pairwise_scores(batch, Y, pairwise)
 
     def decode(self, batch, unary, pairwise, n_jobs=None):
-        """Highest-scoring labelling of every sequence, shape (n_tokens,)."""
+        """Highest-scoring labelling of every sequence (the MAP oracle).
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        unary : ndarray of shape (n_tokens, n_states)
+        pairwise : ndarray of shape (n_pairwise,)
+        n_jobs : int, default=None
+            Threads (joblib workers) for the compiled decoders.
+
+        Returns
+        -------
+        labels : ndarray of int of shape (n_tokens,)
+        """
         raise NotImplementedError(f"{type(self).__name__} has no decoding oracle.")
 
     def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
@@ -273,6 +388,14 @@ class BaseStructure(BaseEstimator):
     def marginals(self, batch, unary, pairwise, n_jobs=None):
         """The exp-oracle: marginals of ``p(y) ∝ exp(score(y))``.
 
+        Parameters
+        ----------
+        batch : SequenceBatch
+        unary : ndarray of shape (n_tokens, n_states)
+        pairwise : ndarray of shape (n_pairwise,)
+        n_jobs : int, default=None
+            Threads (joblib workers) for the compiled kernels.
+
         Returns
         -------
         node_marginals : ndarray of shape (n_tokens, n_states)
@@ -288,6 +411,14 @@ class BaseStructure(BaseEstimator):
         Returns an instance of :class:`sklstruct._inference._kernels.ExampleKernels` (a Cython
         class) or ``None`` (the default): learners then use their batched solvers, which call
         the oracles above.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+
+        Returns
+        -------
+        kernels : ExampleKernels or None
         """
         return None
 

@@ -16,10 +16,16 @@ class ChainStructure(BaseStructure):
     with ``start_end=True``, start and end biases ``b`` and ``e``. The loss is the Hamming loss
     with per-class weights, ``Delta(y, ybar) = sum_t c[y_t] [ybar_t != y_t]``.
 
+    The pairwise block of the weights holds the transition matrix (``S * S``, row-major
+    ``a * S + b``), then, with ``start_end``, the start and end biases (``S`` each); the
+    pairwise statistics of a labelling are the matching transition counts and start/end
+    indicators, count blocks that sum to ``length - 1``, 1 and 1.
+
     Decoding is Viterbi, loss-augmented decoding is Viterbi on loss-shifted scores (margin
     rescaling) or a Viterbi over (state, loss value) pairs (slack rescaling, Tsochantaridis et
     al. 2005, eq. (2)), and marginals come from log-domain forward-backward; all run over whole
-    batches in compiled code.
+    batches in compiled code, and per sequence in the learners' compiled passes
+    (:class:`~sklstruct._inference._kernels.ChainKernels`).
 
     Parameters
     ----------
@@ -41,7 +47,19 @@ class ChainStructure(BaseStructure):
         return S * S + (2 * S if self.start_end else 0)
 
     def pairwise_parameters(self, pairwise):
-        """``(transition, start, end)`` views of the pairwise block (``None`` when absent)."""
+        """Views of the transition matrix and the start and end biases.
+
+        Parameters
+        ----------
+        pairwise : ndarray of shape (n_pairwise,)
+            The pairwise block of the weights.
+
+        Returns
+        -------
+        transition : ndarray of shape (n_states, n_states)
+        start, end : ndarray of shape (n_states,) or None
+            ``None`` without ``start_end``.
+        """
         S = self.n_states_
         transition = pairwise[: S * S].reshape(S, S)
         if self.start_end:
@@ -55,12 +73,6 @@ class ChainStructure(BaseStructure):
         return batch.sequence_index[:-1][inner], Y[:-1][inner], Y[1:][inner]
 
     def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
-        """Transition counts (S*S, row-major ``a * S + b``), then start and end indicator
-        counts (S each) when ``start_end`` is set.
-
-        Shape (n_pairwise,) summed over sequences (weighted by ``weights``), or
-        (n_sequences, n_pairwise) with ``per_sequence=True``.
-        """
         S, P = self.n_states_, self.n_pairwise_
         seq, left, right = self._inner_pairs(batch, Y)
         first, last = Y[batch.offsets[:-1]], Y[batch.offsets[1:] - 1]
@@ -80,7 +92,6 @@ class ChainStructure(BaseStructure):
         return np.concatenate(stats).astype(np.float64)
 
     def pairwise_scores(self, batch, Y, pairwise):
-        """Per-sequence transition (and start/end) part of the score."""
         S = self.n_states_
         seq, left, right = self._inner_pairs(batch, Y)
         # (bincount of an empty selection, e.g. all sequences of length 1, is integer-typed)
@@ -92,7 +103,6 @@ class ChainStructure(BaseStructure):
         return scores
 
     def pairwise_count_blocks(self, batch):
-        """Transition counts sum to ``length - 1``; start and end indicators to 1."""
         S = self.n_states_
         blocks = [(0, S * S, batch.lengths - 1.0)]
         if self.start_end:
@@ -101,7 +111,6 @@ class ChainStructure(BaseStructure):
         return blocks
 
     def decode(self, batch, unary, pairwise, n_jobs=None):
-        """Viterbi labels of every token, shape (n_tokens,)."""
         transition, start, end = self.pairwise_parameters(pairwise)
         labels, _ = chain_kernels.viterbi(unary, batch.offsets, transition, start, end,
                                           n_jobs=n_jobs)
@@ -109,8 +118,6 @@ class ChainStructure(BaseStructure):
 
     def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
                               token_loss=None):
-        """Most violating labellings by (loss-augmented) Viterbi; see
-        :meth:`BaseStructure.loss_augmented_decode`."""
         check_rescale(rescale)
         transition, start, end = self.pairwise_parameters(pairwise)
         return chain_kernels.loss_augmented_viterbi(
@@ -119,7 +126,6 @@ class ChainStructure(BaseStructure):
         )
 
     def marginals(self, batch, unary, pairwise, n_jobs=None):
-        """Node marginals, expected pairwise statistics and log-partition (forward-backward)."""
         transition, start, end = self.pairwise_parameters(pairwise)
         node, edge, log_z = chain_kernels.forward_backward(
             unary, batch.offsets, transition, start, end, n_jobs=n_jobs
@@ -131,9 +137,21 @@ class ChainStructure(BaseStructure):
         return node, expected, log_z
 
     def example_kernels(self, batch):
-        """Compiled Viterbi and forward-backward per sequence (:class:`ChainKernels`)."""
         return ChainKernels(batch.offsets, self.n_states_, True, bool(self.start_end))
 
     def uniform_covariance_operator(self, batch, weights):
-        """``v -> sum_i weights_i Cov_i(Psi) v`` under independent, uniform labels."""
+        """``v -> sum_i weights_i Cov_i(Psi) v`` under independent, uniform labels.
+
+        The curvature of exponentiated gradient's dual (its safe step size) is the largest
+        eigenvalue of this operator.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        weights : ndarray of shape (n_sequences,)
+
+        Returns
+        -------
+        operator : scipy.sparse.linalg.LinearOperator
+        """
         return uniform_covariance_operator(self, batch, weights, True, bool(self.start_end))

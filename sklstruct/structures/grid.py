@@ -33,9 +33,11 @@ class GridStructure(BaseStructure):
     every structure: ``[W^T.ravel(), w_edge]`` with ``w_edge`` ordered (horizontal constant,
     [horizontal contrast], vertical constant, [vertical contrast]).
 
-    Only learners that keep ``w_edge >= 0`` can train it
-    (:class:`~sklstruct.M3NSimplicialDecomposition`); decoding with a negative edge weight is a
-    ``ValueError``. There is no marginal (exp-)oracle.
+    Decoding and loss-augmented decoding are one minimum cut per image (in the learners'
+    compiled passes too, :class:`~sklstruct._inference._kernels.GridKernels`). Slack rescaling
+    is not a cut: its loss-augmented decoding raises ``ValueError``. Only learners that keep
+    ``w_edge >= 0`` can train it (:class:`~sklstruct.M3NSimplicialDecomposition`); decoding
+    with a negative edge weight is a ``ValueError``. There is no marginal (exp-)oracle.
 
     Parameters
     ----------
@@ -164,10 +166,6 @@ class GridStructure(BaseStructure):
 
     # ----------------------------------------------------------------- features
     def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
-        """Minus the edge features summed over disagreeing edges, per direction.
-
-        Shape (n_pairwise,), or (n_sequences, n_pairwise) with ``per_sequence=True``.
-        """
         k = self.n_edge_features_
         stats = np.zeros((batch.n_sequences, self.n_pairwise_))
         sequence = batch.sequence_index
@@ -182,18 +180,12 @@ class GridStructure(BaseStructure):
 
     # ----------------------------------------------------------------- oracles
     def decode(self, batch, unary, pairwise, n_jobs=None):
-        """Maximum-score labelling of every pixel (minimum cut), shape (n_pixels,)."""
         right, down = self._edge_costs(batch, pairwise)
         labels, _ = grid_map(unary, batch.offsets, self._widths(batch), right, down)
         return labels
 
     def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
                               token_loss=None):
-        """Most violating labellings under margin rescaling (one minimum cut per image).
-
-        Slack rescaling multiplies the loss into the score, which is not a cut; it raises
-        ``ValueError``. See :meth:`BaseStructure.loss_augmented_decode`.
-        """
         check_rescale(rescale)
         if rescale != "margin":
             raise ValueError("GridStructure supports margin rescaling only (slack-rescaled "
@@ -209,7 +201,6 @@ class GridStructure(BaseStructure):
         return labels, losses, self.score(batch, unary, pairwise, labels)
 
     def example_kernels(self, batch):
-        """Compiled per-image minimum cuts (:class:`GridKernels`)."""
         right, down = self._edge_feature_arrays(batch)
         return GridKernels(batch.offsets, self._widths(batch), right, down)
 

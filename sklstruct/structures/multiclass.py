@@ -14,6 +14,9 @@ class MultiClass(BaseStructure):
     With this structure the shared objective is the Crammer-Singer multiclass SVM without
     intercept (append a constant feature for a regularised bias). Binary problems are the
     two-class case. Every "sequence" must be a single sample; there is no pairwise part.
+    Decoding is the argmax of the class scores, loss-augmented decoding that of the
+    loss-augmented scores, marginals are the softmax; the compiled per-example passes see it
+    as a chain of one token without pairwise parts.
 
     Parameters
     ----------
@@ -33,14 +36,11 @@ class MultiClass(BaseStructure):
             )
 
     def decode(self, batch, unary, pairwise, n_jobs=None):
-        """Highest-scoring class of every sample."""
         self._check_single(batch)
         return np.argmax(unary, axis=1)
 
     def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
                               token_loss=None):
-        """Most violating label under margin or slack rescaling; see
-        :meth:`BaseStructure.loss_augmented_decode`."""
         check_rescale(rescale)
         self._check_single(batch)
         rows = np.arange(Y.shape[0])
@@ -56,15 +56,23 @@ class MultiClass(BaseStructure):
         return labels, cost[rows, labels], unary[rows, labels]
 
     def marginals(self, batch, unary, pairwise, n_jobs=None):
-        """Class probabilities ``softmax(unary)`` and log-partition per sample."""
         self._check_single(batch)
         return softmax(unary, axis=1), np.zeros((batch.n_sequences, 0)), logsumexp(unary, axis=1)
 
     def example_kernels(self, batch):
-        """Compiled per-sample kernels: a chain of one token without pairwise parts."""
         self._check_single(batch)
         return ChainKernels(batch.offsets, self.n_states_, False, False)
 
     def uniform_covariance_operator(self, batch, weights):
-        """``v -> sum_i weights_i Cov_i(Psi) v`` under uniform labels."""
+        """``v -> sum_i weights_i Cov_i(Psi) v`` under uniform labels.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        weights : ndarray of shape (n_sequences,)
+
+        Returns
+        -------
+        operator : scipy.sparse.linalg.LinearOperator
+        """
         return uniform_covariance_operator(self, batch, weights, False, False)

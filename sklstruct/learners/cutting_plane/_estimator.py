@@ -10,9 +10,10 @@ from ._one_slack import fit_one_slack
 
 
 class StructSVMCuttingPlane(BaseStructuredClassifier):
-    """Structural SVM trained by cutting planes (seed 002, Algorithms 1-4).
+    """Structural SVM trained by cutting planes (Joachims, Finley and Yu, "Cutting-plane
+    training of structural SVMs", Machine Learning 2009; Algorithms 1-4).
 
-    Minimises the objective shared by all sklstruct learners (DESIGN section 1)::
+    Minimises the objective shared by all sklstruct learners::
 
         P(w) = 1/2 ||w||^2 + C * sum_i H_i(w)
 
@@ -60,17 +61,17 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         Number of recent most-violating labelings kept per example. Before calling the
         separation oracle, the most violating cached labeling of every example is tried; if the
         resulting constraint is violated by more than ``tol`` per example and by at least half
-        the violation of the last oracle constraint, the oracle call is skipped (seed 002,
-        section 4). ``0`` disables the cache.
+        the violation of the last oracle constraint, the oracle call is skipped (the
+        paper's section 4). ``0`` disables the cache.
     batch_size : int, default=100
         n-slack only: number of examples separated before the QP is re-optimised.
     inactive_window : int, default=50
         A constraint whose dual variable stayed zero for this many QP sub-problems (1-slack:
-        iterations; n-slack: batch re-optimisations) is removed from the working set (seed
-        002, section 4). Removal never changes the weights, only the size of the QP.
+        iterations; n-slack: batch re-optimisations) is removed from the working set (the
+        paper's section 4). Removal never changes the weights, only the size of the QP.
     kernel : {"linear", "rbf", "poly"} or callable, default="linear"
         Kernel on token feature vectors. A non-linear kernel is used through a low-rank basis
-        of ``n_basis`` tokens (seed 002, section 3.3, OP8/OP9): every token is mapped to its
+        of ``n_basis`` tokens (the paper's section 3.3, OP8/OP9): every token is mapped to its
         kernel values with the basis, whitened by the basis kernel matrix, and the chain is
         trained linearly on that map, so the work outside the oracle is ``O(n k + k^3)``.
     gamma : float, default=None

@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..._kernel_map import token_kernel
 from ...base import BaseStructuredClassifier, Certificate
 from ...structures._base import structured_hinge
-from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ...utils._sklearn_compat import Interval, StrOptions
 from ._geometry import KernelGeometry, LinearGeometry
 
 _KERNELS = {"linear", "rbf", "poly"}
@@ -137,26 +137,6 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         self.kernel_memory_mb = kernel_memory_mb
         self.n_jobs = n_jobs
         self.verbose = verbose
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
-            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
-        y : list of array-like, or array-like of shape (n_tokens,)
-            Labels in the form of ``X``.
-        lengths : array-like of shape (n_sequences,), default=None
-            Sequence lengths when ``X`` is flat.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        return self._fit(X, y, lengths)
 
     # ------------------------------------------------------------------ fitted model
     @property

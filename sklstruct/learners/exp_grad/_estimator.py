@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.utils.extmath import row_norms
 
 from ...base import BaseStructuredClassifier, Certificate
-from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ...utils._sklearn_compat import Interval, StrOptions
 from ._online import OnlineEGState
 from ._safe_rate import safe_learning_rate
 
@@ -139,26 +139,6 @@ class M3NExpGrad(BaseStructuredClassifier):
         self.warm_start = warm_start
         self.n_jobs = n_jobs
         self.verbose = verbose
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
-            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
-        y : list of array-like, or array-like of shape (n_tokens,)
-            Labels in the form of ``X``.
-        lengths : array-like of shape (n_sequences,), default=None
-            Sequence lengths when ``X`` is flat.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        return self._fit(X, y, lengths)
 
     # ------------------------------------------------------------------ set-up
     def _resolved_algorithm(self, batch):

@@ -8,7 +8,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ...base import BaseStructuredClassifier, Certificate
 from ...structures._scaled import scaled_structure
-from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ...utils._sklearn_compat import Interval, StrOptions
 from ..cutting_plane import StructSVMCuttingPlane
 from ._solvers import LPCuttingPlane, constraint_directions, projected_subgradient
 
@@ -128,26 +128,6 @@ class L1M3N(BaseStructuredClassifier):
         self.max_iter = max_iter
         self.n_jobs = n_jobs
         self.verbose = verbose
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
-            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
-        y : list of array-like, or array-like of shape (n_tokens,)
-            Labels in the form of ``X``.
-        lengths : array-like of shape (n_sequences,), default=None
-            Sequence lengths when ``X`` is flat.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        return self._fit(X, y, lengths)
 
     def _regularizer(self):
         return 0.5 * float(np.abs(self.w_).sum())

@@ -6,7 +6,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from ...base import BaseStructuredClassifier, Certificate
-from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ...utils._sklearn_compat import Interval, StrOptions
 from ._frank_wolfe import BlockFrankWolfeState, MultiPointFrankWolfeState
 from ._general import SimplicialDecompositionState
 
@@ -155,27 +155,6 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
-            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass) or
-            a list of images (n_rows, n_cols, n_features).
-        y : list of array-like, or array-like of shape (n_tokens,)
-            Labels in the form of ``X`` (2-D masks for images).
-        lengths : array-like of shape (n_sequences,), default=None
-            Sequence lengths when ``X`` is flat.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        return self._fit(X, y, lengths)
 
     # ------------------------------------------------------------------ set-up
     def _compiled_kernels(self, batch):

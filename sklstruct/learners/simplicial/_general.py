@@ -9,7 +9,7 @@ whose points share one simplex: one example (``blocks="per_example"``, a product
 or a chunk of ``working_set_size`` examples (``blocks="single"``: one simplex in
 ``z = (sum b_i, sum gamma_i)``). Every block keeps
 
-- an *anchor* (the seed's footnote 1 set ``S^x``: the origin at first, later a past iterate);
+- an *anchor* (the paper's footnote 1 set ``S^x``: the origin at first, later a past iterate);
 - at most ``max_points`` extreme points (``S^s``): the labellings returned by loss-augmented
   decoding, with their losses and pairwise statistics;
 - the convex weights of its extreme points (the anchor takes the rest).

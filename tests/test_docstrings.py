@@ -1,0 +1,110 @@
+"""Every public class documents its parameters; every public method its parameters and what it
+returns (numpydoc sections)."""
+
+import inspect
+import re
+
+import pytest
+
+import sklstruct
+from sklstruct import metrics, preprocessing
+from sklstruct.datasets import (get_data_home, grid_pixel_features, load_conll2000,
+                                load_conll2002, load_ocr_letters, load_ocr_sample,
+                                load_weizmann_horses, make_sparse_chain)
+from sklstruct.structures import BaseStructure
+from sklstruct.utils import lengths_to_groups
+
+PUBLIC_CLASSES = [getattr(sklstruct, name) for name in sklstruct.__all__
+                  if inspect.isclass(getattr(sklstruct, name))] + [
+    BaseStructure, preprocessing.SequenceVectorizer]
+PUBLIC_FUNCTIONS = [get_data_home, grid_pixel_features, load_conll2000, load_conll2002,
+                    load_ocr_letters, load_ocr_sample, load_weizmann_horses, make_sparse_chain,
+                    lengths_to_groups, preprocessing.window_features] + [
+    getattr(metrics, name) for name in metrics.__all__
+    if inspect.isfunction(getattr(metrics, name))]
+
+
+def _section(doc, name):
+    """The lines of a numpydoc section (between its underline and the next section)."""
+    match = re.search(rf"\n\s*{name}\n\s*-+\n(.*?)(?:\n\s*\n\s*[A-Z][a-z]+\n\s*-+\n|\Z)",
+                      doc or "", re.S)
+    return match.group(1) if match else None
+
+
+def _documented(section):
+    """Names on ``name : type`` lines (``a, b : type`` documents both)."""
+    names = set()
+    for line in section.splitlines():
+        match = re.match(r"\s*([\w, *]+?)\s*:", line)
+        if match and not line.strip().startswith(("-", ">")):
+            names.update(part.strip().lstrip("*") for part in match.group(1).split(","))
+    return names
+
+
+def _parameters(function):
+    return [name for name, p in inspect.signature(function).parameters.items()
+            if name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def _public_methods(cls):
+    for name, member in inspect.getmembers(cls, inspect.isfunction):
+        if name.startswith("_") or member.__module__.startswith("sklearn"):
+            continue
+        yield name, member
+
+
+@pytest.mark.parametrize("cls", PUBLIC_CLASSES, ids=lambda c: c.__name__)
+def test_class_docstring_lists_its_parameters(cls):
+    parameters = _parameters(cls.__init__)
+    if not parameters:
+        return
+    section = _section(cls.__doc__, "Parameters")
+    assert section is not None, f"{cls.__name__} has no Parameters section"
+    missing = set(parameters) - _documented(section)
+    assert not missing, f"{cls.__name__} does not document {sorted(missing)}"
+
+
+@pytest.mark.parametrize("cls", PUBLIC_CLASSES, ids=lambda c: c.__name__)
+def test_public_methods_document_parameters_and_returns(cls):
+    for name, method in _public_methods(cls):
+        doc = inspect.getdoc(method)
+        assert doc, f"{cls.__name__}.{name} has no docstring"
+        parameters = _parameters(method)
+        if parameters:
+            section = _section(doc, "Parameters")
+            assert section is not None, f"{cls.__name__}.{name} has no Parameters section"
+            missing = set(parameters) - _documented(section)
+            assert not missing, f"{cls.__name__}.{name} does not document {sorted(missing)}"
+        source = inspect.getsource(method)
+        if re.search(r"\n\s+return\s+\S", source) and "NotImplementedError" not in source:
+            assert _section(doc, "Returns") is not None, \
+                f"{cls.__name__}.{name} has no Returns section"
+
+
+@pytest.mark.parametrize("function", PUBLIC_FUNCTIONS, ids=lambda f: f.__name__)
+def test_public_functions_document_parameters(function):
+    doc = inspect.getdoc(function)
+    assert doc, f"{function.__name__} has no docstring"
+    parameters = _parameters(function)
+    if parameters:
+        section = _section(doc, "Parameters")
+        assert section is not None, f"{function.__name__} has no Parameters section"
+        missing = set(parameters) - _documented(section)
+        assert not missing, f"{function.__name__} does not document {sorted(missing)}"
+    assert _section(doc, "Returns") is not None, f"{function.__name__} has no Returns section"
+
+
+def test_docstrings_cite_papers_not_internal_names():
+    """Docstrings speak to users: no internal names of the papers or of design notes."""
+    import pathlib
+
+    offenders = []
+    root = pathlib.Path(sklstruct.__file__).parent
+    for path in root.rglob("*.py*"):
+        if path.suffix not in (".py", ".pyx", ".pxd"):
+            continue
+        text = path.read_text()
+        for pattern in (r"\bseed\s+\d{3}\b", r"\bseed's\b", r"DESIGN section"):
+            if re.search(pattern, text):
+                offenders.append(f"{path.relative_to(root)}: {pattern}")
+    assert not offenders, offenders
