@@ -62,7 +62,7 @@ def _conll(data_home):
     X_train = vectorizer.fit_transform([window_features(w, p)
                                         for w, p in zip(train.words, train.pos)])
     X_test = vectorizer.transform([window_features(w, p) for w, p in zip(test.words, test.pos)])
-    return X_train, list(train.chunks), X_test, list(test.chunks)
+    return X_train, list(train.target), X_test, list(test.target)
 
 
 def _horses(data_home):

@@ -53,8 +53,9 @@ def solve_capped_simplex_qp(G, c, bounds, groups=None, alpha0=None, tol=1e-10, m
         alpha *= np.where(over, bounds / np.where(mass > 0, mass, 1.0), 1.0)[groups]
         mass = np.bincount(groups, weights=alpha, minlength=n_groups)
     # the core wants the variables of every group contiguous
-    order = np.argsort(groups, kind="stable")
-    G_sorted = np.ascontiguousarray(G[np.ix_(order, order)])
+    ordered = k == 0 or bool(np.all(groups[1:] >= groups[:-1]))
+    order = np.arange(k) if ordered else np.argsort(groups, kind="stable")
+    G_sorted = np.ascontiguousarray(G if ordered else G[np.ix_(order, order)])
     value = np.ascontiguousarray(alpha[order])
     grad = np.ascontiguousarray(c[order] - G_sorted @ value)
     group_ptr = np.zeros(n_groups + 1, dtype=np.intp)

@@ -314,9 +314,7 @@ class BaseStructure(BaseEstimator):
         -------
         losses : ndarray of shape (n_sequences,)
         """
-        per_token = self.token_loss(Y_true)[np.arange(Y_true.shape[0]), Y_pred]
-        return np.bincount(batch.sequence_index, weights=per_token,
-                           minlength=batch.n_sequences)
+        return batch.sum_per_sequence(self.token_loss(Y_true)[np.arange(Y_true.shape[0]), Y_pred])
 
     # ----------------------------------------------------------------- oracles
     def score(self, batch, unary, pairwise, Y):
@@ -333,8 +331,7 @@ class BaseStructure(BaseEstimator):
         -------
         scores : ndarray of shape (n_sequences,)
         """
-        token = unary[np.arange(Y.shape[0]), Y]
-        return np.bincount(batch.sequence_index, weights=token, minlength=batch.n_sequences) \
+        return batch.sum_per_sequence(unary[np.arange(Y.shape[0]), Y]) \
             + self.pairwise_scores(batch, Y, pairwise)
 
     def decode(self, batch, unary, pairwise, n_jobs=None):

@@ -195,9 +195,7 @@ class GridStructure(BaseStructure):
         right, down = self._edge_costs(batch, pairwise)
         labels, _ = grid_map(unary + token_loss, batch.offsets, self._widths(batch), right,
                              down)
-        losses = np.bincount(batch.sequence_index,
-                             weights=token_loss[np.arange(Y.shape[0]), labels],
-                             minlength=batch.n_sequences)
+        losses = batch.sum_per_sequence(token_loss[np.arange(Y.shape[0]), labels])
         return labels, losses, self.score(batch, unary, pairwise, labels)
 
     def example_kernels(self, batch):

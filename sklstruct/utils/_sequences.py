@@ -44,10 +44,16 @@ class SequenceBatch:
     def lengths(self):
         return np.diff(self.offsets)
 
-    @property
+    @cached_property
     def sequence_index(self):
         """Index of the sequence of every token, shape (n_tokens,)."""
         return np.repeat(np.arange(self.n_sequences), self.lengths)
+
+    def sum_per_sequence(self, values):
+        """Sum per-token ``values`` over each sequence, shape (n_sequences,)."""
+        if self.n_tokens == 0:
+            return np.zeros(self.n_sequences)
+        return np.add.reduceat(np.asarray(values, dtype=np.float64), self.offsets[:-1])
 
     @cached_property
     def csr_arrays(self):

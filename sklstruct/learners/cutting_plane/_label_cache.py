@@ -10,19 +10,22 @@ class LabelCache:
     for each example, its ``size`` most recent labellings.
     """
 
-    def __init__(self, n_tokens, size):
+    def __init__(self, n_tokens, n_sequences, size):
         self.labels = np.empty((size, n_tokens), dtype=np.intp)
+        self.losses = np.empty((size, n_sequences))
         self.filled = 0
         self._next = 0
 
-    def insert(self, Ybar):
+    def insert(self, Ybar, losses):
+        """Keep a labelling of every example and its per-example losses."""
         if self.labels.shape[0] == 0:
             return
         self.labels[self._next] = Ybar
+        self.losses[self._next] = losses
         self._next = (self._next + 1) % self.labels.shape[0]
         self.filled = min(self.filled + 1, self.labels.shape[0])
 
-    def most_violating(self, structure, batch, Y, unary, pairwise, token_loss, rescale):
+    def most_violating(self, structure, batch, Y, unary, pairwise, rescale):
         """Per example, the cached labelling (or ``y`` itself) with the largest hinge term.
 
         Returns ``(labels, losses, scores)`` like ``loss_augmented_decode``.
@@ -32,11 +35,8 @@ class LabelCache:
         best_slot = np.full(batch.n_sequences, -1)
         best_loss = np.zeros(batch.n_sequences)
         best_score = true_scores.copy()
-        rows = np.arange(Y.shape[0])
         for slot in range(self.filled):
-            candidate = self.labels[slot]
-            losses = np.bincount(batch.sequence_index, weights=token_loss[rows, candidate],
-                                 minlength=batch.n_sequences)
+            candidate, losses = self.labels[slot], self.losses[slot]
             scores = structure.score(batch, unary, pairwise, candidate)
             if rescale == "margin":
                 value = losses + scores - true_scores

@@ -179,7 +179,7 @@ def _separate(model, batch, Y, unary, pairwise, token_loss, cache, slack, oracle
     structure, n = model.structure_, batch.n_sequences
     if cache.filled:
         Ybar, losses, scores = cache.most_violating(structure, batch, Y, unary, pairwise,
-                                                    token_loss, model.rescale)
+                                                    model.rescale)
         margins = structure.score(batch, unary, pairwise, Y) - scores
         hinge = hinge_terms(losses, margins, model.rescale)
         if weights @ hinge - slack > max(model.tol * n, 0.5 * oracle_violation):
@@ -187,7 +187,7 @@ def _separate(model, batch, Y, unary, pairwise, token_loss, cache, slack, oracle
     Ybar, losses, scores = structure.loss_augmented_decode(
         batch, unary, pairwise, Y, rescale=model.rescale, n_jobs=model.n_jobs,
         token_loss=token_loss)
-    cache.insert(Ybar)
+    cache.insert(Ybar, losses)
     return Ybar, losses, scores, True
 
 
@@ -198,7 +198,7 @@ def fit_one_slack(model, batch, Y, sample_weight):
     n = batch.n_sequences
     C = float(model.C)
     working_set = WorkingSet(structure, batch, Y)
-    cache = LabelCache(batch.n_tokens, model.cache_size)
+    cache = LabelCache(batch.n_tokens, n, model.cache_size)
     token_loss = structure.token_loss(Y)
     certificate = Certificate(model, unit="iteration", extra_fields=("n_constraints",))
     w = np.zeros(structure.size_joint_feature_)

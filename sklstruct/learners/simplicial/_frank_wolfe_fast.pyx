@@ -203,6 +203,8 @@ cdef class _Pass:
     cdef inline void clip(self) noexcept nogil:
         """``theta = pair_v`` with the constrained coordinates clipped at zero."""
         cdef intp_t r
+        if self.n_k == 0:  # theta is pair_v
+            return
         for r in range(self.P):
             self.theta[r] = self.pair_v[r]
         for r in range(self.n_k):
