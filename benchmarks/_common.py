@@ -19,6 +19,16 @@ def parser(description):
     return p
 
 
+def ocr_fold1(data_home):
+    """OCR letters: the words of fold 1 for training, the other folds for testing."""
+    from sklstruct.datasets import load_ocr_letters
+
+    words = load_ocr_letters(data_home)
+    train, test = np.flatnonzero(words.folds == 1), np.flatnonzero(words.folds != 1)
+    return ([words.data[i] for i in train], [words.target[i] for i in train],
+            [words.data[i] for i in test], [words.target[i] for i in test])
+
+
 def _rss_bytes():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -43,15 +43,6 @@ CASES = ["ocr_rsd", "ocr_one_slack", "ocr_bcfw", "conll_bcfw", "horses"]
 C = 0.1
 
 
-def _ocr(data_home):
-    from sklstruct.datasets import load_ocr_letters
-
-    words = load_ocr_letters(data_home)
-    train, test = np.flatnonzero(words.folds == 1), np.flatnonzero(words.folds != 1)
-    return ([words.data[i] for i in train], [words.target[i] for i in train],
-            [words.data[i] for i in test], [words.target[i] for i in test])
-
-
 def _conll(data_home):
     from sklstruct.datasets import load_conll2000
     from sklstruct.preprocessing import SequenceVectorizer, window_features
@@ -91,12 +82,15 @@ def _model(case):
 
 def worker(case, data_home):
     """Fit one case in this process; print a JSON row."""
+    sys.path.insert(0, HERE)
     from sklearn.exceptions import ConvergenceWarning
 
     import sklstruct
     from sklstruct.metrics import chunk_f1_score, token_accuracy
 
-    load = _horses if case == "horses" else _conll if case.startswith("conll") else _ocr
+    from _common import ocr_fold1
+
+    load = _horses if case == "horses" else _conll if case.startswith("conll") else ocr_fold1
     X_train, y_train, X_test, y_test = load(data_home)
     model = _model(case)
     start = time.perf_counter()

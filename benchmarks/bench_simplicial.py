@@ -31,12 +31,12 @@ from sklearn.exceptions import ConvergenceWarning
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import PeakMemory, parser, print_table, write_json  # noqa: E402
+from _common import PeakMemory, ocr_fold1, parser, print_table, write_json  # noqa: E402
 
 from sklstruct import (ChainStructure, GridStructure, M3NSimplicialDecomposition,  # noqa: E402
                        StructSVMCuttingPlane)
 from sklstruct.datasets import (grid_pixel_features, load_conll2000,  # noqa: E402
-                                load_ocr_letters, load_weizmann_horses)
+                                load_weizmann_horses)
 from sklstruct.metrics import chunk_f1_score, token_accuracy  # noqa: E402
 
 OCR_C = 0.1
@@ -71,15 +71,8 @@ def _gap_row(name, model, memory, score_name, score):
     return row
 
 
-def _ocr_split(data_home):
-    words = load_ocr_letters(data_home)
-    train, test = np.flatnonzero(words.folds == 1), np.flatnonzero(words.folds != 1)
-    return ([words.data[i] for i in train], [words.target[i] for i in train],
-            [words.data[i] for i in test], [words.target[i] for i in test])
-
-
 def dimension(args):
-    X, y, X_test, y_test = _ocr_split(args.data_home)
+    X, y, X_test, y_test = ocr_fold1(args.data_home)
     rows = []
     for blocks in ("per_example", "single"):
         for r in (1, 5, 20):
@@ -107,7 +100,7 @@ def dimension(args):
 
 
 def ocr(args):
-    X, y, X_test, y_test = _ocr_split(args.data_home)
+    X, y, X_test, y_test = ocr_fold1(args.data_home)
     structure = ChainStructure(start_end=False)
     learners = [
         ("BCFW (r=1, per example)", M3NSimplicialDecomposition(
