@@ -74,6 +74,8 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "n_jobs": [numbers.Integral, None],
         "verbose": ["verbose"],
+        "callback": [callable, None],
+        "max_time": [Interval(numbers.Real, 0, None, closed="neither"), None],
     }
 
     # whether the learner keeps the weights a structure constrains (``nonnegative_``) feasible
@@ -421,12 +423,14 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
 
 
 class Certificate:
-    """The progress record of one fit: certificates, convergence, verbose lines, warnings.
+    """The progress record of one fit: certificates, stopping, verbose lines, warnings.
 
     Every learner records its checks through :meth:`check` (primal, dual, their gap, wall time
     from the start of the fit and oracle calls, plus learner-specific fields) and ends with
     :meth:`finish`, which sets ``history_`` and ``n_iter_`` and warns when the fit stopped
-    before converging. By default a check converges when ``gap <= tol * |primal|``.
+    before converging. A check stops the fit when it converges (by default
+    ``gap <= tol * |primal|``), when the estimator's ``callback`` returns True, or when the
+    fit has run ``max_time`` seconds.
 
     Parameters
     ----------
@@ -445,50 +449,66 @@ class Certificate:
         self.fields = self.FIELDS + tuple(extra_fields)
         self.rows = {name: [] for name in self.fields}
         self.start = time.perf_counter()
-        self.converged = False
+        self.stop_reason = None
+
+    @property
+    def converged(self):
+        return self.stop_reason == "converged"
 
     def elapsed(self):
         """Seconds since the start of the fit."""
         return time.perf_counter() - self.start
 
-    def check(self, iteration, primal, dual, oracle_calls, converged=None, **extra):
-        """Record one check; return whether the fit has converged.
+    def check(self, iteration, primal, dual, oracle_calls, converged=None, w=None, **extra):
+        """Record one check; return whether the fit stops here.
 
         ``converged`` overrides the relative-gap test (for learners with another stopping
-        rule); NaN primal values (no certificate at this check) never converge by the gap.
+        rule); a NaN primal (no certificate at this check) never converges by the gap. ``w``
+        (the current weights) is handed to the callback.
         """
+        estimator = self.estimator
         gap = primal - dual
         row = dict(primal=primal, dual=dual, gap=gap, time=self.elapsed(),
                    oracle_calls=oracle_calls, **extra)
         for name in self.fields:
             self.rows[name].append(float(row.get(name, np.nan)))
         if converged is None:
-            converged = bool(gap <= self.estimator.tol * abs(primal))
-        self.converged = converged
-        if self.estimator.verbose:
+            converged = bool(gap <= estimator.tol * abs(primal))
+        self.stop_reason = "converged" if converged else None
+        callback = getattr(estimator, "callback", None)
+        if callback is not None and callback(estimator, dict(row, iteration=iteration, w=w)):
+            self.stop_reason = self.stop_reason or "callback"
+        max_time = getattr(estimator, "max_time", None)
+        if self.stop_reason is None and max_time is not None and row["time"] >= max_time:
+            self.stop_reason = "max_time"
+        if estimator.verbose:
             relative = gap / abs(primal) if primal else np.nan
-            print(f"[{type(self.estimator).__name__}] {self.unit} {iteration:5d}  "
+            print(f"[{type(estimator).__name__}] {self.unit} {iteration:5d}  "
                   f"primal {primal:.6g}  dual {dual:.6g}  gap {gap:.3g} ({relative:.2e})  "
                   f"time {row['time']:.2f}s  oracle calls {int(oracle_calls)}")
-        return converged
+        return self.stop_reason is not None
 
     def history(self):
         """The records as a dict of 1-D float arrays."""
         return {name: np.asarray(values) for name, values in self.rows.items()}
 
-    def finish(self, n_iter, what=None):
-        """Set ``history_`` and ``n_iter_``; warn if the last check did not converge.
+    def finish(self, n_iter, what=None, warn=True):
+        """Set ``history_`` and ``n_iter_``; warn if the fit stopped before converging.
 
         ``what`` names the stopping rule in the warning (default: the relative duality gap).
+        A stop asked for by the callback is not a warning; nor is any stop with ``warn=False``
+        (learners whose budget is their stopping rule).
         """
         estimator = self.estimator
         estimator.history_ = self.history()
         estimator.n_iter_ = int(n_iter)
-        if not self.converged:
+        if warn and self.stop_reason in (None, "max_time"):
             what = what or f"a relative duality gap of {estimator.tol}"
             units = self.unit + ("es" if self.unit.endswith("s") else "s")
-            warnings.warn(f"{type(estimator).__name__} did not reach {what} in {n_iter} "
-                          f"{units}.", ConvergenceWarning)
+            budget = f"{estimator.max_time} s (max_time)" if self.stop_reason == "max_time" \
+                else f"{n_iter} {units}"
+            warnings.warn(f"{type(estimator).__name__} did not reach {what} in {budget}.",
+                          ConvergenceWarning)
 
 
 def _digest(batch, Y, structure):

@@ -24,20 +24,20 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
 
     With ``variant="1-slack"`` (the default), each iteration calls the separation oracle
     (loss-augmented inference over the whole batch in compiled code), adds the most violated
-    1-slack constraint to the working set, grows the
-    Gram matrix of the working set by one row and column and re-solves the dual QP
+    1-slack constraint to the working set, grows the Gram matrix of the working set by one row
+    and column and re-solves the dual QP
     ``max_a sum_k a_k c_k - 1/2 ||sum_k a_k g_k||^2, a >= 0, sum_k a_k <= C`` warm-started
-    from the previous solution. It stops when the new constraint is violated by at most
-    ``tol`` per example beyond the current slack (the paper's epsilon) and the last QP was
-    solved to ``0.1 * tol`` per example, which guarantees a duality gap
-    ``P(w) - D(a) <= 1.1 * C * n * tol``; the exact gap is recorded in ``history_``.
+    from the previous solution.
 
     With ``variant="n-slack"``, every example keeps its own working set; a pass separates the
     examples in batches of ``batch_size`` (one compiled oracle call per batch), adds the
-    constraint of every example violated by more than ``tol`` beyond its slack, and
-    re-optimises the batch's blocks of the dual by compiled block coordinate ascent. It stops
-    after a pass that adds no constraint with the QP solved to ``tol`` per example; every pass
-    records the exact primal, dual and gap.
+    constraint of every example violated beyond its slack, and re-optimises the batch's
+    blocks of the dual by compiled block coordinate ascent.
+
+    Both stop on the exact duality gap ``P(w) - D(a)`` (recorded in ``history_``): when it is
+    at most ``tol * P(w)``. The paper's epsilon (the violation that makes a constraint worth
+    adding, and the precision of the QP) follows from ``tol``: half the target gap spread over
+    the examples. The last row of ``history_`` always certifies the returned weights.
 
     Parameters
     ----------
@@ -53,7 +53,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     rescale : {"margin", "slack"}, default="margin"
         Margin rescaling (Algorithms 1 and 3) or slack rescaling (Algorithms 2 and 4).
     tol : float, default=1e-3
-        Per-example violation tolerance (the paper's epsilon).
+        Stop when the duality gap is at most ``tol`` times the primal objective.
     max_iter : int, default=1000
         Maximum number of iterations (1-slack: oracle calls over the batch; n-slack: passes
         over the data).
@@ -89,6 +89,14 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     n_jobs : int, default=None
         Threads for the separation oracle.
     verbose : int, default=0
+        Print one line per check (iteration or pass, primal, dual, gap, time, oracle calls).
+    callback : callable, default=None
+        Called at every check as ``callback(estimator, info)``, ``info`` a dict with the
+        check's ``history_`` row, ``iteration`` and ``w`` (the current weights); returning
+        True stops the fit, whose model is then certified by the gap of that check.
+    max_time : float, default=None
+        Stop at the first check after this many seconds of fitting (with a
+        ``ConvergenceWarning``).
 
     Attributes
     ----------
@@ -141,7 +149,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     def __init__(self, structure="auto", *, C=1.0, variant="1-slack", rescale="margin",
                  tol=1e-3, max_iter=1000, cache_size=10, batch_size=100, inactive_window=50,
                  kernel="linear", gamma=None, degree=3, coef0=1.0, n_basis=1000, basis=None,
-                 random_state=None, n_jobs=None, verbose=0):
+                 random_state=None, n_jobs=None, verbose=0, callback=None,
+                 max_time=None):
         self.structure = structure
         self.C = C
         self.variant = variant
@@ -160,6 +169,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.callback = callback
+        self.max_time = max_time
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, lengths=None, sample_weight=None):

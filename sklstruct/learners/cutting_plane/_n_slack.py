@@ -3,7 +3,7 @@ with batched QP updates.
 
 Each example keeps its own working set of constraints. Examples are visited in batches: the
 separation oracle runs over the whole batch in compiled code, every example whose most
-violated constraint exceeds its current slack by more than ``tol`` gets that constraint, and the
+violated constraint exceeds its current slack by more than ``epsilon`` gets that constraint, and the
 QP is then re-optimised on the batch's blocks (section 4, "batch updates"). After every pass all
 blocks are swept until the QP is solved to the required precision, the exact primal objective
 is computed with one more oracle pass, and the duality gap is recorded.
@@ -82,9 +82,9 @@ class NSlackConstraints:
 class NSlackSolver:
     """State and steps of the n-slack algorithm for one fit."""
 
-    def __init__(self, structure, batch, Y, C, rescale, tol, n_jobs):
+    def __init__(self, structure, batch, Y, C, rescale, epsilon, n_jobs):
         self.structure, self.batch, self.Y = structure, batch, Y
-        self.rescale, self.tol, self.n_jobs = rescale, tol, n_jobs
+        self.rescale, self.epsilon, self.n_jobs = rescale, epsilon, n_jobs
         self.indptr, self.indices, self.data = batch.csr_arrays
         self.token_loss = structure.token_loss(Y)
         n_states, n_features = structure.n_states_, structure.n_features_
@@ -125,9 +125,9 @@ class NSlackSolver:
         return sub, rows, Ysub, Ybar, losses, hinge_terms(losses, margin, self.rescale)
 
     def add_violated(self, sequences, stamp):
-        """Add the most violated constraint of every example violated beyond ``tol``."""
+        """Add the most violated constraint of every example violated beyond ``epsilon``."""
         sub, rows, Ysub, Ybar, losses, hinge = self.separate(sequences)
-        violated = hinge > self.slacks(sequences) + self.tol
+        violated = hinge > self.slacks(sequences) + self.epsilon
         if not violated.any():
             return 0
         structure = self.structure
@@ -167,10 +167,21 @@ class NSlackSolver:
 
 def fit_n_slack(model, batch, Y, sample_weight):
     """Algorithms 1 (margin) and 2 (slack rescaling) with batched QP re-optimisation on
-    ``model.structure_``; returns ``(w, dual_coef)`` and records the fit's progress."""
+    ``model.structure_``; returns ``(w, dual_coef)`` and records the fit's progress.
+
+    Every pass ends with the exact primal, dual and gap; the fit stops when the gap is at most
+    ``tol`` times the primal. Constraints violated by more than
+    ``epsilon = tol * primal / (2 C sum_i s_i)`` beyond their example's slack are added (then
+    the examples' violations add up to at most half the target gap), and the block QPs are
+    solved to the same ``epsilon``.
+    """
     n = batch.n_sequences
-    solver = NSlackSolver(model.structure_, batch, Y, model.C * sample_weight, model.rescale,
-                          model.tol, model.n_jobs)
+    C, tol = float(model.C), float(model.tol)
+    token_loss_bound = batch.sum_per_sequence(model.structure_.token_loss(Y).max(axis=1))
+    primal_scale = C * float(sample_weight @ token_loss_bound)  # the primal at w = 0
+    total_weight = float(sample_weight.sum())
+    solver = NSlackSolver(model.structure_, batch, Y, C * sample_weight, model.rescale,
+                          0.5 * tol * primal_scale / (C * total_weight), model.n_jobs)
     certificate = Certificate(model, extra_fields=("n_constraints",))
     everything = np.arange(n)
     rng = check_random_state(model.random_state)
@@ -178,6 +189,7 @@ def fit_n_slack(model, batch, Y, sample_weight):
     precise = False
     subproblems = 0
     for iteration in range(1, model.max_iter + 1):
+        epsilon = solver.epsilon
         added = 0
         for start in range(0, n, model.batch_size):
             chunk = everything[start: start + model.batch_size]
@@ -185,24 +197,24 @@ def fit_n_slack(model, batch, Y, sample_weight):
             oracle_calls += chunk.shape[0]
             if new:
                 added += new
-                solver.optimise(chunk, model.tol, max_sweeps=2)
+                solver.optimise(chunk, epsilon, max_sweeps=2)
                 subproblems += 1
         solver.constraints.remove_inactive(subproblems, model.inactive_window)
         with_constraints = rng.permutation(np.unique(solver.constraints.owner.data))
         if added == 0 and not precise:
             # no example is violated: certify by solving the QP precisely, then re-check
-            violation = solver.optimise(with_constraints, model.tol, max_sweeps=1000)
+            violation = solver.optimise(with_constraints, epsilon, max_sweeps=1000)
         else:
-            violation = solver.optimise(with_constraints, model.tol, max_sweeps=3)
+            violation = solver.optimise(with_constraints, epsilon, max_sweeps=3)
         _, _, _, _, _, hinge = solver.separate(everything)
         oracle_calls += n
         dual, norm2 = solver.dual()
-        primal = 0.5 * norm2 + model.C * float(sample_weight @ hinge)
-        if certificate.check(iteration, primal, dual, oracle_calls,
-                             converged=added == 0 and precise,
+        primal = 0.5 * norm2 + C * float(sample_weight @ hinge)
+        if certificate.check(iteration, primal, dual, oracle_calls, w=solver.w,
+                             converged=primal - dual <= tol * primal,
                              n_constraints=len(solver.constraints)):
             break
-        precise = violation <= model.tol
-    certificate.finish(iteration, what="a pass in which no example is violated by more "
-                                       "than tol")
+        precise = violation <= epsilon
+        solver.epsilon = 0.5 * tol * primal / (C * total_weight)
+    certificate.finish(iteration)
     return solver.w, solver.constraints.alpha.data.copy()

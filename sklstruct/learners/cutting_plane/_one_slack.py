@@ -166,23 +166,23 @@ class WorkingSet:
 
 
 def _separate(model, batch, Y, unary, pairwise, token_loss, cache, slack, oracle_violation,
-              weights):
+              weights, epsilon):
     """The next 1-slack constraint, and whether the separation oracle produced it.
 
     The cached labelings are tried first; their constraint is used when it is violated by
-    more than ``tol`` per example and by at least half the violation of the last oracle
-    constraint, so that the cache saves oracle calls without trading them for many small
-    steps. Otherwise the oracle is called (and refreshes the cache).
+    more than ``epsilon`` and by at least half the violation of the last oracle constraint,
+    so that the cache saves oracle calls without trading them for many small steps.
+    Otherwise the oracle is called (and refreshes the cache).
 
     Returns ``(labels, losses, scores, from_oracle)``.
     """
-    structure, n = model.structure_, batch.n_sequences
+    structure = model.structure_
     if cache.filled:
         Ybar, losses, scores = cache.most_violating(structure, batch, Y, unary, pairwise,
                                                     model.rescale)
         margins = structure.score(batch, unary, pairwise, Y) - scores
         hinge = hinge_terms(losses, margins, model.rescale)
-        if weights @ hinge - slack > max(model.tol * n, 0.5 * oracle_violation):
+        if weights @ hinge - slack > max(epsilon, 0.5 * oracle_violation):
             return Ybar, losses, scores, False
     Ybar, losses, scores = structure.loss_augmented_decode(
         batch, unary, pairwise, Y, rescale=model.rescale, n_jobs=model.n_jobs,
@@ -193,10 +193,17 @@ def _separate(model, batch, Y, unary, pairwise, token_loss, cache, slack, oracle
 
 def fit_one_slack(model, batch, Y, sample_weight):
     """Algorithms 3 (margin) and 4 (slack rescaling) on ``model.structure_``; returns
-    ``(w, dual_coef)`` and records the fit's progress on ``model``."""
+    ``(w, dual_coef)`` and records the fit's progress on ``model``.
+
+    Every oracle iteration certifies ``w = w(alpha)`` by the exact gap between the primal and
+    the working-set dual; the fit stops when it is at most ``tol`` times the primal. A new
+    constraint violated by at most ``epsilon = tol * primal / (2 C)`` cannot lower the gap much
+    more than the working-set QP's own error, so the QP is then re-solved precisely instead
+    (its error is kept below a tenth of the target).
+    """
     structure = model.structure_
     n = batch.n_sequences
-    C = float(model.C)
+    C, tol = float(model.C), float(model.tol)
     working_set = WorkingSet(structure, batch, Y)
     cache = LabelCache(batch.n_tokens, n, model.cache_size)
     token_loss = structure.token_loss(Y)
@@ -205,8 +212,11 @@ def fit_one_slack(model, batch, Y, sample_weight):
     alpha = np.zeros(0)
     last_active = np.zeros(0, dtype=np.int64)
     oracle_calls = 0
-    violation = qp_tol = oracle_violation = np.inf
+    oracle_violation = np.inf
+    # the primal at w = 0 bounds the objective: the first target violation
+    primal_scale = C * float(sample_weight @ batch.sum_per_sequence(token_loss.max(axis=1)))
     for iteration in range(1, model.max_iter + 1):
+        epsilon = 0.5 * tol * primal_scale / C
         norm2 = float(alpha @ working_set.gram @ alpha)
         dual = float(alpha @ working_set.offsets) - 0.5 * norm2
         slack = max(0.0, float(np.max(working_set.offsets - working_set.gram @ alpha))) \
@@ -214,7 +224,7 @@ def fit_one_slack(model, batch, Y, sample_weight):
         unary, pairwise = structure.potentials(batch, w)
         Ybar, losses, scores, from_oracle = _separate(
             model, batch, Y, unary, pairwise, token_loss, cache, slack, oracle_violation,
-            sample_weight)
+            sample_weight, epsilon)
         oracle_calls += n * from_oracle
         hinge = hinge_terms(losses, structure.score(batch, unary, pairwise, Y) - scores,
                             model.rescale)
@@ -223,14 +233,14 @@ def fit_one_slack(model, batch, Y, sample_weight):
         violation = float(sample_weight @ hinge) - slack
         if from_oracle:
             oracle_violation = violation
-        final_qp_tol = 0.1 * model.tol * n
-        converged = bool(from_oracle and violation <= model.tol * n and qp_tol <= final_qp_tol)
-        certificate.check(iteration, primal, dual, oracle_calls, converged=converged,
-                          n_constraints=len(working_set))
-        if converged:
+            primal_scale = primal
+        if certificate.check(iteration, primal, dual, oracle_calls, w=w,
+                             converged=bool(from_oracle and primal - dual <= tol * primal),
+                             n_constraints=len(working_set)):
             break
-        if from_oracle and violation <= model.tol * n:
-            qp_tol = final_qp_tol  # certify: re-solve the working set QP precisely
+        final_qp_tol = 0.2 * epsilon
+        if from_oracle and violation <= epsilon:
+            qp_tol = final_qp_tol  # the QP's error dominates: re-solve it precisely
         else:
             scale = sample_weight * (1.0 if model.rescale == "margin" else losses)
             working_set.add(Ybar, scale, offset=float(sample_weight @ losses))
@@ -247,6 +257,13 @@ def fit_one_slack(model, batch, Y, sample_weight):
             working_set.remove(~stale)
             alpha, last_active = alpha[~stale], last_active[~stale]
         w = working_set.combine(alpha)
-    certificate.finish(iteration, what=f"a violation per example <= tol={model.tol} "
-                                       f"(last {violation / n:.3g})")
+    else:  # max_iter: the weights moved after the last check; certify the ones returned
+        norm2 = float(alpha @ working_set.gram @ alpha)
+        hinge, _, _ = model._structured_hinge(batch, Y, *structure.potentials(batch, w),
+                                              model.rescale, token_loss)
+        primal = 0.5 * norm2 + C * float(sample_weight @ hinge)
+        dual = float(alpha @ working_set.offsets) - 0.5 * norm2
+        certificate.check(iteration, primal, dual, oracle_calls + n, w=w,
+                          n_constraints=len(working_set))
+    certificate.finish(iteration)
     return w, alpha

@@ -77,6 +77,13 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         Threads for forward-backward and decoding.
     verbose : int, default=0
         Print one line per iteration (primal, dual, gap, time, oracle calls).
+    callback : callable, default=None
+        Called at every check as ``callback(estimator, info)``, ``info`` a dict with the
+        check's ``history_`` row, ``iteration`` and ``w`` (the current weights); returning
+        True stops the fit, whose model is then certified by the gap of that check.
+    max_time : float, default=None
+        Stop at the first check after this many seconds of fitting (with a
+        ``ConvergenceWarning``).
 
     Attributes
     ----------
@@ -124,7 +131,8 @@ class M3NExcessiveGap(BaseStructuredClassifier):
 
     def __init__(self, structure="auto", *, C=1.0, kernel="linear", gamma=None, degree=3,
                  coef0=1.0, smoothing="adaptive", tol=1e-3, max_iter=1000,
-                 kernel_memory_mb=1024, n_jobs=None, verbose=0):
+                 kernel_memory_mb=1024, n_jobs=None, verbose=0, callback=None,
+                 max_time=None):
         self.structure = structure
         self.C = C
         self.kernel = kernel
@@ -137,6 +145,8 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         self.kernel_memory_mb = kernel_memory_mb
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.callback = callback
+        self.max_time = max_time
 
     # ------------------------------------------------------------------ fitted model
     @property
@@ -326,7 +336,7 @@ class _ExcessiveGapRun:
                 smoothed, smooth_node, smooth_pair = self._smoothed_primal(norm_sq, scores,
                                                                            theta)
             self.w, self.rep, self.norm_sq, self.n_iter = w, rep, norm_sq, k
-            if self.certificate.check(k, primal, dual, self.calls, mu=self.mu,
+            if self.certificate.check(k, primal, dual, self.calls, w=w, mu=self.mu,
                                       smoothed_primal=smoothed, drift=drift):
                 return
             # steps 6-8: alpha^ and w_{k+1}

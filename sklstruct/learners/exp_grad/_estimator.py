@@ -85,6 +85,13 @@ class M3NExpGrad(BaseStructuredClassifier):
         Threads for forward-backward and decoding outside the online pass.
     verbose : int, default=0
         Print one line per check (pass, primal, dual, gap, time, oracle calls).
+    callback : callable, default=None
+        Called at every check as ``callback(estimator, info)``, ``info`` a dict with the
+        check's ``history_`` row, ``iteration`` and ``w`` (the current weights); returning
+        True stops the fit, whose model is then certified by the gap of that check.
+    max_time : float, default=None
+        Stop at the first check after this many seconds of fitting (with a
+        ``ConvergenceWarning``).
 
     Attributes
     ----------
@@ -126,7 +133,8 @@ class M3NExpGrad(BaseStructuredClassifier):
 
     def __init__(self, structure="auto", *, C=1.0, algorithm="auto", step="adaptive",
                  eta=None, init_bias=0.0, tol=1e-3, max_iter=1000, check_every=1,
-                 warm_start=False, n_jobs=None, verbose=0):
+                 warm_start=False, n_jobs=None, verbose=0, callback=None,
+                 max_time=None):
         self.structure = structure
         self.C = C
         self.algorithm = algorithm
@@ -139,6 +147,8 @@ class M3NExpGrad(BaseStructuredClassifier):
         self.warm_start = warm_start
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.callback = callback
+        self.max_time = max_time
 
     # ------------------------------------------------------------------ set-up
     def _resolved_algorithm(self, batch):
@@ -186,7 +196,7 @@ class M3NExpGrad(BaseStructuredClassifier):
     def _check(self, certificate, batch, Y, w, dual, passes, calls, eta):
         """Record the certificate at ``w``; return whether the gap is small enough."""
         primal, _ = self._primal(batch, Y, w)
-        return certificate.check(passes, primal, dual, calls, passes=passes, eta=eta)
+        return certificate.check(passes, primal, dual, calls, w=w, passes=passes, eta=eta)
 
     # ------------------------------------------------------------------ online
     def _run_online(self, batch, Y, eta, state, certificate):

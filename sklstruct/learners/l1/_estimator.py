@@ -78,6 +78,14 @@ class L1M3N(BaseStructuredClassifier):
     n_jobs : int, default=None
         Threads for decoding.
     verbose : int, default=0
+        Print one line per check (iteration, primal, dual, gap, time, oracle calls).
+    callback : callable, default=None
+        Called at every check as ``callback(estimator, info)``, ``info`` a dict with the
+        check's ``history_`` row, ``iteration`` and ``w`` (the current weights); returning
+        True stops the fit, whose model is then certified by the gap of that check.
+    max_time : float, default=None
+        Stop at the first check after this many seconds of fitting (with a
+        ``ConvergenceWarning``).
 
     Attributes
     ----------
@@ -116,7 +124,8 @@ class L1M3N(BaseStructuredClassifier):
 
     def __init__(self, structure="auto", *, C=1.0, solver="em", em_lambda=1.0, radius=None,
                  learning_rate=0.1, threshold=1e-4, tol=1e-3, max_iter=None, n_jobs=None,
-                 verbose=0):
+                 verbose=0, callback=None,
+                 max_time=None):
         self.structure = structure
         self.C = C
         self.solver = solver
@@ -128,6 +137,8 @@ class L1M3N(BaseStructuredClassifier):
         self.max_iter = max_iter
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.callback = callback
+        self.max_time = max_time
 
     def _regularizer(self):
         return 0.5 * float(np.abs(self.w_).sum())
@@ -160,7 +171,7 @@ class L1M3N(BaseStructuredClassifier):
             calls += batch.n_sequences
             primal = self._p1(w, hinge)
             violated = np.flatnonzero(hinge > solver.slack + 1e-9 * max(1.0, hinge.max()))
-            if certificate.check(round_, primal, lower, calls,
+            if certificate.check(round_, primal, lower, calls, w=w,
                                  converged=primal - lower <= self.tol * abs(primal)
                                  or violated.size == 0,
                                  n_nonzero=np.count_nonzero(w),
@@ -187,13 +198,13 @@ class L1M3N(BaseStructuredClassifier):
 
         def record(t, value, w):
             # no duality-gap certificate: the step budget is the stopping rule
-            certificate.check(t, value, np.nan, t * n, converged=True,
-                              n_nonzero=np.count_nonzero(w))
+            return certificate.check(t, value, np.nan, t * n, converged=False, w=w,
+                                     n_nonzero=np.count_nonzero(w))
 
         w, _ = projected_subgradient(hinge_and_subgradient, structure.size_joint_feature_,
                                      float(self.radius), float(self.learning_rate), max_iter,
                                      record)
-        certificate.finish(len(certificate.rows["primal"]))
+        certificate.finish(len(certificate.rows["primal"]), warn=False)
         return w
 
     # ------------------------------------------------------------------ Algorithm 3
@@ -229,7 +240,7 @@ class L1M3N(BaseStructuredClassifier):
             l1 = float(np.abs(w).sum())
             change = float(np.max(np.abs(new_beta - beta)))
             beta = new_beta
-            if certificate.check(iteration, self._p1(w, hinge), np.nan, calls,
+            if certificate.check(iteration, self._p1(w, hinge), np.nan, calls, w=w,
                                  converged=change <= self.tol, n_nonzero=np.count_nonzero(w),
                                  C_P1=C * size / (4.0 * lam * l1) if l1 > 0 else np.inf):
                 break

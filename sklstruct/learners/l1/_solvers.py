@@ -89,7 +89,8 @@ def projected_subgradient(hinge_and_subgradient, size, radius, learning_rate, n_
     """Algorithm 2: ``min (1/n) sum_i H_i(w)`` over ``||w||_1 <= radius``.
 
     ``hinge_and_subgradient(w)`` returns the mean hinge loss and a subgradient of it; steps are
-    ``learning_rate / sqrt(t)``. Returns the iterate with the smallest objective.
+    ``learning_rate / sqrt(t)``; ``record(t, value, w)`` returns True to stop. Returns the
+    iterate with the smallest objective.
     """
     w = np.zeros(size)
     best_w, best = w, np.inf
@@ -97,8 +98,7 @@ def projected_subgradient(hinge_and_subgradient, size, radius, learning_rate, n_
         value, gradient = hinge_and_subgradient(w)
         if value < best:
             best_w, best = w, value
-        record(t, value, w)
-        if not np.any(gradient):
+        if record(t, value, w) or not np.any(gradient):
             break
         w = project_l1_ball(w - learning_rate / np.sqrt(t) * gradient, radius)
     return best_w, best

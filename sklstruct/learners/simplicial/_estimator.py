@@ -93,6 +93,13 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         Threads for the batched decoding.
     verbose : int, default=0
         Print one line per certificate (pass, primal, dual, gap, time, oracle calls).
+    callback : callable, default=None
+        Called at every check as ``callback(estimator, info)``, ``info`` a dict with the
+        check's ``history_`` row, ``iteration`` and ``w`` (the current weights); returning
+        True stops the fit, whose model is then certified by the gap of that check.
+    max_time : float, default=None
+        Stop at the first check after this many seconds of fitting (with a
+        ``ConvergenceWarning``).
 
     Attributes
     ----------
@@ -141,7 +148,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
 
     def __init__(self, structure="auto", *, C=1.0, max_points=5, blocks="per_example",
                  working_set_size=None, rescale="margin", tol=1e-3, max_iter=1000,
-                 check_every=1, warm_start=False, random_state=None, n_jobs=None, verbose=0):
+                 check_every=1, warm_start=False, random_state=None, n_jobs=None, verbose=0,
+                 callback=None, max_time=None):
         self.structure = structure
         self.C = C
         self.max_points = max_points
@@ -155,6 +163,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.callback = callback
+        self.max_time = max_time
 
     # ------------------------------------------------------------------ set-up
     def _compiled_kernels(self, batch):
@@ -209,7 +219,7 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         if primal is None:
             primal, _ = self._primal(batch, Y, w)
             calls += batch.n_sequences
-        converged = certificate.check(passes, primal, dual, calls, passes=passes,
+        converged = certificate.check(passes, primal, dual, calls, w=w, passes=passes,
                                       fw_gap=fw_gap)
         return converged, calls
 
