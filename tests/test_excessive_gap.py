@@ -161,7 +161,7 @@ def test_multiclass():
 def test_marginals_do_not_drift_over_thousands_of_iterations():
     X, y = make_chain_data(n_sequences=20, n_states=4, seed=5)
     model = _fit_quietly(M3NExcessiveGap(ChainStructure(), C=2.0, tol=1e-15,
-                                         max_iter=3000), X, y)
+                                         max_iter=3000, smoothing="worst_case"), X, y)
     assert model.n_iter_ == 3000
     # deviation of each token's (and each chain's transition / start / end) marginals from
     # their totals before renormalisation: rounding only
@@ -172,10 +172,13 @@ def test_marginals_do_not_drift_over_thousands_of_iterations():
 
 
 def test_linear_kernel_callable_matches_the_linear_model():
+    # (the worst-case schedule: the adaptive one's accept/reject decisions may differ by
+    # rounding between the two representations of w)
     X, y = make_chain_data(n_sequences=15, seed=6)
-    linear = _fit_quietly(M3NExcessiveGap(C=1.0, tol=1e-9, max_iter=200), X, y)
+    linear = _fit_quietly(M3NExcessiveGap(C=1.0, tol=1e-9, max_iter=200,
+                                          smoothing="worst_case"), X, y)
     kernel = _fit_quietly(M3NExcessiveGap(C=1.0, kernel=lambda A, B: A @ B.T, tol=1e-9,
-                                          max_iter=200), X, y)
+                                          max_iter=200, smoothing="worst_case"), X, y)
     np.testing.assert_allclose(kernel.history_["primal"], linear.history_["primal"],
                                rtol=1e-9)
     np.testing.assert_allclose(kernel.history_["dual"], linear.history_["dual"], rtol=1e-9,
@@ -185,6 +188,24 @@ def test_linear_kernel_callable_matches_the_linear_model():
                                np.vstack(linear.decision_function(X)), atol=1e-8)
     with pytest.raises(AttributeError):
         kernel.coef_
+
+
+def test_adaptive_smoothing_stays_exact_at_small_mu():
+    """Down to tiny mu (large potentials) the marginals stay consistent to rounding of the
+    potentials' magnitude, and the linear-kernel callable reaches the linear model's optimum."""
+    X, y = make_chain_data(n_sequences=20, n_states=4, seed=5)
+    model = _fit_quietly(M3NExcessiveGap(ChainStructure(), C=2.0, tol=1e-15, max_iter=3000),
+                         X, y)
+    h = model.history_
+    assert h["mu"][-1] < 1e-4 * h["mu"][0]
+    assert np.max(h["drift"]) <= 1e-11
+    assert np.all(np.isfinite(h["dual"])) and np.all(h["gap"] >= -1e-9)
+    X, y = make_chain_data(n_sequences=15, seed=6)
+    linear = _fit_quietly(M3NExcessiveGap(C=1.0, tol=1e-6, max_iter=2000), X, y)
+    kernel = _fit_quietly(M3NExcessiveGap(C=1.0, kernel=lambda A, B: A @ B.T, tol=1e-6,
+                                          max_iter=2000), X, y)
+    assert abs(kernel.objective(X, y) - linear.objective(X, y)) <= \
+        kernel.history_["gap"][-1] + linear.history_["gap"][-1] + 1e-9
 
 
 def test_rbf_kernel_fits_a_problem_a_linear_model_cannot():

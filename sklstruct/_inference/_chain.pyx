@@ -17,6 +17,9 @@ from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 # A rescaled sum of exponentials below this value is recomputed by an exact log-sum-exp, so
 # that log-domain results stay accurate whatever the range of the potentials.
 cdef double _TINY = 1e-280
+# In an exact log-sum-exp, terms this many nats below the largest are skipped: e^-40 = 4e-18,
+# so they change no double (S of them add less than the rounding of the result).
+cdef double _NEGLIGIBLE = -40.0
 
 
 cdef inline intp_t _max_length(const int64_t* offsets, intp_t n_sequences) noexcept nogil:
@@ -402,7 +405,9 @@ cdef void _forward_backward_sequence(
                         lse = value
                 total = 0.0
                 for a in range(n):
-                    total += exp(previous[a] + transition[a * n + b] - lse)
+                    value = previous[a] + transition[a * n + b] - lse
+                    if value > _NEGLIGIBLE:
+                        total += exp(value)
                 alpha[t * n + b] = unary[t * n + b] + lse + log(total)
                 sums[t * n + b] = 0.0
 
@@ -442,8 +447,10 @@ cdef void _forward_backward_sequence(
                         lse = value
                 total = 0.0
                 for b in range(n):
-                    total += exp(transition[a * n + b] + unary[(t + 1) * n + b]
-                                 + beta[(t + 1) * n + b] - lse)
+                    value = (transition[a * n + b] + unary[(t + 1) * n + b]
+                             + beta[(t + 1) * n + b] - lse)
+                    if value > _NEGLIGIBLE:
+                        total += exp(value)
                 beta[t * n + a] = lse + log(total)
 
     # normalising every token removes the rounding drift between alpha, beta and logZ
@@ -469,10 +476,13 @@ cdef void _forward_backward_sequence(
         for b in range(n):
             if sums[(t + 1) * n + b] > 0.0:
                 continue
+            if marginals[(t + 1) * n + b] == 0.0:
+                continue
             lse = alpha[(t + 1) * n + b] - unary[(t + 1) * n + b]
             for a in range(n):
-                edge_sums[a * n + b] += marginals[(t + 1) * n + b] * exp(
-                    alpha[t * n + a] + transition[a * n + b] - lse)
+                value = alpha[t * n + a] + transition[a * n + b] - lse
+                if value > _NEGLIGIBLE:
+                    edge_sums[a * n + b] += marginals[(t + 1) * n + b] * exp(value)
 
 
 def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
