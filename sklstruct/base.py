@@ -511,6 +511,41 @@ class Certificate:
                           ConvergenceWarning)
 
 
+class CheckSchedule:
+    """When a learner that makes passes over the data certifies its iterate.
+
+    ``check_every`` an integer: every that many passes. ``None`` (automatic): after a pass whose
+    own estimate of the duality gap (when the learner has one, e.g. the summed block gaps of a
+    Frank-Wolfe pass) is within the target, and otherwise at passes spaced by a quarter of the
+    passes made so far, so that certificates cost a small part of a long fit. The last pass
+    (``max_iter``) and a pass that ends after ``max_time`` are always certified.
+    """
+
+    def __init__(self, estimator, certificate):
+        self.estimator, self.certificate = estimator, certificate
+        self.next = 1
+
+    def due(self, passes, estimate=None, primal=None):
+        """Whether to certify after ``passes`` passes (``estimate``: the pass's own gap
+        estimate; ``primal``: the last certified primal)."""
+        estimator = self.estimator
+        if passes >= estimator.max_iter:
+            return True
+        max_time = getattr(estimator, "max_time", None)
+        if max_time is not None and self.certificate.elapsed() >= max_time:
+            return True
+        if estimator.check_every is not None:
+            return passes % estimator.check_every == 0
+        if estimate is not None and primal is not None and \
+                estimate <= estimator.tol * abs(primal):
+            return True
+        return passes >= self.next
+
+    def checked(self, passes):
+        """Record a certificate after ``passes`` passes."""
+        self.next = passes + max(1, passes // 4)
+
+
 def _digest(batch, Y, structure):
     """Digest of the training data and the bound structure (a warm start needs both equal)."""
     digest = hashlib.blake2b(digest_size=16)

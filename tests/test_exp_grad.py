@@ -106,7 +106,7 @@ def test_theorem_1_factored_updates_equal_eg_qp_on_the_explicit_dual():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model = M3NExpGrad(ChainStructure(), C=C, algorithm="batch", eta=eta, step="fixed",
-                           tol=1e-12, max_iter=steps).fit(X, y)
+                           tol=1e-12, max_iter=steps, check_every=1).fit(X, y)
     batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
     Y = model._encode_known(np.concatenate(y))
     directions, losses, groups = enumerate_constraints(model.structure_, batch, Y)

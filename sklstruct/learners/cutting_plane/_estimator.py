@@ -52,7 +52,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         block coordinate ascent with the weights kept explicitly.
     rescale : {"margin", "slack"}, default="margin"
         Margin rescaling (Algorithms 1 and 3) or slack rescaling (Algorithms 2 and 4).
-    tol : float, default=1e-3
+    tol : float, default=1e-2
         Stop when the duality gap is at most ``tol`` times the primal objective.
     max_iter : int, default=1000
         Maximum number of iterations (1-slack: oracle calls over the batch; n-slack: passes
@@ -147,7 +147,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     }
 
     def __init__(self, structure="auto", *, C=1.0, variant="1-slack", rescale="margin",
-                 tol=1e-3, max_iter=1000, cache_size=10, batch_size=100, inactive_window=50,
+                 tol=1e-2, max_iter=1000, cache_size=10, batch_size=100, inactive_window=50,
                  kernel="linear", gamma=None, degree=3, coef0=1.0, n_basis=1000, basis=None,
                  random_state=None, n_jobs=None, verbose=0, callback=None,
                  max_time=None):

@@ -69,7 +69,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         iterate, and ``mu_k`` falls as fast as the data's actual curvature allows: on OCR
         letters a relative gap of 1e-2 in about 210 iterations, where the worst-case schedule
         stays above 1 after 400. The exact duality gap certifies the result in both modes.
-    tol : float, default=1e-3
+    tol : float, default=1e-2
         Stop when the duality gap is at most ``tol`` times the primal objective.
     max_iter : int, default=1000
         Maximum number of iterations.
@@ -134,7 +134,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
     }
 
     def __init__(self, structure="auto", *, C=1.0, kernel="linear", gamma=None, degree=3,
-                 coef0=1.0, smoothing="adaptive", tol=1e-3, max_iter=1000,
+                 coef0=1.0, smoothing="adaptive", tol=1e-2, max_iter=1000,
                  kernel_memory_mb=1024, n_jobs=None, verbose=0, callback=None,
                  max_time=None):
         self.structure = structure

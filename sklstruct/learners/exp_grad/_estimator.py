@@ -6,7 +6,7 @@ import numbers
 import numpy as np
 from sklearn.utils.extmath import row_norms
 
-from ...base import BaseStructuredClassifier, Certificate
+from ...base import BaseStructuredClassifier, Certificate, CheckSchedule
 from ...utils._sklearn_compat import Interval, StrOptions
 from ._online import OnlineEGState
 from ._safe_rate import safe_learning_rate
@@ -35,8 +35,8 @@ class M3NExpGrad(BaseStructuredClassifier):
     every example keeps its own pairwise table. The online pass runs in compiled code on the
     structure's compiled marginal oracle.
 
-    Every ``check_every`` passes the exact dual, the primal objective at ``w(a)`` (one
-    loss-augmented decoding) and their gap are recorded; the fit stops when
+    At the passes ``check_every`` chooses, the exact dual, the primal objective at ``w(a)``
+    (one loss-augmented decoding) and their gap are recorded; the fit stops when
     ``gap <= tol * primal``.
 
     Parameters
@@ -71,12 +71,13 @@ class M3NExpGrad(BaseStructuredClassifier):
     init_bias : float, default=0.0
         Initial node potential of every token's true state (0: uniform initial distributions;
         larger values start near ``w = 0``, as in the paper's Figure 4(b)).
-    tol : float, default=1e-3
+    tol : float, default=1e-2
         Stop when the duality gap is at most ``tol`` times the primal objective.
     max_iter : int, default=1000
         Maximum number of passes over the data.
-    check_every : int, default=1
-        Passes between two evaluations of the duality gap.
+    check_every : int, default=None
+        Passes between two certificates (each costs about one loss-augmented decoding of the
+        training set). ``None``: automatic, see :class:`~sklstruct.base.CheckSchedule`.
     warm_start : bool, default=False
         Continue from the dual of the previous fit when the training data (compared by a
         digest) and ``C`` are the same (a batch fit can be continued by online passes);
@@ -127,12 +128,12 @@ class M3NExpGrad(BaseStructuredClassifier):
         "eta": [Interval(numbers.Real, 0, None, closed="neither"), None],
         "init_bias": [Interval(numbers.Real, 0, None, closed="left")],
         "step": [StrOptions({"adaptive", "fixed", "safe"})],
-        "check_every": [Interval(numbers.Integral, 1, None, closed="left")],
+        "check_every": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "warm_start": ["boolean"],
     }
 
     def __init__(self, structure="auto", *, C=1.0, algorithm="auto", step="adaptive",
-                 eta=None, init_bias=0.0, tol=1e-3, max_iter=1000, check_every=1,
+                 eta=None, init_bias=0.0, tol=1e-2, max_iter=1000, check_every=None,
                  warm_start=False, n_jobs=None, verbose=0, callback=None,
                  max_time=None):
         self.structure = structure
@@ -220,13 +221,15 @@ class M3NExpGrad(BaseStructuredClassifier):
         calls, passes = batch.n_sequences, 0
         converged = self._check(certificate, batch, Y, w, dual, 0, calls,
                                 float(np.median(online.eta)))
+        schedule = CheckSchedule(self, certificate)
         while not converged and passes < self.max_iter:
             calls += online.run_pass(adaptive)
             passes += 1
-            if passes % self.check_every == 0 or passes == self.max_iter:
+            if schedule.due(passes):
                 w, dual = online.certificate()
                 converged = self._check(certificate, batch, Y, w, dual, passes, calls,
                                         float(np.median(online.eta)))
+                schedule.checked(passes)
         self.eta_ = online.eta.copy()
         self.n_iter_ = passes
         state = {name: getattr(online, name).copy() for name in
@@ -261,6 +264,7 @@ class M3NExpGrad(BaseStructuredClassifier):
         w, dual = self._dual_at(batch, Y, token_loss, node_pot, pair_pot)
         calls, passes = batch.n_sequences, 0
         converged = self._check(certificate, batch, Y, w, dual, 0, calls, eta)
+        schedule = CheckSchedule(self, certificate)
         while not converged and passes < self.max_iter:
             # EG step on every part: theta_r += eta * C * (l_r + w . phi_r)
             unary, pairwise = structure.potentials(batch, w)
@@ -280,8 +284,9 @@ class M3NExpGrad(BaseStructuredClassifier):
             if self.step == "adaptive":  # double until the first rejection, then grow slowly
                 eta *= 2.0 if probing else 1.05
             passes += 1
-            if passes % self.check_every == 0 or passes == self.max_iter:
+            if schedule.due(passes):
                 converged = self._check(certificate, batch, Y, w, dual, passes, calls, eta)
+                schedule.checked(passes)
         self.eta_ = eta
         self.n_iter_ = passes
         return w, {"node_pot": node_pot, "pair_pot": pair_pot, "eta": eta,

@@ -5,7 +5,7 @@ import numbers
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ...base import BaseStructuredClassifier, Certificate
+from ...base import BaseStructuredClassifier, Certificate, CheckSchedule
 from ...utils._sklearn_compat import Interval, StrOptions
 from ._frank_wolfe import BlockFrankWolfeState, MultiPointFrankWolfeState
 from ._general import SimplicialDecompositionState
@@ -53,8 +53,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     The fit stops when the duality gap ``P(w) - D`` is at most ``tol * P(w)``. The gap is the
     sum of the examples' Frank-Wolfe gaps at the same ``w``: with one block over all the data
     (``blocks="single"``, ``working_set_size=None``) it is read off each iteration's direction
-    finding; otherwise it is computed every ``check_every`` passes with one loss-augmented
-    decoding of the training set.
+    finding; otherwise it is computed at the passes ``check_every`` chooses, with one
+    loss-augmented decoding of the training set.
 
     Parameters
     ----------
@@ -77,12 +77,13 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         the examples.
     rescale : {"margin", "slack"}, default="margin"
         Margin rescaling or the paper's slack-rescaling variant I.
-    tol : float, default=1e-3
+    tol : float, default=1e-2
         Relative duality gap at which the fit stops.
     max_iter : int, default=1000
         Maximum number of passes over the data.
-    check_every : int, default=1
-        Passes between two certificates.
+    check_every : int, default=None
+        Passes between two certificates (each costs about one loss-augmented decoding of the
+        training set). ``None``: automatic, see :class:`~sklstruct.base.CheckSchedule`.
     warm_start : bool, default=False
         Continue from the dual of the previous fit when the training data (compared by a
         digest), the structure, ``C`` and the solver settings are the same; otherwise start
@@ -141,14 +142,14 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         "blocks": [StrOptions({"per_example", "single"})],
         "working_set_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "rescale": [StrOptions({"margin", "slack"})],
-        "check_every": [Interval(numbers.Integral, 1, None, closed="left")],
+        "check_every": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
     }
 
     def __init__(self, structure="auto", *, C=1.0, max_points=5, blocks="per_example",
-                 working_set_size=None, rescale="margin", tol=1e-3, max_iter=1000,
-                 check_every=1, warm_start=False, random_state=None, n_jobs=None, verbose=0,
+                 working_set_size=None, rescale="margin", tol=1e-2, max_iter=1000,
+                 check_every=None, warm_start=False, random_state=None, n_jobs=None, verbose=0,
                  callback=None, max_time=None):
         self.structure = structure
         self.C = C
@@ -225,19 +226,23 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
 
     # ------------------------------------------------------------------ solvers
     def _run_compiled(self, state, batch, Y, rng, certificate):
+        schedule = CheckSchedule(self, certificate)
         w, dual = state.certificate()
         calls, passes = 0, 0
         converged, calls = self._check(certificate, batch, Y, w, dual, 0, calls, np.nan)
+        primal = certificate.rows["primal"][-1]
         while not converged and passes < self.max_iter:
             fw_gap = state.run_pass(rng.permutation(batch.n_sequences))
             if getattr(state, "cached", False):
                 self._sweep(state, rng)
             calls += batch.n_sequences
             passes += 1
-            if passes % self.check_every == 0 or passes == self.max_iter:
+            if schedule.due(passes, fw_gap, primal):
                 w, dual = state.certificate()
                 converged, calls = self._check(certificate, batch, Y, w, dual, passes, calls,
                                                fw_gap)
+                primal = certificate.rows["primal"][-1]
+                schedule.checked(passes)
         self.n_iter_ = passes
         return w
 
@@ -253,6 +258,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     def _run_general(self, state, batch, Y, rng, certificate):
         # one block over all the data: each iteration's direction finding is a certificate
         free_certificate = state.n_blocks == 1
+        schedule = CheckSchedule(self, certificate)
+        primal = None
         calls, passes = 0, 0
         converged = False
         if not free_certificate:
@@ -270,10 +277,11 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                     self.n_iter_ = passes
                     return w_before
             passes += 1
-            if not free_certificate and (passes % self.check_every == 0
-                                         or passes == self.max_iter):
+            if not free_certificate and schedule.due(passes, fw_gap, primal):
                 converged, calls = self._check(certificate, batch, Y, state.w.copy(),
                                                state.dual(), passes, calls, fw_gap)
+                primal = certificate.rows["primal"][-1]
+                schedule.checked(passes)
         if free_certificate:  # the last row certifies the weights returned
             converged, calls = self._check(certificate, batch, Y, state.w.copy(), state.dual(),
                                            passes, calls, np.nan)
