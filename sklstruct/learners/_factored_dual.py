@@ -54,13 +54,20 @@ class FactoredDualState:
         self.order = np.arange(batch.n_sequences, dtype=np.int64)
         self.certificate()
 
-    def certificate(self):
-        """Recompute the weights exactly from the statistics; return ``(w, dual)``."""
-        expected = self.structure.expected_joint_feature(self.batch, self.node_marg,
-                                                         self.pair_marg)
-        self.w[:] = self.C * (self.joint_feature - expected)
-        if self.constrained.size:
-            self.pair_v[:] = self.theta
-            self.theta[self.constrained] = np.maximum(self.theta[self.constrained], 0.0)
+    def certificate(self, exact=True):
+        """Return ``(w, dual)``.
+
+        With ``exact`` the weights are first recomputed from the statistics (one product with
+        the token matrix), which removes the rounding the passes' incremental updates
+        accumulate; without it the dual uses the incrementally kept weights, which differ from
+        the statistics' weights by rounding only.
+        """
+        if exact:
+            expected = self.structure.expected_joint_feature(self.batch, self.node_marg,
+                                                             self.pair_marg)
+            self.w[:] = self.C * (self.joint_feature - expected)
+            if self.constrained.size:
+                self.pair_v[:] = self.theta
+                self.theta[self.constrained] = np.maximum(self.theta[self.constrained], 0.0)
         dual = self.C * float(self.expected_loss.sum()) - 0.5 * float(self.w @ self.w)
         return self.w.copy(), dual

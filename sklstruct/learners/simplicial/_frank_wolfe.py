@@ -54,6 +54,12 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
         self.n_vertices = np.zeros(batch.n_sequences, dtype=np.int64)
         self.feature_buffer = np.zeros(structure.n_features_)
         self.feature_slot = np.full(structure.n_features_, -1, dtype=np.int32)
+        # the masters' token-Gram products, kept between visits (see _frank_wolfe_fast)
+        self.gram_points = np.zeros((batch.n_sequences, max_points, max_points))
+        self.gram_anchor = np.zeros((batch.n_sequences, max_points))
+        self.gram_anchor_self = np.zeros(batch.n_sequences)
+        self.gram_anchor_ok = np.zeros(batch.n_sequences, dtype=np.uint8)
+        self.gram_point_ok = np.zeros((batch.n_sequences, max_points), dtype=np.uint8)
         # the anchor of every example: its starting point (the true labelling) at first
         self.anchor_node = self.node_marg.copy()
         self.anchor_pair = self.pair_marg.copy()
@@ -64,6 +70,21 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
     def _set_up_cache(self, max_points, cached):
         batch, S, P = self.batch, self.structure.n_states_, self.structure.n_pairwise_
         indptr, indices, _ = batch.csr_arrays
+        if cached == "auto":
+            # an example has at least as many features as its fullest token: when even that
+            # bound exceeds the tokens, the cache cannot pay off (skip counting features)
+            fullest = np.maximum.reduceat(np.diff(indptr), batch.offsets[:-1]) \
+                if batch.n_tokens else np.zeros(batch.n_sequences, dtype=np.int64)
+            if fullest.sum() > batch.n_tokens:
+                cached = False
+        if not cached:
+            self.cached = False
+            self.cache_features = np.zeros(0, dtype=np.int32)
+            self.cache_feature_ptr = np.zeros(batch.n_sequences + 1, dtype=np.int64)
+            self.cache_ptr = np.zeros(batch.n_sequences + 1, dtype=np.int64)
+            self.cache = np.zeros(0)
+            self.cache_ready = np.zeros(batch.n_sequences, dtype=np.uint8)
+            return
         example_of_entry = np.repeat(batch.sequence_index, np.diff(indptr))
         key = np.unique(example_of_entry * np.int64(self.structure.n_features_) + indices)
         d = np.int64(self.structure.n_features_)

@@ -128,6 +128,13 @@ cdef class _Pass:
     cdef float64_t[::1] anchor_loss, feature_buffer
     cdef int32_t[::1] feature_slot
     cdef intp_t r
+    # the token-Gram terms of every example's master, kept between visits: <Z_p, Z_l>_K,
+    # <A, Z_p>_K and <A, A>_K with validity flags
+    cdef float64_t[:, :, ::1] gram_points
+    cdef float64_t[:, ::1] gram_anchor
+    cdef float64_t[::1] gram_anchor_self
+    cdef uint8_t[::1] gram_anchor_ok
+    cdef uint8_t[:, ::1] gram_point_ok
     # cached mode: every example's anchor and points as dense rows over its own features
     cdef bint cached
     cdef const int64_t[::1] cache_feature_ptr, cache_ptr
@@ -176,6 +183,11 @@ cdef class _Pass:
             self.anchor_loss = state.anchor_loss
             self.feature_buffer = state.feature_buffer
             self.feature_slot = state.feature_slot
+            self.gram_points = state.gram_points
+            self.gram_anchor = state.gram_anchor
+            self.gram_anchor_self = state.gram_anchor_self
+            self.gram_anchor_ok = state.gram_anchor_ok
+            self.gram_point_ok = state.gram_point_ok
             self.r = self.vertex_labels.shape[1]
             if not 1 <= self.r <= MAX_POINTS:
                 raise ValueError(f"the compiled pass keeps 1 to {MAX_POINTS} points per "
@@ -211,44 +223,84 @@ cdef class _Pass:
             if self.pair_v[self.constrained[r]] < 0.0:
                 self.theta[self.constrained[r]] = 0.0
 
-    cdef void unary_gram_tokens(self, intp_t lo, intp_t length, intp_t m, double* K,
-                                double* G) noexcept nogil:
-        """``G[p, l] = C^2 <X^T (A - Z_p), X^T (A - Z_l)>`` from the token Gram matrix ``K``
-        of the example (``A`` the anchor's node measures, ``Z_p`` one-hot point labels)."""
-        cdef intp_t t, t2, s, pt, l
-        cdef int64_t q
-        cdef double kval, mm = 0.0, total, C2 = self.C * self.C
-        cdef double mv[MAX_POINTS]
-        for t in range(length):
-            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
-                self.feature_buffer[self.indices[q]] += self.data[q]
-            for t2 in range(t, length):
-                kval = 0.0
-                for q in range(self.indptr[lo + t2], self.indptr[lo + t2 + 1]):
-                    kval += self.data[q] * self.feature_buffer[self.indices[q]]
-                K[t * length + t2] = kval
-                K[t2 * length + t] = kval
-            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
-                self.feature_buffer[self.indices[q]] = 0.0
-        for t in range(length):
-            for t2 in range(length):
-                mm += K[t * length + t2] * dot(&self.anchor_node[lo + t, 0],
-                                               &self.anchor_node[lo + t2, 0], self.S)
+    cdef double token_gram_cost(self, intp_t i, intp_t lo, intp_t length,
+                                intp_t m) noexcept nogil:
+        """Work of :meth:`unary_gram_tokens` on example ``i`` given its cached terms."""
+        cdef intp_t pt, stale = 0
+        cdef double square = <double> length * length
         for pt in range(m):
+            if not self.gram_point_ok[i, pt]:
+                stale += 1
+        if stale == 0 and self.gram_anchor_ok[i]:
+            return m * m
+        return (<double> length * (self.indptr[lo + length] - self.indptr[lo])
+                + square * (2 * stale + (self.S + m if not self.gram_anchor_ok[i] else 0))
+                + <double> stale * m * length)
+
+    cdef void unary_gram_tokens(self, intp_t i, intp_t lo, intp_t length, intp_t m,
+                                double* K, double* by_state, double* G) noexcept nogil:
+        """``G[p, l] = C^2 <X^T (A - Z_p), X^T (A - Z_l)>`` (``A`` the anchor's node
+        measures, ``Z_p`` one-hot point labels) from the inner products of ``A`` and the
+        ``Z_p`` under the example's token Gram matrix ``K``; the products stay cached
+        between visits and only those of new points or a new anchor are computed
+        (``by_state`` holds ``n_states * length`` doubles)."""
+        cdef intp_t t, t2, pt, l, s
+        cdef int64_t q
+        cdef double kval, total, C2 = self.C * self.C
+        cdef bint anchor_ok = self.gram_anchor_ok[i], fresh = not anchor_ok
+        for pt in range(m):
+            if not self.gram_point_ok[i, pt]:
+                fresh = True
+        if fresh:  # the token Gram matrix
+            for t in range(length):
+                for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                    self.feature_buffer[self.indices[q]] += self.data[q]
+                for t2 in range(t, length):
+                    kval = 0.0
+                    for q in range(self.indptr[lo + t2], self.indptr[lo + t2 + 1]):
+                        kval += self.data[q] * self.feature_buffer[self.indices[q]]
+                    K[t * length + t2] = kval
+                    K[t2 * length + t] = kval
+                for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                    self.feature_buffer[self.indices[q]] = 0.0
+        if not anchor_ok:
             total = 0.0
             for t in range(length):
                 for t2 in range(length):
-                    total += K[t * length + t2] * \
-                        self.anchor_node[lo + t, self.vertex_labels[lo + t2, pt]]
-            mv[pt] = total
+                    total += K[t * length + t2] * dot(&self.anchor_node[lo + t, 0],
+                                                      &self.anchor_node[lo + t2, 0], self.S)
+            self.gram_anchor_self[i] = total
         for pt in range(m):
-            for l in range(pt, m):
+            if not anchor_ok or not self.gram_point_ok[i, pt]:
                 total = 0.0
                 for t in range(length):
                     for t2 in range(length):
-                        if self.vertex_labels[lo + t, pt] == self.vertex_labels[lo + t2, l]:
-                            total += K[t * length + t2]
-                G[pt * m + l] = C2 * (mm - mv[pt] - mv[l] + total)
+                        total += K[t * length + t2] * \
+                            self.anchor_node[lo + t, self.vertex_labels[lo + t2, pt]]
+                self.gram_anchor[i, pt] = total
+        for pt in range(m):
+            if self.gram_point_ok[i, pt]:
+                continue
+            # by_state[s, t2] = sum of K[t, t2] over the tokens t that point pt labels s
+            for t2 in range(length * self.S):
+                by_state[t2] = 0.0
+            for t in range(length):
+                s = self.vertex_labels[lo + t, pt]
+                for t2 in range(length):
+                    by_state[s * length + t2] += K[t * length + t2]
+            for l in range(m):
+                total = 0.0
+                for t2 in range(length):
+                    total += by_state[self.vertex_labels[lo + t2, l] * length + t2]
+                self.gram_points[i, pt, l] = total
+                self.gram_points[i, l, pt] = total
+        for pt in range(m):
+            self.gram_point_ok[i, pt] = 1
+        self.gram_anchor_ok[i] = 1
+        for pt in range(m):
+            for l in range(pt, m):
+                G[pt * m + l] = C2 * (self.gram_anchor_self[i] - self.gram_anchor[i, pt]
+                                      - self.gram_anchor[i, l] + self.gram_points[i, pt, l])
                 G[l * m + pt] = G[pt * m + l]
 
     cdef void unary_gram_features(self, intp_t lo, intp_t length, intp_t m,
@@ -488,7 +540,8 @@ cdef class _MultiPoint(_Pass):
         self.gram_cap = 0 if self.cached else min(self.max_len * self.max_len,
                                                   TOKEN_GRAM_CAP)
         self.w.scores = <double*> malloc(self.max_len * S * sizeof(double))
-        self.w.gram_tokens = <double*> malloc((self.gram_cap + 1) * sizeof(double))
+        self.w.gram_tokens = <double*> malloc(
+            (self.gram_cap + self.max_len * S + 1) * sizeof(double))
         self.w.unary_stats = <double*> malloc(
             ((0 if self.cached else r * n_feature_rows * S) + 1) * sizeof(double))
         self.w.pair_dense = <double*> malloc((P + 1) * sizeof(double))
@@ -568,10 +621,12 @@ cdef class _MultiPoint(_Pass):
                         row0[q2] += self.vertex_weight[i, pt] * row0[(1 + pt) * K + q2]
             for pt in range(m):
                 self.vertex_weight[i, pt] = 0.0
+            self.gram_anchor_ok[i] = 0
         for t in range(length):
             self.vertex_labels[lo + t, slot] = <int32_t> labels[t]
         self.vertex_loss[i, slot] = loss_bar
         self.vertex_weight[i, slot] = 0.0
+        self.gram_point_ok[i, slot] = 0
         return slot
 
     cdef inline intp_t row_size(self, intp_t i) noexcept nogil:
@@ -748,10 +803,11 @@ cdef class _MultiPoint(_Pass):
         # the Gram matrix of the directions d_k = C (E_a[Psi] - Psi(z_k)) over the
         # unconstrained coordinates; the constrained coordinates of d_k in D_k
         nnz_i = self.indptr[lo + length] - self.indptr[lo]
-        token_cost = <double> length * nnz_i + <double> length * length * (m * m + m + S)
+        token_cost = self.token_gram_cost(i, lo, length, m)
         feature_cost = <double> nnz_i * (m + 1) * S + <double> m * m * n_touched * S
         if <double> length * length <= self.gram_cap and token_cost <= feature_cost:
-            self.unary_gram_tokens(lo, length, m, self.w.gram_tokens, G)
+            self.unary_gram_tokens(i, lo, length, m, self.w.gram_tokens,
+                                   self.w.gram_tokens + length * length, G)
         else:
             self.unary_gram_features(lo, length, m, self.w.touched, n_touched,
                                      self.w.unary_stats, G)
