@@ -24,11 +24,11 @@ cdef inline void sequence_sizes(const int64_t* indptr, const int64_t* offsets,
 
 cdef inline intp_t token_scores(const int64_t* indptr, const int32_t* indices,
                                 const double* data, const double* WT, intp_t n_states,
-                                intp_t lo, intp_t length, double* scores, int8_t* marker,
+                                intp_t lo, intp_t length, double* scores, int32_t* slot,
                                 int32_t* touched) noexcept nogil:
     """``scores[t, s] = x_t . W[s]`` for the tokens ``lo .. lo + length``; lists the distinct
-    features of those tokens in ``touched`` (marking them in ``marker``) and returns their
-    count."""
+    features of those tokens in ``touched``, gives feature ``touched[k]`` the slot ``k``
+    (``slot`` is -1 for the others; :func:`release` restores it) and returns their count."""
     cdef intp_t t, s, n_touched = 0
     cdef int64_t q
     cdef int32_t j
@@ -41,11 +41,18 @@ cdef inline intp_t token_scores(const int64_t* indptr, const int32_t* indices,
             v = data[q]
             for s in range(n_states):
                 scores[t * n_states + s] += v * WT[j * n_states + s]
-            if marker[j] == 0:
-                marker[j] = 1
+            if slot[j] < 0:
+                slot[j] = <int32_t> n_touched
                 touched[n_touched] = j
                 n_touched += 1
     return n_touched
+
+
+cdef inline void release(int32_t* slot, const int32_t* touched, intp_t n_touched) noexcept nogil:
+    """Give the features of ``touched`` back their slot -1."""
+    cdef intp_t k
+    for k in range(n_touched):
+        slot[touched[k]] = -1
 
 
 cdef inline double dot(const double* a, const double* b, intp_t n) noexcept nogil:

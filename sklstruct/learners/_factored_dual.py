@@ -40,7 +40,7 @@ class FactoredDualState:
         self.expected_loss = np.bincount(
             batch.sequence_index, weights=(self.token_loss * self.node_marg).sum(axis=1),
             minlength=batch.n_sequences)
-        self.joint_feature = structure.joint_feature(batch, Y)
+        self.true_pairwise = structure.pairwise_statistics(batch, Y)
         self.w = np.zeros(structure.size_joint_feature_)
         self.WT, self.theta = structure.split_weights(self.w)
         self.constrained = np.asarray(structure.nonnegative_, dtype=np.intp) - S * d
@@ -48,8 +48,11 @@ class FactoredDualState:
             raise ValueError("the compiled passes keep only pairwise weights non-negative.")
         # the unclipped pairwise weights (the same array when nothing is constrained)
         self.pair_v = np.zeros_like(self.theta) if self.constrained.size else self.theta
-        self.scratch = np.zeros((d, S))
-        self.marker = np.zeros(d, dtype=np.int8)
+        # per example: a slot for each of its distinct features, and a row of scratch per slot
+        indptr = batch.csr_arrays[0]
+        nnz = indptr[batch.offsets[1:]] - indptr[batch.offsets[:-1]]
+        self.slot = np.full(d, -1, dtype=np.int32)
+        self.scratch = np.zeros((max(1, min(d, int(nnz.max(initial=1)))), S))
         self.block_gap = np.zeros(batch.n_sequences)
         self.order = np.arange(batch.n_sequences, dtype=np.int64)
         self.certificate()
@@ -63,11 +66,15 @@ class FactoredDualState:
         the statistics' weights by rounding only.
         """
         if exact:
-            expected = self.structure.expected_joint_feature(self.batch, self.node_marg,
-                                                             self.pair_marg)
-            self.w[:] = self.C * (self.joint_feature - expected)
+            # w = C sum_i (Psi(x_i, y_i) - E_i[Psi]): unary part C X^T (onehot(Y) - marginals)
+            difference = -self.node_marg
+            difference[np.arange(self.Y.shape[0]), self.Y] += 1.0
+            np.multiply(self.structure.unary_features(self.batch, difference), self.C,
+                        out=self.WT)
+            del difference
+            self.pair_v[:] = self.C * (self.true_pairwise - self.pair_marg.sum(axis=0))
             if self.constrained.size:
-                self.pair_v[:] = self.theta
+                self.theta[:] = self.pair_v
                 self.theta[self.constrained] = np.maximum(self.theta[self.constrained], 0.0)
         dual = self.C * float(self.expected_loss.sum()) - 0.5 * float(self.w @ self.w)
-        return self.w.copy(), dual
+        return self.w, dual

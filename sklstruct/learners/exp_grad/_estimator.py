@@ -213,8 +213,12 @@ class M3NExpGrad(BaseStructuredClassifier):
             else:
                 node_pot = self._initial_potentials(batch, Y)
                 table = np.zeros(structure.n_pairwise_)
-            rates = np.full(batch.n_sequences, eta) if eta is not None \
-                else 1.0 / (C * C * self._sequence_scales(batch))
+            if eta is not None:
+                rates = np.full(batch.n_sequences, eta)
+            elif adaptive and getattr(self, "_trust_start", False):
+                rates = np.full(batch.n_sequences, np.inf)  # the trust region sets the step
+            else:
+                rates = 1.0 / (C * C * self._sequence_scales(batch))
             online = OnlineEGState.from_shared_potentials(structure, batch, Y, C, node_pot,
                                                           table, rates, n_jobs=self.n_jobs)
         w, dual = online.certificate()
@@ -230,6 +234,7 @@ class M3NExpGrad(BaseStructuredClassifier):
                 converged = self._check(certificate, batch, Y, w, dual, passes, calls,
                                         float(np.median(online.eta)))
                 schedule.checked(passes)
+        w = w.copy()  # (the state's weights)
         self.eta_ = online.eta.copy()
         self.n_iter_ = passes
         state = {name: getattr(online, name).copy() for name in

@@ -27,7 +27,7 @@ from libc.string cimport memset
 
 from sklstruct._inference._kernels cimport ExampleKernels
 from sklstruct._typedefs cimport float64_t, int8_t, int32_t, int64_t, intp_t
-from sklstruct.learners._example_rows cimport (sequence_sizes, signal_check_due,
+from sklstruct.learners._example_rows cimport (release, sequence_sizes, signal_check_due,
                                                token_scores)
 
 
@@ -45,7 +45,8 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
     cdef float64_t[::1] expected_loss = state.expected_loss, theta = state.theta
     cdef float64_t[:, ::1] WT = state.WT, scratch = state.scratch
     cdef float64_t[::1] eta = state.eta
-    cdef int8_t[::1] probing = state.probing, marker = state.marker
+    cdef int8_t[::1] probing = state.probing
+    cdef int32_t[::1] slot = state.slot
     cdef ExampleKernels kernels = state.kernels
     cdef double C = state.C
     cdef intp_t S = node_pot.shape[1]
@@ -94,7 +95,7 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                         PyErr_CheckSignals()
                 # unary scores x_t . W[s] at the current weights, and the example's features
                 n_touched = token_scores(&indptr[0], indices_ptr, data_ptr, WT_ptr, S, lo,
-                                         length, unary_scores, &marker[0], touched)
+                                         length, unary_scores, &slot[0], touched)
                 # cap the step so that no potential moves by more than max_change nats
                 spread = 0.0
                 for t in range(length):
@@ -145,7 +146,7 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                             wdot += unary_scores[t * S + s] * (new_marg[t * S + s]
                                                                - node_marg[lo + t, s])
                         for q in range(indptr[lo + t], indptr[lo + t + 1]):
-                            j = indices[q]
+                            j = slot[indices[q]]
                             v = -C * data[q]
                             for s in range(S):
                                 scratch[j, s] += v * (new_marg[t * S + s] - node_marg[lo + t, s])
@@ -156,9 +157,8 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                         sq_pair += dm * dm
                     norm = C * C * sq_pair
                     for k2 in range(n_touched):
-                        j = touched[k2]
                         for s in range(S):
-                            norm += scratch[j, s] * scratch[j, s]
+                            norm += scratch[k2, s] * scratch[k2, s]
                     gain = C * (new_loss - expected_loss[i]) + C * wdot - 0.5 * norm
                     # noise floor: marginals carry absolute errors of about 1e-16
                     rounding = 1e-13 * (C * coefficient_scale + norm)
@@ -166,7 +166,7 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                     # does not overshoot the maximum along its path (gain >= 1/2 ||dw||^2)
                     if adaptive and gain < 0.5 * norm - rounding:
                         for k2 in range(n_touched):
-                            memset(&scratch[touched[k2], 0], 0, S * sizeof(double))
+                            memset(&scratch[k2, 0], 0, S * sizeof(double))
                         if halvings < max_halvings:
                             halvings += 1
                             probing[i] = 0
@@ -177,8 +177,8 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                     for k2 in range(n_touched):
                         j = touched[k2]
                         for s in range(S):
-                            WT[j, s] += scratch[j, s]
-                        memset(&scratch[j, 0], 0, S * sizeof(double))
+                            WT[j, s] += scratch[k2, s]
+                        memset(&scratch[k2, 0], 0, S * sizeof(double))
                     for r in range(P):
                         theta[r] -= C * (new_pair_marg[r] - pair_marg[i, r])
                         pair_pot[i, r] = new_pair_pot[r]
@@ -193,8 +193,7 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                         # double until the first rejection, then grow slowly
                         eta[i] *= 2.0 if probing[i] else growth
                     break
-                for k2 in range(n_touched):
-                    marker[touched[k2]] = 0
+                release(&slot[0], touched, n_touched)
     finally:
         free(unary_scores)
         free(new_pair_pot)

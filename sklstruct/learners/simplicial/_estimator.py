@@ -249,7 +249,7 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                 primal = certificate.rows["primal"][-1]
                 schedule.checked(passes)
         self.n_iter_ = passes
-        return w
+        return w.copy()  # (the state's weights: kept for a warm start)
 
     @staticmethod
     def _sweep(state, rng, max_sweeps=20, min_fraction=0.1):

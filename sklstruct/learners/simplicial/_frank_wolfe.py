@@ -53,7 +53,6 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
         self.vertex_weight = np.zeros((batch.n_sequences, max_points))
         self.n_vertices = np.zeros(batch.n_sequences, dtype=np.int64)
         self.feature_buffer = np.zeros(structure.n_features_)
-        self.feature_slot = np.full(structure.n_features_, -1, dtype=np.int32)
         # the masters' token-Gram products, kept between visits (see _frank_wolfe_fast)
         self.gram_points = np.zeros((batch.n_sequences, max_points, max_points))
         self.gram_anchor = np.zeros((batch.n_sequences, max_points))

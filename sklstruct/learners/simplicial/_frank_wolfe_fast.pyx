@@ -47,8 +47,8 @@ from libc.string cimport memset
 from sklstruct._inference._kernels cimport ExampleKernels
 from sklstruct._solvers._smo cimport smo_capped_simplices
 from sklstruct._typedefs cimport float64_t, int8_t, int32_t, int64_t, intp_t, uint8_t
-from sklstruct.learners._example_rows cimport (dot, sequence_sizes, signal_check_due,
-                                               token_scores)
+from sklstruct.learners._example_rows cimport (dot, release, sequence_sizes,
+                                               signal_check_due, token_scores)
 
 cdef enum:
     # largest token Gram matrix (entries) the multi-point pass forms for one example
@@ -115,7 +115,7 @@ cdef class _Pass:
     cdef const float64_t[:, ::1] token_loss
     cdef float64_t[:, ::1] node_marg, pair_marg, WT, scratch
     cdef float64_t[::1] expected_loss, pair_v, theta, block_gap
-    cdef int8_t[::1] marker
+    cdef int32_t[::1] slot
     cdef intp_t[::1] constrained
     cdef uint8_t[::1] free_mask
     cdef ExampleKernels kernels
@@ -126,7 +126,6 @@ cdef class _Pass:
     cdef float64_t[:, ::1] vertex_loss, vertex_weight, anchor_node, anchor_pair
     cdef int64_t[::1] n_vertices
     cdef float64_t[::1] anchor_loss, feature_buffer
-    cdef int32_t[::1] feature_slot
     cdef intp_t r
     # the token-Gram terms of every example's master, kept between visits: <Z_p, Z_l>_K,
     # <A, Z_p>_K and <A, A>_K with validity flags
@@ -154,7 +153,7 @@ cdef class _Pass:
         self.pair_v = state.pair_v
         self.theta = state.theta
         self.scratch = state.scratch
-        self.marker = state.marker
+        self.slot = state.slot
         self.block_gap = state.block_gap
         self.constrained = state.constrained
         self.kernels = state.kernels
@@ -182,7 +181,6 @@ cdef class _Pass:
             self.anchor_pair = state.anchor_pair
             self.anchor_loss = state.anchor_loss
             self.feature_buffer = state.feature_buffer
-            self.feature_slot = state.feature_slot
             self.gram_points = state.gram_points
             self.gram_anchor = state.gram_anchor
             self.gram_anchor_self = state.gram_anchor_self
@@ -312,19 +310,19 @@ cdef class _Pass:
         cdef int64_t q
         cdef double x, C2 = self.C * self.C
         for k in range(n_touched):
-            self.feature_slot[touched[k]] = <int32_t> k
+            self.slot[touched[k]] = <int32_t> k
         for k in range(m * block):
             stats[k] = 0.0
         for t in range(length):
             for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
-                row = self.feature_slot[self.indices[q]] * S
+                row = self.slot[self.indices[q]] * S
                 x = self.data[q]
                 for pt in range(m):
                     for s in range(S):
                         stats[pt * block + row + s] += x * self.anchor_node[lo + t, s]
                     stats[pt * block + row + self.vertex_labels[lo + t, pt]] -= x
         for k in range(n_touched):
-            self.feature_slot[touched[k]] = -1
+            self.slot[touched[k]] = -1
         for pt in range(m):
             for l in range(pt, m):
                 G[pt * m + l] = C2 * dot(stats + pt * block, stats + l * block, block)
@@ -369,7 +367,7 @@ def frank_wolfe_pass(state, const int64_t[::1] order):
                     with gil:
                         PyErr_CheckSignals()
                 n_touched = token_scores(&p.indptr[0], p.indices_ptr(), p.data_ptr(),
-                                         p.WT_ptr(), S, lo, length, scores, &p.marker[0],
+                                         p.WT_ptr(), S, lo, length, scores, &p.slot[0],
                                          touched)
                 p.kernels.max_oracle(i, scores, &p.token_loss[lo, 0], p.theta_ptr(), labels)
                 for r in range(P):
@@ -386,7 +384,7 @@ def frank_wolfe_pass(state, const int64_t[::1] order):
                     gain += scores[t * S + labels[t]]
                     gain -= dot(scores + t * S, &p.node_marg[lo + t, 0], S)
                     for q in range(p.indptr[lo + t], p.indptr[lo + t + 1]):
-                        j = p.indices[q]
+                        j = p.slot[p.indices[q]]
                         v = C * p.data[q]
                         for s in range(S):
                             p.scratch[j, s] -= v * p.node_marg[lo + t, s]
@@ -399,8 +397,7 @@ def frank_wolfe_pass(state, const int64_t[::1] order):
                 gain *= C
                 norm *= C * C
                 for k2 in range(n_touched):
-                    j = touched[k2]
-                    norm += dot(&p.scratch[j, 0], &p.scratch[j, 0], S)
+                    norm += dot(&p.scratch[k2, 0], &p.scratch[k2, 0], S)
                 p.block_gap[i] = gain
                 if gain > 0.0:
                     total_gap += gain
@@ -413,9 +410,9 @@ def frank_wolfe_pass(state, const int64_t[::1] order):
                     j = touched[k2]
                     if gamma > 0.0:
                         for s in range(S):
-                            p.WT[j, s] -= gamma * p.scratch[j, s]
-                    memset(&p.scratch[j, 0], 0, S * sizeof(double))
-                    p.marker[j] = 0
+                            p.WT[j, s] -= gamma * p.scratch[k2, s]
+                    memset(&p.scratch[k2, 0], 0, S * sizeof(double))
+                release(&p.slot[0], touched, n_touched)
                 if gamma > 0.0:
                     for r in range(P):
                         dp = vertex_pair[r] - p.pair_marg[i, r]
@@ -636,7 +633,7 @@ cdef class _MultiPoint(_Pass):
         """Map example ``i``'s features to their rows in its cache (or back to -1)."""
         cdef int64_t q
         for q in range(self.cache_feature_ptr[i], self.cache_feature_ptr[i + 1]):
-            self.feature_slot[self.cache_features[q]] = \
+            self.slot[self.cache_features[q]] = \
                 <int32_t> (q - self.cache_feature_ptr[i]) if on else -1
 
     cdef void cache_row(self, intp_t i, intp_t lo, intp_t length, const double* node,
@@ -651,7 +648,7 @@ cdef class _MultiPoint(_Pass):
             row[q2] = 0.0
         for t in range(length):
             for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
-                base = self.feature_slot[self.indices[q]] * S
+                base = self.slot[self.indices[q]] * S
                 x = self.data[q]
                 if labels != NULL:
                     row[base + labels[t]] += x
@@ -887,10 +884,9 @@ cdef class _MultiPoint(_Pass):
         cdef double* scores = self.w.scores
         cdef int64_t* labels = self.w.labels
         n_touched = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
-                                 self.WT_ptr(), S, lo, length, scores, &self.marker[0],
+                                 self.WT_ptr(), S, lo, length, scores, &self.slot[0],
                                  self.w.touched)
-        for k2 in range(n_touched):
-            self.marker[self.w.touched[k2]] = 0
+        release(&self.slot[0], self.w.touched, n_touched)
         self.kernels.max_oracle(i, scores, &self.token_loss[lo, 0], self.theta_ptr(), labels)
         # the example's Frank-Wolfe gap at the current point x
         for t in range(length):
