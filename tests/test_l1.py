@@ -9,7 +9,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_selection import SelectFromModel
 from sklearn.pipeline import make_pipeline
 
-from sklstruct import ChainStructure, L1M3N, MultiClass, StructSVMCuttingPlane
+from sklstruct import (ChainStructure, L1M3N, M3NSimplicialDecomposition, MultiClass,
+                       StructSVMCuttingPlane)
 from sklstruct.datasets import make_sparse_chain
 from sklstruct._solvers.l1_ball import project_l1_ball
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
@@ -182,10 +183,21 @@ def test_degenerate_cases_give_valid_models(solver, params):
     assert np.all(np.isfinite(model.w_))
 
 
+def test_subgradient_default_radius_is_the_l1_norm_of_an_l2_fit():
+    X, y = make_chain_data(n_sequences=12, seed=2)
+    model = L1M3N(solver="subgradient", C=0.5, max_iter=200).fit(X, y)
+    l2 = M3NSimplicialDecomposition(C=0.5, tol=0.1, random_state=0).fit(X, y)
+    # the default radius is the l1 norm of a cheap l2 fit at the same C (gap 0.1)
+    assert model.radius_ == pytest.approx(np.abs(l2.w_).sum(), rel=1e-12)
+    assert 0 < np.abs(model.w_).sum() <= model.radius_ * (1 + 1e-12)
+    assert not hasattr(L1M3N(solver="subgradient", radius=2.0, max_iter=5).fit(X, y),
+                       "radius_")
+
+
 def test_bad_parameters():
     X, y = make_chain_data(n_sequences=5, seed=2)
-    with pytest.raises(ValueError, match="radius"):
-        L1M3N(solver="subgradient").fit(X, y)
+    with pytest.raises(ValueError):
+        L1M3N(solver="subgradient", radius=-1.0).fit(X, y)
     with pytest.raises(ValueError):
         L1M3N(solver="newton").fit(X, y)
     with pytest.raises(ValueError):

@@ -27,7 +27,7 @@ class FactoredDualState:
     pair_marg : ndarray of shape (n_sequences, n_pairwise)
     """
 
-    def __init__(self, structure, batch, Y, C, node_marg, pair_marg):
+    def __init__(self, structure, batch, Y, C, node_marg, pair_marg, scale2=None):
         self.structure, self.batch, self.Y, self.C = structure, batch, Y, float(C)
         self.kernels = structure.example_kernels(batch)
         if self.kernels is None:
@@ -54,6 +54,8 @@ class FactoredDualState:
         self.slot = np.full(d, -1, dtype=np.int32)
         self.scratch = np.zeros((max(1, min(d, int(nnz.max(initial=1)))), S))
         self.block_gap = np.zeros(batch.n_sequences)
+        # squared scales of the joint features (the l1 learner's M-steps), or none
+        self.scale2 = np.zeros(0) if scale2 is None else np.ascontiguousarray(scale2, float)
         self.order = np.arange(batch.n_sequences, dtype=np.int64)
         self.certificate()
 
@@ -73,8 +75,27 @@ class FactoredDualState:
                         out=self.WT)
             del difference
             self.pair_v[:] = self.C * (self.true_pairwise - self.pair_marg.sum(axis=0))
+            if self.scale2.size:  # the statistics' weights v; the effective weights s^2 v
+                self._v = self.w.copy()
+                self.w *= self.scale2
             if self.constrained.size:
                 self.theta[:] = self.pair_v
                 self.theta[self.constrained] = np.maximum(self.theta[self.constrained], 0.0)
+        if self.scale2.size:  # ||s v||^2 = v . w
+            if not exact:
+                raise ValueError("scaled certificates are exact.")
+            return self.w, self.C * float(self.expected_loss.sum()) - 0.5 * float(self._v
+                                                                                  @ self.w)
         dual = self.C * float(self.expected_loss.sum()) - 0.5 * float(self.w @ self.w)
         return self.w, dual
+
+    def rescale(self, scale2):
+        """Change the squared scales of the joint features; the dual point stays (so the next
+        passes are warm-started); returns ``(w, dual)`` at the new scales."""
+        self.scale2 = np.ascontiguousarray(scale2, dtype=np.float64)
+        return self.certificate()
+
+    @property
+    def statistic_weights(self):
+        """``v = C sum_i (Psi(x_i, y_i) - E_i[Psi])`` at the last (exact) certificate."""
+        return self._v if self.scale2.size else self.w

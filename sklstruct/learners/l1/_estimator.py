@@ -10,8 +10,10 @@ from ...base import BaseStructuredClassifier, Certificate
 from ...structures._scaled import scaled_structure
 from ...utils._sklearn_compat import Interval, StrOptions
 from ..cutting_plane import StructSVMCuttingPlane
+from ..simplicial._frank_wolfe import MultiPointFrankWolfeState
 from ._solvers import LPCuttingPlane, constraint_directions, projected_subgradient
 
+_M_STEP_PASSES = 2000  # most passes of one M-step
 _DEFAULT_MAX_ITER = {"em": 15, "subgradient": 1000, "cutting_plane": 500}
 
 
@@ -40,16 +42,23 @@ class L1M3N(BaseStructuredClassifier):
         subgradient steps ``learning_rate / sqrt(t)`` with the exact O(d log d) projection onto
         the l1 ball (Duchi et al. 2008), keeping the best iterate. The solution of P1 with a
         given ``C`` solves P1' with ``radius = ||w*_C||_1``; there is no duality-gap certificate
-        (``history_["gap"]`` is NaN). ``C`` is not used.
+        (``history_["gap"]`` is NaN). ``C`` only sets the default ``radius``: the l1 norm
+        of the l2-regularised model at this ``C`` (:class:`M3NSimplicialDecomposition`
+        with ``tol=0.1, random_state=0``; ``radius_``).
     ``solver="em"`` (Algorithm 3)
         The adaptive M3N: alternately solve problem (5),
         ``min_g lambda ||g||^2 + C sum_i xi_i`` with joint features rescaled by ``beta``
-        (``w = beta * g``), by the suite's 1-slack :class:`StructSVMCuttingPlane` (which
-        minimises ``1/2 ||g||^2 + C / (2 lambda) sum_i H_i``), and update
+        (``w = beta * g``), i.e. ``1/2 ||g||^2 + C / (2 lambda) sum_i H_i``, and update
         ``beta_k = sqrt(K) |g_k| / ||g||_2`` (eq. (6)); ``beta_k < threshold`` is set to 0
-        (the paper's 1e-4) and that weight stays an exact zero. Starts from
-        ``beta = sqrt(lambda)`` and stops after ``max_iter`` iterations or when ``beta``
-        changes by less than ``tol``. A fixed point satisfies the optimality conditions of
+        (the paper's 1e-4) and that weight stays an exact zero. Each M-step runs the
+        compiled multi-point Frank-Wolfe passes of :class:`M3NSimplicialDecomposition` on
+        the scaled features, warm-started from the previous M-step's dual point (the dual
+        does not depend on ``beta``), until its relative duality gap is at most
+        ``max(tol, min(0.1, 0.1 * change))`` (``change`` the last relative change of the
+        objective); structures without compiled kernels use the 1-slack
+        :class:`StructSVMCuttingPlane` instead. Starts from ``beta = sqrt(lambda)`` and
+        stops after ``max_iter`` iterations or when the objective P1 changes by at most
+        ``tol`` relative to its value. A fixed point satisfies the optimality conditions of
         ``min (lambda / K) ||w||_1^2 + C sum_i H_i(w)`` on its support, i.e. it solves P1 with
         ``C_P1 = C K / (4 lambda ||w||_1)`` (``history_["C_P1"]``); ``K`` is the number of
         weights.
@@ -64,14 +73,16 @@ class L1M3N(BaseStructuredClassifier):
     em_lambda : float, default=1.0
         The ``lambda`` of problem (5) (``solver="em"``): larger values give sparser models.
     radius : float, default=None
-        The l1 radius of P1' (required by ``solver="subgradient"``).
+        The l1 radius of P1' (``solver="subgradient"``); None takes the l1 norm of the
+        l2-regularised model at this ``C`` (see ``solver="subgradient"``).
     learning_rate : float, default=0.1
         Step scale of ``solver="subgradient"``.
     threshold : float, default=1e-4
         ``solver="em"``: scales ``beta_k`` below it become 0.
-    tol : float, default=1e-3
-        ``cutting_plane``: relative gap; ``em``: change of ``beta``, and the relative tolerance
-        of each M-step.
+    tol : float, default=1e-2
+        ``cutting_plane``: the relative duality gap (LP bound against P1); ``em``: the relative
+        change of P1 between iterations (EM has no certificate of P1), and the floor of each
+        M-step's relative gap; ``subgradient``: unused (the step budget stops it).
     max_iter : int, default=None
         EM iterations (default 15, as in the paper's experiments), subgradient steps (1000) or
         cutting-plane rounds (500).
@@ -94,6 +105,8 @@ class L1M3N(BaseStructuredClassifier):
         weights, so ``sklearn.feature_selection.SelectFromModel`` can use it.
     beta_ : ndarray of shape (n_weights,)
         ``solver="em"``: the final scales ``beta`` (zero for discarded weights).
+    radius_ : float
+        ``solver="subgradient"`` without ``radius``: the radius used.
     history_ : dict of ndarray
         Per iteration / round / step: ``primal`` (P1 at this ``C``; for ``subgradient`` the
         P1' objective ``(1/n) sum_i H_i``), ``dual`` (the LP lower bound of
@@ -123,7 +136,7 @@ class L1M3N(BaseStructuredClassifier):
     }
 
     def __init__(self, structure="auto", *, C=1.0, solver="em", em_lambda=1.0, radius=None,
-                 learning_rate=0.1, threshold=1e-4, tol=1e-3, max_iter=None, n_jobs=None,
+                 learning_rate=0.1, threshold=1e-4, tol=1e-2, max_iter=None, n_jobs=None,
                  verbose=0, callback=None,
                  max_time=None):
         self.structure = structure
@@ -144,8 +157,6 @@ class L1M3N(BaseStructuredClassifier):
         return 0.5 * float(np.abs(self.w_).sum())
 
     def _fit_batch(self, batch, Y, sample_weight):
-        if self.solver == "subgradient" and self.radius is None:
-            raise ValueError("solver='subgradient' needs radius= (the l1 radius of P1').")
         max_iter = self.max_iter or _DEFAULT_MAX_ITER[self.solver]
         run = {"em": self._fit_em, "subgradient": self._fit_subgradient,
                "cutting_plane": self._fit_cutting_plane}[self.solver]
@@ -202,18 +213,35 @@ class L1M3N(BaseStructuredClassifier):
                                      n_nonzero=np.count_nonzero(w))
 
         w, _ = projected_subgradient(hinge_and_subgradient, structure.size_joint_feature_,
-                                     float(self.radius), float(self.learning_rate), max_iter,
+                                     self._radius(batch, Y), float(self.learning_rate), max_iter,
                                      record)
         certificate.finish(len(certificate.rows["primal"]), warn=False)
         return w
 
+    def _radius(self, batch, Y):
+        """``radius``, or by default the l1 norm of the l2-regularised M3N at this ``C``
+        solved to a relative gap of 0.1 (a cheap fit whose weights are feasible for P1' at
+        that radius)."""
+        if self.radius is not None:
+            return float(self.radius)
+        from ..simplicial import M3NSimplicialDecomposition
+
+        l2 = M3NSimplicialDecomposition(C=self.C, tol=0.1, n_jobs=self.n_jobs, random_state=0)
+        l2.structure_ = self.structure_
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            w = l2._fit_batch(batch, Y, np.ones(batch.n_sequences))
+        self.radius_ = float(np.abs(w).sum())
+        return self.radius_
+
     # ------------------------------------------------------------------ Algorithm 3
-    def _m_step(self, batch, Y, beta, C):
+    def _m_step_scaled_structure(self, batch, Y, beta, C):
         """Problem (5) by the 1-slack cutting plane on the joint features scaled by ``beta``
-        (an internal fit on the validated batch); returns ``(g, oracle calls)``."""
+        (structures without compiled kernels); returns ``(g, oracle calls)``."""
         structure = self.structure_
         n_unary = structure.n_states_ * structure.n_features_
-        m_step = StructSVMCuttingPlane(C=C, tol=self.tol, max_iter=100000, n_jobs=self.n_jobs)
+        m_step = StructSVMCuttingPlane(C=C, tol=self.tol, max_iter=100000, n_jobs=self.n_jobs,
+                                       variant="1-slack")
         m_step.structure_ = scaled_structure(
             structure, beta[:n_unary].reshape(structure.n_features_, structure.n_states_),
             beta[n_unary:])
@@ -222,15 +250,46 @@ class L1M3N(BaseStructuredClassifier):
             g = m_step._fit_batch(batch, Y, np.ones(batch.n_sequences))
         return g, int(m_step.history_["oracle_calls"][-1])
 
+    def _m_step_frank_wolfe(self, batch, Y, beta, C, state, target):
+        """Problem (5) by the compiled restricted simplicial decomposition passes on the dual,
+        warm-started from the last M-step's dual point (the dual distributions do not depend
+        on ``beta``), until its relative duality gap is at most ``target`` (at most 100
+        passes); returns ``(g, oracle calls)``."""
+        structure = self.structure_
+        w, dual = state.rescale(beta ** 2)
+        calls, primal = 0, np.inf
+        for passes in range(1, _M_STEP_PASSES + 1):
+            estimate = state.run_pass(self._order.permutation(batch.n_sequences))
+            calls += batch.n_sequences
+            if estimate <= target * abs(primal) or passes % 10 == 0 or passes == _M_STEP_PASSES:
+                w, dual = state.certificate()
+                hinge, _, _ = self._structured_hinge(batch, Y, *structure.potentials(batch, w),
+                                                     "margin")
+                calls += batch.n_sequences
+                primal = 0.5 * float(state.statistic_weights @ w) + C * float(hinge.sum())
+                if primal - dual <= target * abs(primal):
+                    break
+        return beta * state.statistic_weights, calls
+
     def _fit_em(self, batch, Y, max_iter):
         structure = self.structure_
         certificate = Certificate(self, unit="iteration", extra_fields=("n_nonzero", "C_P1"))
         size = structure.size_joint_feature_
         lam, C = float(self.em_lambda), float(self.C)
         beta = np.full(size, np.sqrt(lam))
-        calls = 0
+        compiled = structure.example_kernels(batch) is not None and \
+            len(structure.nonnegative_) == 0
+        state = MultiPointFrankWolfeState(structure, batch, Y, C / (2.0 * lam), 5,
+                                          scale2=beta ** 2) if compiled else None
+        self._order = np.random.RandomState(0)
+        calls, objective, change = 0, np.inf, np.inf
         for iteration in range(1, max_iter + 1):
-            gamma, m_calls = self._m_step(batch, Y, beta, C / (2.0 * lam))
+            if compiled:  # the M-step's precision follows the EM's progress
+                target = max(self.tol, min(0.1, 0.1 * change))
+                gamma, m_calls = self._m_step_frank_wolfe(batch, Y, beta, C / (2.0 * lam),
+                                                          state, target)
+            else:
+                gamma, m_calls = self._m_step_scaled_structure(batch, Y, beta, C / (2.0 * lam))
             calls += m_calls
             norm = float(np.linalg.norm(gamma))
             new_beta = np.sqrt(size) * np.abs(gamma) / norm if norm > 0 else np.zeros(size)
@@ -238,12 +297,16 @@ class L1M3N(BaseStructuredClassifier):
             w = np.where(new_beta > 0, beta * gamma, 0.0)
             hinge, _, _ = self._hinge(batch, Y, w)
             l1 = float(np.abs(w).sum())
-            change = float(np.max(np.abs(new_beta - beta)))
-            beta = new_beta
-            if certificate.check(iteration, self._p1(w, hinge), np.nan, calls, w=w,
+            new_objective = self._p1(w, hinge)
+            change = abs(objective - new_objective) / abs(new_objective) \
+                if np.isfinite(objective) else np.inf
+            objective, beta = new_objective, new_beta
+            if certificate.check(iteration, objective, np.nan, calls, w=w,
                                  converged=change <= self.tol, n_nonzero=np.count_nonzero(w),
                                  C_P1=C * size / (4.0 * lam * l1) if l1 > 0 else np.inf):
                 break
-        certificate.finish(iteration, what=f"a change of beta <= tol={self.tol}")
+        certificate.finish(iteration, what=f"a relative change of the objective <= "
+                                           f"tol={self.tol}")
+        del self._order
         self.beta_ = beta
         return w

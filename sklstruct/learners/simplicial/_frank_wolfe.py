@@ -19,9 +19,9 @@ CACHE_MB = 256
 class BlockFrankWolfeState(FactoredDualState):
     """Statistics, weights and passes of block-coordinate Frank-Wolfe with line search."""
 
-    def __init__(self, structure, batch, Y, C):
+    def __init__(self, structure, batch, Y, C, scale2=None):
         super().__init__(structure, batch, Y, C, structure.onehot(Y),
-                         structure.pairwise_statistics(batch, Y, per_sequence=True))
+                         structure.pairwise_statistics(batch, Y, per_sequence=True), scale2)
 
     def run_pass(self, order=None):
         """One pass over the examples (in ``order``); returns the sum of their FW gaps."""
@@ -43,8 +43,12 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
     token) and the rows fit in ``CACHE_MB``.
     """
 
-    def __init__(self, structure, batch, Y, C, max_points, cached="auto"):
-        super().__init__(structure, batch, Y, C)
+    def __init__(self, structure, batch, Y, C, max_points, cached="auto", scale2=None):
+        super().__init__(structure, batch, Y, C, scale2)
+        if scale2 is not None:
+            if self.constrained.size:
+                raise ValueError("scaled features with constrained weights are not supported.")
+            cached = False  # (the cached rows hold unscaled statistics)
         if not 1 <= max_points <= 63:
             raise ValueError(f"the compiled pass keeps 1 to {max_points} points per example, "
                              "at most 63.")

@@ -40,7 +40,7 @@ consistent up to the examples visited).
 import numpy as np
 
 from cpython.exc cimport PyErr_CheckSignals
-from libc.math cimport fabs
+from libc.math cimport fabs, sqrt
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -114,7 +114,7 @@ cdef class _Pass:
     cdef const float64_t[::1] data
     cdef const float64_t[:, ::1] token_loss
     cdef float64_t[:, ::1] node_marg, pair_marg, WT, scratch
-    cdef float64_t[::1] expected_loss, pair_v, theta, block_gap
+    cdef float64_t[::1] expected_loss, pair_v, theta, block_gap, scale2
     cdef int32_t[::1] slot
     cdef intp_t[::1] constrained
     cdef uint8_t[::1] free_mask
@@ -156,6 +156,7 @@ cdef class _Pass:
         self.slot = state.slot
         self.block_gap = state.block_gap
         self.constrained = state.constrained
+        self.scale2 = state.scale2
         self.kernels = state.kernels
         self.C = state.C
         self.S = self.node_marg.shape[1]
@@ -209,6 +210,12 @@ cdef class _Pass:
 
     cdef inline const double* theta_ptr(self) noexcept nogil:
         return &self.theta[0] if self.P > 0 else NULL
+
+    cdef inline double pair_scale(self, intp_t r) noexcept nogil:
+        """The squared scale of pairwise weight ``r`` (1 without scales)."""
+        if self.scale2.shape[0] == 0:
+            return 1.0
+        return self.scale2[self.WT.shape[0] * self.S + r]
 
     cdef inline void clip(self) noexcept nogil:
         """``theta = pair_v`` with the constrained coordinates clipped at zero."""
@@ -323,6 +330,13 @@ cdef class _Pass:
                     stats[pt * block + row + self.vertex_labels[lo + t, pt]] -= x
         for k in range(n_touched):
             self.slot[touched[k]] = -1
+        if self.scale2.shape[0]:  # scaled features: the norm weighs weight (j, s) by s^2
+            for k in range(n_touched):
+                row = touched[k] * S
+                for s in range(S):
+                    x = sqrt(self.scale2[row + s])
+                    for pt in range(m):
+                        stats[pt * block + k * S + s] *= x
         for pt in range(m):
             for l in range(pt, m):
                 G[pt * m + l] = C2 * dot(stats + pt * block, stats + l * block, block)
@@ -332,9 +346,18 @@ cdef class _Pass:
 def frank_wolfe_pass(state, const int64_t[::1] order):
     """Visit the examples of ``order`` in turn (block-coordinate Frank-Wolfe with exact line
     search); return the sum of their Frank-Wolfe gaps. ``state.block_gap[i]`` receives
-    example ``i``'s gap at its (last) visit."""
+    example ``i``'s gap at its (last) visit.
+
+    With ``state.scale2`` (``s^2`` for every weight, flat) the joint features are scaled by
+    ``s``: the pass keeps the unscaled statistics' weights ``v`` implicitly through the
+    effective weights ``w = s^2 v`` (which score the tokens), and measures steps in the norm
+    ``||s v||``.
+    """
     cdef _Pass p = _Pass(state, False)
-    cdef intp_t S = p.S, P = p.P, n_k = p.n_k
+    cdef intp_t S = p.S, P = p.P, n_k = p.n_k, n_unary = p.WT.shape[0] * S
+    cdef bint scaled = p.scale2.shape[0] > 0
+    if scaled and n_k:
+        raise ValueError("scaled features with constrained weights are not supported.")
     cdef intp_t i, k, k2, t, s, r, lo, length, n_touched, n_entries, since_check = 0
     cdef int64_t q
     cdef int32_t j
@@ -393,11 +416,16 @@ def frank_wolfe_pass(state, const int64_t[::1] order):
                 for r in range(P):
                     dp = vertex_pair[r] - p.pair_marg[i, r]
                     gain += p.theta[r] * dp
-                    norm += dp * dp
+                    norm += dp * dp * (p.scale2[n_unary + r] if scaled else 1.0)
                 gain *= C
                 norm *= C * C
                 for k2 in range(n_touched):
-                    norm += dot(&p.scratch[k2, 0], &p.scratch[k2, 0], S)
+                    if scaled:
+                        j = touched[k2] * S
+                        for s in range(S):
+                            norm += p.scale2[j + s] * p.scratch[k2, s] * p.scratch[k2, s]
+                    else:
+                        norm += dot(&p.scratch[k2, 0], &p.scratch[k2, 0], S)
                 p.block_gap[i] = gain
                 if gain > 0.0:
                     total_gap += gain
@@ -410,13 +438,15 @@ def frank_wolfe_pass(state, const int64_t[::1] order):
                     j = touched[k2]
                     if gamma > 0.0:
                         for s in range(S):
-                            p.WT[j, s] -= gamma * p.scratch[k2, s]
+                            p.WT[j, s] -= gamma * p.scratch[k2, s] * (
+                                p.scale2[j * S + s] if scaled else 1.0)
                     memset(&p.scratch[k2, 0], 0, S * sizeof(double))
                 release(&p.slot[0], touched, n_touched)
                 if gamma > 0.0:
                     for r in range(P):
                         dp = vertex_pair[r] - p.pair_marg[i, r]
-                        p.pair_v[r] -= gamma * C * dp
+                        p.pair_v[r] -= gamma * C * dp * (p.scale2[n_unary + r] if scaled
+                                                         else 1.0)
                         p.pair_marg[i, r] += gamma * dp
                     p.clip()
                     for t in range(length):
@@ -778,6 +808,7 @@ cdef class _MultiPoint(_Pass):
         cdef double v_k[64]
         cdef double total, anchor_score, anchor_free_sq, token_cost, feature_cost, gain, v
         cdef double mass = 0.0, C = self.C
+        cdef bint scaled = self.scale2.shape[0] > 0
         # the points' pairwise entries and scores, the anchor's score
         for pt in range(m):
             for t in range(length):
@@ -802,7 +833,8 @@ cdef class _MultiPoint(_Pass):
         nnz_i = self.indptr[lo + length] - self.indptr[lo]
         token_cost = self.token_gram_cost(i, lo, length, m)
         feature_cost = <double> nnz_i * (m + 1) * S + <double> m * m * n_touched * S
-        if <double> length * length <= self.gram_cap and token_cost <= feature_cost:
+        if not scaled and <double> length * length <= self.gram_cap and \
+                token_cost <= feature_cost:
             self.unary_gram_tokens(i, lo, length, m, self.w.gram_tokens,
                                    self.w.gram_tokens + length * length, G)
         else:
@@ -811,13 +843,15 @@ cdef class _MultiPoint(_Pass):
         anchor_free_sq = 0.0
         for q2 in range(P):
             if self.free_mask[q2]:
-                anchor_free_sq += self.anchor_pair[i, q2] * self.anchor_pair[i, q2]
+                anchor_free_sq += self.anchor_pair[i, q2] * self.anchor_pair[i, q2] \
+                    * self.pair_scale(q2)
         for pt in range(m):
             anchor_dot[pt] = 0.0
             for e in range(self.w.entry_count[pt]):
                 kk = self.w.entry_index[pt * stride + e]
                 if self.free_mask[kk]:
-                    anchor_dot[pt] += self.anchor_pair[i, kk] * self.w.entry_value[pt * stride + e]
+                    anchor_dot[pt] += self.anchor_pair[i, kk] * self.w.entry_value[pt * stride + e] \
+                        * self.pair_scale(kk)
         for pt in range(m):
             for e in range(self.w.entry_count[pt]):
                 self.w.pair_dense[self.w.entry_index[pt * stride + e]] += \
@@ -830,7 +864,8 @@ cdef class _MultiPoint(_Pass):
                 for e in range(self.w.entry_count[l]):
                     kk = self.w.entry_index[l * stride + e]
                     if self.free_mask[kk]:
-                        total += self.w.pair_dense[kk] * self.w.entry_value[l * stride + e]
+                        total += self.w.pair_dense[kk] * self.w.entry_value[l * stride + e] \
+                            * self.pair_scale(kk)
                 G[pt * m + l] += C * C * total
                 if l != pt:
                     G[l * m + pt] = G[pt * m + l]
@@ -862,15 +897,20 @@ cdef class _MultiPoint(_Pass):
             for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
                 j = self.indices[q]
                 v = C * self.data[q]
-                for s in range(S):
-                    self.WT[j, s] -= v * scores[t * S + s]
+                if scaled:
+                    for s in range(S):
+                        self.WT[j, s] -= v * scores[t * S + s] * self.scale2[j * S + s]
+                else:
+                    for s in range(S):
+                        self.WT[j, s] -= v * scores[t * S + s]
         for q2 in range(P):
-            self.pair_v[q2] += C * mass * self.anchor_pair[i, q2]
+            self.pair_v[q2] += C * mass * self.anchor_pair[i, q2] * self.pair_scale(q2)
             self.pair_marg[i, q2] -= mass * self.anchor_pair[i, q2]
         for pt in range(m):
             for e in range(self.w.entry_count[pt]):
                 kk = self.w.entry_index[pt * stride + e]
-                self.pair_v[kk] -= C * work[pt] * self.w.entry_value[pt * stride + e]
+                self.pair_v[kk] -= C * work[pt] * self.w.entry_value[pt * stride + e] \
+                    * self.pair_scale(kk)
                 self.pair_marg[i, kk] += work[pt] * self.w.entry_value[pt * stride + e]
         self.clip()
         return gain
