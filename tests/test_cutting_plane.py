@@ -191,3 +191,16 @@ def test_parallel_oracle_gives_the_same_model(variant):
     with parallel_backend("loky", n_jobs=2):
         processes = StructSVMCuttingPlane(n_jobs=2, **params).fit(X, y)
     np.testing.assert_array_equal(serial.w_, processes.w_)
+
+
+def test_auto_variant_follows_the_number_of_examples(monkeypatch):
+    """variant="auto" takes n-slack above the threshold and both reach the same optimum."""
+    from sklstruct.learners.cutting_plane import _estimator
+
+    X, y = make_chain_data(n_sequences=12, n_states=3, n_features=4, max_length=5, seed=3)
+    small = StructSVMCuttingPlane(C=0.5, tol=1e-6).fit(X, y)
+    assert small.variant_ == "1-slack"
+    monkeypatch.setattr(_estimator, "AUTO_N_SLACK_ABOVE", 10)
+    large = StructSVMCuttingPlane(C=0.5, tol=1e-6).fit(X, y)
+    assert large.variant_ == "n-slack"
+    assert large.objective(X, y) == pytest.approx(small.objective(X, y), rel=1e-5)

@@ -193,3 +193,25 @@ def test_sequence_workflows(chain_data, model):
     pipe = make_pipeline(FunctionTransformer(lambda seqs: [2.0 * s for s in seqs]),
                          clone(model)).fit(X, y)
     assert pipe.score(X, y) > 0.5
+
+
+@pytest.mark.parametrize("model", [M3NSimplicialDecomposition(C=0.5, random_state=0),
+                                   StructSVMCuttingPlane(C=0.5)])
+def test_sparse_valued_dense_input_equals_csr(model):
+    """A mostly-zero dense token matrix trains and predicts like its CSR form (it is handled
+    as CSR, so its cost follows the non-zeros)."""
+    import scipy.sparse as sp
+
+    from sklstruct.utils._sequences import check_token_matrix
+
+    X, y = make_chain_data(n_sequences=15, n_states=3, n_features=4, max_length=6, seed=5)
+    rng = np.random.default_rng(0)
+    wide = [np.hstack([x, np.zeros((len(x), 200))]) for x in X]  # 2% non-zeros
+    for x in wide:
+        x[:, rng.integers(4, 204, size=len(x))] = 1.0
+    assert sp.issparse(check_token_matrix(np.vstack(wide)))
+    dense = clone(model).fit(wide, y)
+    sparse = clone(model).fit([sp.csr_matrix(x) for x in wide], y)
+    np.testing.assert_array_equal(dense.w_, sparse.w_)
+    for a, b in zip(dense.predict(wide), sparse.predict([sp.csr_matrix(x) for x in wide])):
+        np.testing.assert_array_equal(a, b)

@@ -206,14 +206,25 @@ def stack_sequences(X):
     return stacked, lengths
 
 
+# a dense token matrix with at most this fraction of non-zeros is handled as CSR
+DENSE_TO_CSR_DENSITY = 0.1
+
+
 def check_token_matrix(X):
-    """Validate a stacked token matrix: finite, numeric, CSR or C-ordered float64."""
+    """Validate a stacked token matrix: finite, numeric, CSR or C-ordered float64.
+
+    A dense matrix with at most ``DENSE_TO_CSR_DENSITY`` non-zeros is returned in CSR form
+    (the same values; products with it then cost its non-zeros, not
+    ``n_tokens * n_features``).
+    """
     X = check_array(
         X, accept_sparse="csr", dtype=np.float64, order="C", ensure_all_finite=True,
         input_name="X",
     )
     if sp.issparse(X):
         X.sort_indices()
+    elif X.size and np.count_nonzero(X) <= DENSE_TO_CSR_DENSITY * X.size:
+        X = sp.csr_matrix(X)
     return X
 
 

@@ -8,6 +8,9 @@ from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ._n_slack import fit_n_slack
 from ._one_slack import fit_one_slack
 
+# variant="auto": n-slack above this many training examples
+AUTO_N_SLACK_ABOVE = 1000
+
 
 class StructSVMCuttingPlane(BaseStructuredClassifier):
     """Structural SVM trained by cutting planes (Joachims, Finley and Yu, "Cutting-plane
@@ -22,7 +25,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     ``max_y Delta(y_i, y) [1 + w.Psi(x_i, y) - w.Psi(x_i, y_i)]``. In the paper's notation
     (OP4/OP5 with ``C_J/n sum xi``), ``C_J = n * C``.
 
-    With ``variant="1-slack"`` (the default), each iteration calls the separation oracle
+    With ``variant="1-slack"``, each iteration calls the separation oracle
     (loss-augmented inference over the whole batch in compiled code), adds the most violated
     1-slack constraint to the working set, grows the Gram matrix of the working set by one row
     and column and re-solves the dual QP
@@ -46,10 +49,13 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         :class:`~sklstruct.structures.ChainStructure` for sequences.
     C : float, default=1.0
         Weight of the summed structured hinge losses (``LinearSVC`` convention).
-    variant : {"1-slack", "n-slack"}, default="1-slack"
+    variant : {"auto", "1-slack", "n-slack"}, default="auto"
         The 1-slack formulation (Algorithms 3 and 4) or the n-slack formulation (Algorithms 1
         and 2), whose QP is re-optimised after every ``batch_size`` examples (section 4) by
-        block coordinate ascent with the weights kept explicitly.
+        block coordinate ascent with the weights kept explicitly. ``"auto"`` takes n-slack
+        for more than 1,000 training examples and 1-slack otherwise (measured with the
+        default ``tol``: 1-slack is about 2x faster on OCR's 704 words, n-slack about 3x
+        faster on CoNLL-2000's 8,936 sentences and 1.5x on 5,000 multiclass examples).
     rescale : {"margin", "slack"}, default="margin"
         Margin rescaling (Algorithms 1 and 3) or slack rescaling (Algorithms 2 and 4).
     tol : float, default=1e-2
@@ -105,8 +111,11 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         The structure bound to the training data.
     w_ : ndarray of shape (n_parameters,)
         All weights; ``coef_`` (and ``transition_`` for chains) are views of parts of it.
+    variant_ : {"1-slack", "n-slack"}
+        The formulation used.
     dual_coef_ : ndarray of shape (n_constraints,)
-        Dual variables of the final working set.
+        Dual variables of the final working set (1-slack: one per constraint; n-slack: the
+        constraints of every example's working set, example by example).
     n_iter_ : int
     history_ : dict of ndarray
         Per iteration (per pass over the data for n-slack): ``primal``, ``dual``, ``gap``,
@@ -132,7 +141,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
 
     _parameter_constraints = {
         **BaseStructuredClassifier._parameter_constraints,
-        "variant": [StrOptions({"1-slack", "n-slack"})],
+        "variant": [StrOptions({"auto", "1-slack", "n-slack"})],
         "rescale": [StrOptions({"margin", "slack"})],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
         "cache_size": [Interval(numbers.Integral, 0, None, closed="left")],
@@ -146,7 +155,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         "inactive_window": [Interval(numbers.Integral, 1, None, closed="left")],
     }
 
-    def __init__(self, structure="auto", *, C=1.0, variant="1-slack", rescale="margin",
+    def __init__(self, structure="auto", *, C=1.0, variant="auto", rescale="margin",
                  tol=1e-2, max_iter=1000, cache_size=10, batch_size=100, inactive_window=50,
                  kernel="linear", gamma=None, degree=3, coef0=1.0, n_basis=1000, basis=None,
                  random_state=None, n_jobs=None, verbose=0, callback=None,
@@ -203,6 +212,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
             ).fit(X)
 
     def _fit_batch(self, batch, Y, sample_weight):
-        fit = fit_n_slack if self.variant == "n-slack" else fit_one_slack
+        self.variant_ = self.variant if self.variant != "auto" else (
+            "n-slack" if batch.n_sequences > AUTO_N_SLACK_ABOVE else "1-slack")
+        fit = fit_n_slack if self.variant_ == "n-slack" else fit_one_slack
         w, self.dual_coef_ = fit(self, batch, Y, sample_weight)
         return w

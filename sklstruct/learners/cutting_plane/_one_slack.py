@@ -1,6 +1,8 @@
 """The 1-slack cutting-plane algorithm (Joachims, Finley and Yu 2009, Algorithms 3 and 4).
 
-Constraints are stored as labelings, not as parameter-sized vectors.
+Constraints are stored as labelings, not as parameter-sized vectors, and every product with
+the token matrix beyond the separation oracle's reads only the tokens where a stored
+constraint's labelling differs from the truth (few, once the model is good).
 
 A constraint direction ``g = sum_i s_i (Psi(x_i, y_i) - Psi(x_i, ybar_i))`` is kept through the
 tokens where ``ybar`` differs from ``y`` (their index, the wrong label and the per-token scale
@@ -17,6 +19,7 @@ matrix-vector products.
 import numpy as np
 
 from ...base import Certificate
+from ...utils._sequences import SequenceBatch
 from ...structures._base import hinge_terms
 from ..._solvers.qp import solve_capped_simplex_qp
 from ._label_cache import LabelCache
@@ -71,6 +74,7 @@ class WorkingSet:
         self.batch = batch
         self.Y = Y
         self.gram = np.zeros((0, 0))
+        self._entry_cache = None
         self._offsets = _GrowableArray()
         self._pairwise = _GrowableArray((structure.n_pairwise_,))
         size = structure.size_joint_feature_
@@ -92,28 +96,56 @@ class WorkingSet:
         """The constraint offsets ``c_k``."""
         return self._offsets.data
 
-    def _direction(self, M, pairwise):
-        """Flat direction ``[M^T X, pairwise]`` for a flat token x state matrix ``M``."""
-        M = M.reshape(self.batch.n_tokens, self.structure.n_states_)
-        return np.concatenate([self.structure.unary_features(self.batch, M).ravel(), pairwise])
+    def _rows(self, tokens):
+        """The token rows ``tokens`` as a batch (only the unary products use it); all of them
+        when ``tokens`` is None."""
+        if tokens is None:
+            return self.batch
+        return SequenceBatch(self.batch.X[tokens], np.array([0, tokens.shape[0]], dtype=np.int64))
+
+    def _direction(self, tokens, M, pairwise):
+        """Flat direction ``[X_tokens^T M, pairwise]`` for a (len(tokens), n_states) ``M``."""
+        unary = self.structure.unary_features(self._rows(tokens), M)
+        return np.concatenate([unary.ravel(), pairwise])
+
+    def _entry_rows(self):
+        """The tokens the stored entries touch (None: more than half of all, then read them
+        all) and the entries' flat indices into their (n_rows, n_states) block."""
+        if self._entry_cache is None:
+            S, n_tokens = self.structure.n_states_, self.batch.n_tokens
+            entry_tokens = self._true_index.data // S
+            touched = np.zeros(n_tokens, dtype=bool)
+            touched[entry_tokens] = True
+            if 2 * np.count_nonzero(touched) > n_tokens:
+                self._entry_cache = None, self._true_index.data, self._wrong_index.data
+                return self._entry_cache
+            tokens = np.flatnonzero(touched)
+            position = (np.cumsum(touched) - 1)[entry_tokens] * S
+            self._entry_cache = (tokens, position + self._true_index.data % S,
+                                 position + self._wrong_index.data % S)
+        return self._entry_cache
 
     def add(self, Ybar, sequence_scale, offset):
         """Add ``g = sum_i s_i (Psi(y_i) - Psi(ybar_i))`` with offset ``c``.
 
-        The Gram matrix grows by one row and column.
+        The Gram matrix grows by one row and column. Only the tokens where ``Ybar`` differs
+        from ``y`` (and, for the inner products, those of the stored constraints) are read.
         """
         structure, batch, Y = self.structure, self.batch, self.Y
         n_states = structure.n_states_
         tokens = np.flatnonzero(Y != Ybar)
-        true_index = tokens * n_states + Y[tokens]
-        wrong_index = tokens * n_states + Ybar[tokens]
+        self._entry_cache = None
         scale = sequence_scale[batch.sequence_index[tokens]]
         pairwise = structure.pairwise_statistics(batch, Y, sequence_scale) - \
             structure.pairwise_statistics(batch, Ybar, sequence_scale)
-        M = np.zeros(batch.n_tokens * n_states)
-        M[true_index] = scale
-        M[wrong_index] = -scale
-        g = self._direction(M, pairwise)
+        M = np.zeros((tokens.shape[0], n_states))
+        rows = np.arange(tokens.shape[0])
+        M[rows, Y[tokens]] = scale
+        M[rows, Ybar[tokens]] = -scale
+        g = self._direction(tokens if 2 * tokens.shape[0] <= batch.n_tokens else None,
+                            M if 2 * tokens.shape[0] <= batch.n_tokens else _spread(M, tokens,
+                                                                                   batch),
+                            pairwise)
         k = len(self)
         row = np.empty(k + 1)
         if self.dense:
@@ -121,12 +153,14 @@ class WorkingSet:
             self._directions.extend(g[None, :])
         else:
             if k:
-                unary = structure.unary_potentials(batch, g).ravel()
+                entry_tokens, true_index, wrong_index = self._entry_rows()
+                unary = structure.unary_potentials(self._rows(entry_tokens), g).ravel()
                 row[:k] = self._pairwise.data @ pairwise
-                constraint_dots(unary, self._true_index.data, self._wrong_index.data,
-                                self._scale.data, self._owner.data, row)
-            self._true_index.extend(true_index)
-            self._wrong_index.extend(wrong_index)
+                constraint_dots(unary, true_index, wrong_index, self._scale.data,
+                                self._owner.data, row)
+            self._entry_cache = None
+            self._true_index.extend(tokens * n_states + Y[tokens])
+            self._wrong_index.extend(tokens * n_states + Ybar[tokens])
             self._scale.extend(scale)
             self._owner.extend(np.full(tokens.shape[0], k, dtype=np.int64))
         row[k] = g @ g
@@ -141,6 +175,7 @@ class WorkingSet:
     def remove(self, keep):
         """Keep only the constraints whose mask entry is true (Gram rows/columns dropped)."""
         keep = np.asarray(keep, dtype=bool)
+        self._entry_cache = None
         if not self.dense:
             on_tokens = keep[self._owner.data]
             new_index = np.cumsum(keep) - 1
@@ -159,10 +194,19 @@ class WorkingSet:
         """``w = sum_k alpha_k g_k`` as a flat weight vector."""
         if self.dense:
             return alpha @ self._directions.data
-        M = np.zeros(self.batch.n_tokens * self.structure.n_states_)
-        scatter_constraints(M, self._true_index.data, self._wrong_index.data, self._scale.data,
-                            self._owner.data, np.ascontiguousarray(alpha, dtype=np.float64))
-        return self._direction(M, alpha @ self._pairwise.data)
+        entry_tokens, true_index, wrong_index = self._entry_rows()
+        n_rows = self.batch.n_tokens if entry_tokens is None else entry_tokens.shape[0]
+        M = np.zeros(n_rows * self.structure.n_states_)
+        scatter_constraints(M, true_index, wrong_index, self._scale.data, self._owner.data,
+                            np.ascontiguousarray(alpha, dtype=np.float64))
+        return self._direction(entry_tokens, M.reshape(n_rows, -1), alpha @ self._pairwise.data)
+
+
+def _spread(M, tokens, batch):
+    """The (n_tokens, n_states) matrix that is ``M`` on ``tokens`` and zero elsewhere."""
+    full = np.zeros((batch.n_tokens, M.shape[1]))
+    full[tokens] = M
+    return full
 
 
 def _separate(model, batch, Y, unary, pairwise, token_loss, cache, slack, oracle_violation,
@@ -237,6 +281,7 @@ def fit_one_slack(model, batch, Y, sample_weight):
         if certificate.check(iteration, primal, dual, oracle_calls, w=w,
                              converged=bool(from_oracle and primal - dual <= tol * primal),
                              n_constraints=len(working_set)):
+            certified = from_oracle
             break
         final_qp_tol = 0.2 * epsilon
         if from_oracle and violation <= epsilon:
@@ -257,13 +302,17 @@ def fit_one_slack(model, batch, Y, sample_weight):
             working_set.remove(~stale)
             alpha, last_active = alpha[~stale], last_active[~stale]
         w = working_set.combine(alpha)
-    else:  # max_iter: the weights moved after the last check; certify the ones returned
+    else:  # max_iter: the weights moved after the last check
+        certified = False
+    if not certified:  # certify the weights returned
         norm2 = float(alpha @ working_set.gram @ alpha)
         hinge, _, _ = model._structured_hinge(batch, Y, *structure.potentials(batch, w),
                                               model.rescale, token_loss)
         primal = 0.5 * norm2 + C * float(sample_weight @ hinge)
         dual = float(alpha @ working_set.offsets) - 0.5 * norm2
+        reason = certificate.stop_reason
         certificate.check(iteration, primal, dual, oracle_calls + n, w=w,
                           n_constraints=len(working_set))
+        certificate.stop_reason = certificate.stop_reason or reason
     certificate.finish(iteration)
     return w, alpha
