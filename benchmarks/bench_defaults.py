@@ -235,17 +235,27 @@ def _curve_callback(dataset, X_test, y_test, records, scoring):
             name, value = _quality(dataset, y_test, predicted)
             records.append({"time": info["time"] - scoring[0], "iteration": info["iteration"],
                             "rel_gap": info["gap"] / abs(info["primal"]), name: value})
+            print("CURVE " + json.dumps(records[-1]), file=sys.stderr, flush=True)
         scoring[0] += time.perf_counter() - start
         return False
 
     return callback
 
 
-def run(system, dataset, folder, C, params, curve):
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", system,
-                          "--dataset", dataset, "--folder", folder, "--C", str(C),
-                          "--params", json.dumps(params)] + (["--curve"] if curve else []),
-                         capture_output=True, text=True)
+def run(system, dataset, folder, C, params, curve, timeout):
+    command = [sys.executable, os.path.abspath(__file__), "--worker", system, "--dataset",
+               dataset, "--folder", folder, "--C", str(C), "--params", json.dumps(params)]
+    try:
+        out = subprocess.run(command + (["--curve"] if curve else []), capture_output=True,
+                             text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as stopped:
+        # the fit did not end in time: report its last check (with --curve)
+        lines = (stopped.stderr or b"").decode().splitlines()
+        curve_rows = [json.loads(line[6:]) for line in lines if line.startswith("CURVE ")]
+        row = {"system": system, "dataset": dataset, "error": f"not done in {timeout:g} s"}
+        if curve_rows:
+            row["last_check"] = curve_rows[-1]
+        return row
     if out.returncode:
         return {"system": system, "dataset": dataset, "error": out.stderr.strip()[-300:]}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -259,6 +269,9 @@ def main():
     p.add_argument("--params", default="{}", help="JSON dict of estimator parameters")
     p.add_argument("--curve", action="store_true")
     p.add_argument("--cache", default=os.path.join(ROOT, "benchmarks", ".cache"))
+    p.add_argument("--timeout", type=float, default=None,
+                   help="stop a system's process after this many seconds (its row then holds "
+                        "its last check with --curve)")
     p.add_argument("--worker", default=None)
     p.add_argument("--folder", default=None)
     args = p.parse_args()
@@ -269,7 +282,7 @@ def main():
     rows = []
     for system in args.systems:
         rows.append(run(system, args.dataset, folder, args.C,
-                        params if system in ESTIMATORS else {}, args.curve))
+                        params if system in ESTIMATORS else {}, args.curve, args.timeout))
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "curve"}), flush=True)
     quality = "chunk_F1" if args.dataset == "conll2000" else "letter_accuracy"
     print_table(rows, ["system", "fit_s", "rss_before_MB", "peak_RSS_MB", quality, "rel_gap",

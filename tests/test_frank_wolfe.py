@@ -94,3 +94,22 @@ def test_multi_point_pass_ascends_and_reaches_the_exact_optimum(structure):
     lower, upper, _ = exact_optimum(bound, batch, Y, C)
     assert duals[1] < duals[3] < duals[10] <= upper + 1e-9
     assert upper - duals[10] <= 1e-5 * upper
+
+
+def test_kept_token_gram_matrices_change_nothing(monkeypatch):
+    """Keeping the examples' token Gram matrices between visits gives the same iterates as
+    recomputing them (the cached mode off, so the token products are used)."""
+    from sklstruct.learners.simplicial import _frank_wolfe
+
+    X, y = make_chain_data(n_sequences=12, n_states=3, n_features=5, max_length=7, seed=4)
+    bound, batch, Y = _bound(ChainStructure(), X, y)
+    weights = []
+    for budget in (0, 128):
+        monkeypatch.setattr(_frank_wolfe, "TOKEN_GRAM_MB", budget)
+        state = MultiPointFrankWolfeState(bound, batch, Y, 0.5, 4, cached=False)
+        assert (state.token_gram_ptr >= 0).all() == (budget > 0)
+        for _ in range(30):
+            state.run_pass()
+        assert state.token_gram_ready.any() == (budget > 0)  # the token path was taken
+        weights.append(state.certificate()[0].copy())
+    np.testing.assert_array_equal(weights[0], weights[1])

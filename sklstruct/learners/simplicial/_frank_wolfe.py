@@ -10,10 +10,13 @@ max-oracle call on the example and touches only the weights of its features.
 import numpy as np
 
 from .._factored_dual import FactoredDualState
-from ._frank_wolfe_fast import frank_wolfe_pass, master_sweep, multi_point_pass
+from ._frank_wolfe_fast import (TOKEN_GRAM_ENTRIES, frank_wolfe_pass, master_sweep,
+                                multi_point_pass)
 
 # largest cache of per-example points (cached mode of MultiPointFrankWolfeState)
 CACHE_MB = 256
+# largest memory of kept token Gram matrices (uncached mode of MultiPointFrankWolfeState)
+TOKEN_GRAM_MB = 128
 
 
 class BlockFrankWolfeState(FactoredDualState):
@@ -68,7 +71,22 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
         self.anchor_pair = self.pair_marg.copy()
         self.anchor_loss = self.expected_loss.copy()
         self._set_up_cache(max_points, cached)
+        self._set_up_token_grams(keep=not self.cached and scale2 is None)
         self.last_gain = 0.0
+
+    def _set_up_token_grams(self, keep):
+        """Room for the examples' token Gram matrices (``length^2`` doubles each, computed
+        at an example's first master and kept), for the examples in order while they fit in
+        ``TOKEN_GRAM_MB`` and each within the pass's largest token Gram matrix; ``token_gram_ptr`` is
+        -1 for the others (their matrix is recomputed when needed)."""
+        sizes = self.batch.lengths.astype(np.int64) ** 2
+        sizes[sizes > TOKEN_GRAM_ENTRIES] = 0
+        end = np.cumsum(sizes)
+        kept = (sizes > 0) & (end * 8 <= TOKEN_GRAM_MB * 2**20) if keep else \
+            np.zeros(sizes.shape[0], dtype=bool)
+        self.token_gram_ptr = np.where(kept, end - sizes, -1).astype(np.int64)
+        self.token_gram = np.zeros(int(sizes[kept].sum()))
+        self.token_gram_ready = np.zeros(sizes.shape[0], dtype=np.uint8)
 
     def _set_up_cache(self, max_points, cached):
         batch, S, P = self.batch, self.structure.n_states_, self.structure.n_pairwise_

@@ -29,7 +29,8 @@ the master problem over the convex hull of the anchor and the labellings, a QP i
 Gram matrix comes either from the example's token Gram matrix (``length^2`` entries, cheap for
 short sequences with many features) or from the points' unary statistics on the example's
 features (``(r + 1) x n_touched x n_states``, cheap for long sequences with few features); the
-cheaper is chosen per example, and the token Gram matrix never beyond ``TOKEN_GRAM_CAP`` entries.
+cheaper is chosen per example, and the token Gram matrix never beyond ``TOKEN_GRAM_CAP`` entries
+(kept between visits in the state's ``token_gram`` for the examples that fit its budget).
 With constrained coordinates the master is solved by active-set rounds on the sign pattern of
 ``v`` on them (exact when the pattern settles; otherwise the best tried point that ascends).
 
@@ -54,6 +55,8 @@ cdef enum:
     # largest token Gram matrix (entries) the multi-point pass forms for one example
     TOKEN_GRAM_CAP = 4194304
     MAX_POINTS = 63
+
+TOKEN_GRAM_ENTRIES = TOKEN_GRAM_CAP  # (for the state's kept token Gram matrices)
 
 
 cdef double _line_search(double gap, double norm_sq, const double* d_k, const double* v_k,
@@ -134,6 +137,9 @@ cdef class _Pass:
     cdef float64_t[::1] gram_anchor_self
     cdef uint8_t[::1] gram_anchor_ok
     cdef uint8_t[:, ::1] gram_point_ok
+    cdef const int64_t[::1] token_gram_ptr
+    cdef float64_t[::1] token_gram
+    cdef uint8_t[::1] token_gram_ready
     # cached mode: every example's anchor and points as dense rows over its own features
     cdef bint cached
     cdef const int64_t[::1] cache_feature_ptr, cache_ptr
@@ -187,6 +193,9 @@ cdef class _Pass:
             self.gram_anchor_self = state.gram_anchor_self
             self.gram_anchor_ok = state.gram_anchor_ok
             self.gram_point_ok = state.gram_point_ok
+            self.token_gram_ptr = state.token_gram_ptr
+            self.token_gram = state.token_gram
+            self.token_gram_ready = state.token_gram_ready
             self.r = self.vertex_labels.shape[1]
             if not 1 <= self.r <= MAX_POINTS:
                 raise ValueError(f"the compiled pass keeps 1 to {MAX_POINTS} points per "
@@ -238,7 +247,8 @@ cdef class _Pass:
                 stale += 1
         if stale == 0 and self.gram_anchor_ok[i]:
             return m * m
-        return (<double> length * (self.indptr[lo + length] - self.indptr[lo])
+        return ((0.0 if self.token_gram_ptr[i] >= 0 and self.token_gram_ready[i] else
+                 <double> length * (self.indptr[lo + length] - self.indptr[lo]))
                 + square * (2 * stale + (self.S + m if not self.gram_anchor_ok[i] else 0))
                 + <double> stale * m * length)
 
@@ -248,7 +258,8 @@ cdef class _Pass:
         measures, ``Z_p`` one-hot point labels) from the inner products of ``A`` and the
         ``Z_p`` under the example's token Gram matrix ``K``; the products stay cached
         between visits and only those of new points or a new anchor are computed
-        (``by_state`` holds ``n_states * length`` doubles)."""
+        (``by_state`` holds ``n_states * length`` doubles). ``K`` is the example's kept
+        matrix when it has one (computed at the first need), else the workspace ``K``."""
         cdef intp_t t, t2, pt, l, s
         cdef int64_t q
         cdef double kval, total, C2 = self.C * self.C
@@ -256,6 +267,11 @@ cdef class _Pass:
         for pt in range(m):
             if not self.gram_point_ok[i, pt]:
                 fresh = True
+        if self.token_gram_ptr[i] >= 0:  # the example's kept token Gram matrix
+            K = &self.token_gram[self.token_gram_ptr[i]]
+            if self.token_gram_ready[i]:
+                fresh = False
+            self.token_gram_ready[i] = 1
         if fresh:  # the token Gram matrix
             for t in range(length):
                 for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
