@@ -1,0 +1,122 @@
+"""Time of one pass of each compiled solver beside the floor, on CoNLL-2000, in one run.
+
+The floor of a pass over the data is one unary-score product (token matrix times weights)
+plus one Viterbi over all tokens. The passes are timed inside real fits at ``C = 0.1`` on the
+features of ``bench_defaults.py`` (CRFsuite's chunking template plus lowercased words), by
+wrapping each solver's pass:
+
+- ``bcfw``: ``M3NSimplicialDecomposition(max_points=1)``, one compiled block-coordinate
+  Frank-Wolfe pass (oracle, line search, weight update per sentence);
+- ``rsd``: ``M3NSimplicialDecomposition()`` (``max_points=10``), one compiled multi-point pass
+  (oracle, master QP over the kept labellings, weight update);
+- ``eg``: ``M3NExpGrad()``, one compiled online exponentiated-gradient pass
+  (forward-backward per sentence, adaptive step);
+- ``n_slack``: ``StructSVMCuttingPlane(variant="n-slack")``, one pass of separation and block
+  re-optimisation (its ``optimise`` and ``separate`` calls over the data).
+
+The floor is measured at the weights the ``rsd`` fit ends with (after the same number of
+passes), median of five. Each row gives the median time of the passes after the first (the
+first ones run at w = 0 with few points) and its ratio to the floor.
+
+    python benchmarks/bench_pass_floor.py [--passes 6] [--json out.json]
+"""
+
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import parser, print_table, write_json  # noqa: E402
+from bench_defaults import _load, prepare  # noqa: E402
+
+
+def _timed(cls, name, sink):
+    """Wrap ``cls.name`` so that each call's wall time is appended to ``sink``."""
+    original = getattr(cls, name)
+
+    def wrapper(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            sink.append(time.perf_counter() - start)
+
+    setattr(cls, name, wrapper)
+    return original
+
+
+def _floor(model, X):
+    from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
+
+    import scipy.sparse as sp
+
+    batch = SequenceBatch(sp.vstack(X, format="csr"),
+                          offsets_from_lengths([x.shape[0] for x in X]))
+    structure, w = model.structure_, model.w_
+    unary_times, viterbi_times = [], []
+    for _ in range(5):
+        start = time.perf_counter()
+        unary, pairwise = structure.potentials(batch, w)
+        middle = time.perf_counter()
+        structure.decode(batch, unary, pairwise)
+        viterbi_times.append(time.perf_counter() - middle)
+        unary_times.append(middle - start)
+    return float(np.median(unary_times)), float(np.median(viterbi_times))
+
+
+def main():
+    p = parser(__doc__)
+    p.add_argument("--passes", type=int, default=6)
+    p.add_argument("--cache", default=os.path.join(os.path.dirname(__file__), ".cache"))
+    args = p.parse_args()
+    from sklstruct import M3NExpGrad, M3NSimplicialDecomposition, StructSVMCuttingPlane
+    from sklstruct.learners.cutting_plane._n_slack import NSlackSolver
+    from sklstruct.learners.exp_grad._online import OnlineEGState
+    from sklstruct.learners.simplicial._frank_wolfe import (BlockFrankWolfeState,
+                                                           MultiPointFrankWolfeState)
+
+    folder = prepare("conll2000", args.data_home, args.cache)
+    X, y = _load(folder, "train")
+    n = args.passes
+    cases = [
+        ("bcfw", M3NSimplicialDecomposition(C=0.1, max_points=1, max_iter=n, random_state=0),
+         [(BlockFrankWolfeState, "run_pass")]),
+        ("rsd", M3NSimplicialDecomposition(C=0.1, max_iter=n, random_state=0),
+         [(MultiPointFrankWolfeState, "run_pass")]),
+        ("eg", M3NExpGrad(C=0.1, max_iter=n), [(OnlineEGState, "run_pass")]),
+        ("n_slack", StructSVMCuttingPlane(C=0.1, variant="n-slack", max_iter=n),
+         [(NSlackSolver, "separate"), (NSlackSolver, "optimise")]),
+    ]
+    rows, floor_model = [], None
+    for name, model, targets in cases:
+        times = []
+        originals = [(cls, attr, _timed(cls, attr, times)) for cls, attr in targets]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.fit(X, y)
+        finally:
+            for cls, attr, original in originals:
+                setattr(cls, attr, original)
+        calls = model.history_["oracle_calls"][-1]
+        per_pass = float(np.sum(times)) / max(1, model.n_iter_)
+        later = times[1:] if len(targets) == 1 and len(times) > 1 else times
+        rows.append({"solver": name, "passes": int(model.n_iter_), "oracle_calls": int(calls),
+                     "pass_s": float(np.median(later)) if len(targets) == 1 else per_pass})
+        if name == "rsd":
+            floor_model = model
+    unary_s, viterbi_s = _floor(floor_model, X)
+    floor = unary_s + viterbi_s
+    for row in rows:
+        row["x_floor"] = row["pass_s"] / floor
+    rows.insert(0, {"solver": "floor (unary product + Viterbi)", "pass_s": floor,
+                    "x_floor": 1.0, "unary_s": unary_s, "viterbi_s": viterbi_s})
+    print_table(rows, ["solver", "pass_s", "x_floor", "passes", "oracle_calls"])
+    write_json(args.json, rows)
+
+
+if __name__ == "__main__":
+    main()
