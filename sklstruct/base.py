@@ -86,8 +86,11 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         return getattr(self, "rescale", "margin")
 
     # ------------------------------------------------------------------ input handling
-    def _validate_input(self, X, y=None, lengths=None, *, reset):
-        """Convert any accepted input form to a :class:`SequenceBatch` (+ flat labels)."""
+    def _validate_input(self, X, y=None, lengths=None, *, reset, allow_empty=False):
+        """Convert any accepted input form to a :class:`SequenceBatch` (+ flat labels).
+
+        With ``allow_empty`` (prediction) sequences may be empty: the batch holds the others
+        and ``batch.output_offsets`` the offsets of all of them, for the outputs."""
         widths = None
         if _is_image_list(X):
             if lengths is not None:
@@ -96,14 +99,14 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         if _is_sequence_list(X):
             if lengths is not None:
                 raise ValueError("lengths= is only used with a flat X, not a list of sequences.")
-            stacked, seq_lengths = stack_sequences(X)
+            stacked, seq_lengths = stack_sequences(X, allow_empty)
             stacked, _ = self._validate_matrix(stacked, None, reset)
             form = "list" if widths is None else "images"
             y_flat = None if y is None else flatten_labels(y, seq_lengths)
         else:
             stacked, y_flat = self._validate_matrix(X, y, reset)
             if lengths is not None:
-                seq_lengths = check_lengths(lengths, stacked.shape[0])
+                seq_lengths = check_lengths(lengths, stacked.shape[0], allow_empty)
                 form = "flat"
             else:
                 seq_lengths = np.ones(stacked.shape[0], dtype=np.int64)
@@ -113,7 +116,12 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             self._fit_token_map(stacked)
         if getattr(self, "token_map_", None) is not None:
             stacked = self.token_map_.transform(stacked)
-        batch = SequenceBatch(stacked, offsets_from_lengths(seq_lengths), widths)
+        offsets = offsets_from_lengths(seq_lengths)
+        if np.all(seq_lengths > 0):
+            batch = SequenceBatch(stacked, offsets, widths)
+        else:
+            batch = SequenceBatch(stacked, offsets_from_lengths(seq_lengths[seq_lengths > 0]),
+                                  widths, output_offsets=offsets)
         return batch, y_flat, form
 
     def _validate_matrix(self, X, y, reset):
@@ -130,7 +138,8 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
     def _format_output(self, values, batch, form):
         """Per-token values in the form of the input (list of arrays, images, or flat)."""
         if form == "list":
-            return split_flat(values, batch.offsets)
+            return split_flat(values, batch.offsets if batch.output_offsets is None
+                              else batch.output_offsets)
         if form == "images":
             return [piece.reshape((-1, width) + piece.shape[1:]) for piece, width
                     in zip(split_flat(values, batch.offsets), batch.widths)]
@@ -181,8 +190,13 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             )
         batch, y_flat, form = self._validate_input(X, y, lengths, reset=True)
         y_flat = column_or_1d(y_flat, warn=True) if form not in ("list", "images") else y_flat
-        check_classification_targets(y_flat)
-        self.classes_, Y = np.unique(y_flat, return_inverse=True)
+        try:
+            check_classification_targets(y_flat)
+            self.classes_, Y = np.unique(y_flat, return_inverse=True)
+        except TypeError as exc:  # e.g. None beside strings
+            kinds = sorted({type(v).__name__ for v in np.asarray(y_flat, dtype=object)})
+            raise TypeError(f"the labels must be mutually comparable values of one kind; y "
+                            f"mixes {', '.join(kinds)}.") from exc
         if self.classes_.shape[0] < 2:
             raise ValueError(
                 "Classifier can't train when only one class is present: "
@@ -261,7 +275,8 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
 
     def _predict_encoded(self, X, lengths):
         check_is_fitted(self)
-        batch, _, form = self._validate_input(X, None, lengths, reset=False)
+        batch, _, form = self._validate_input(X, None, lengths, reset=False,
+                                              allow_empty=True)
         labels = self.structure_.decode(batch, *self._potentials(batch), n_jobs=self.n_jobs)
         return batch, labels, form
 
@@ -303,7 +318,8 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             sequences, in the form of ``X``.
         """
         check_is_fitted(self)
-        batch, _, form = self._validate_input(X, None, lengths, reset=False)
+        batch, _, form = self._validate_input(X, None, lengths, reset=False,
+                                              allow_empty=True)
         scores, _ = self._potentials(batch)
         if form == "multiclass" and scores.shape[1] == 2:
             return scores[:, 1] - scores[:, 0]
@@ -327,7 +343,8 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             In the form of ``X``.
         """
         check_is_fitted(self)
-        batch, _, form = self._validate_input(X, None, lengths, reset=False)
+        batch, _, form = self._validate_input(X, None, lengths, reset=False,
+                                              allow_empty=True)
         node, _, _ = self.structure_.marginals(batch, *self._potentials(batch),
                                                n_jobs=self.n_jobs)
         return self._format_output(node, batch, form)
@@ -356,7 +373,8 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         if form == "images":
             y_flat = flatten_labels(image_rows(X, y)[2], batch.lengths)
         elif form == "list":
-            y_flat = flatten_labels(y, batch.lengths)
+            y_flat = flatten_labels(y, batch.lengths if batch.output_offsets is None
+                                    else np.diff(batch.output_offsets))
         else:
             y_flat = column_or_1d(y)
             if y_flat.shape[0] != batch.n_tokens:

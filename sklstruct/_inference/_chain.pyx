@@ -453,11 +453,16 @@ cdef void _forward_backward_sequence(
                         total += exp(value)
                 beta[t * n + a] = lse + log(total)
 
-    # normalising every token removes the rounding drift between alpha, beta and logZ
+    # every token normalised from its own largest alpha + beta (not logZ): the rounding
+    # drift between alpha, beta and logZ, which grows with the potentials' magnitude, cancels
     for t in range(length):
+        peak = alpha[t * n] + beta[t * n]
+        for b in range(1, n):
+            if alpha[t * n + b] + beta[t * n + b] > peak:
+                peak = alpha[t * n + b] + beta[t * n + b]
         total = 0.0
         for b in range(n):
-            value = exp(alpha[t * n + b] + beta[t * n + b] - log_partition[0])
+            value = exp(alpha[t * n + b] + beta[t * n + b] - peak)
             marginals[t * n + b] = value
             total += value
         for b in range(n):
@@ -478,11 +483,21 @@ cdef void _forward_backward_sequence(
                 continue
             if marginals[(t + 1) * n + b] == 0.0:
                 continue
-            lse = alpha[(t + 1) * n + b] - unary[(t + 1) * n + b]
+            # p(y_t = a | y_{t+1} = b) normalised over a from its own peak (exact path)
+            lse = alpha[t * n] + transition[b]
+            for a in range(1, n):
+                value = alpha[t * n + a] + transition[a * n + b]
+                if value > lse:
+                    lse = value
+            total = 0.0
             for a in range(n):
                 value = alpha[t * n + a] + transition[a * n + b] - lse
                 if value > _NEGLIGIBLE:
-                    edge_sums[a * n + b] += marginals[(t + 1) * n + b] * exp(value)
+                    total += exp(value)
+            for a in range(n):
+                value = alpha[t * n + a] + transition[a * n + b] - lse
+                if value > _NEGLIGIBLE:
+                    edge_sums[a * n + b] += marginals[(t + 1) * n + b] * exp(value) / total
 
 
 def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,

@@ -26,11 +26,15 @@ class SequenceBatch:
     widths : ndarray of shape (n_sequences,), dtype int64, default=None
         For image input: the number of pixels per row of every image (its rows are stored
         one after the other).
+    output_offsets : ndarray of shape (n_outputs + 1,), dtype int64, default=None
+        At prediction, the offsets of every input sequence including empty ones (which the
+        batch leaves out), to split per-token outputs; None when they are ``offsets``.
     """
 
     X: object
     offsets: np.ndarray
     widths: object = None
+    output_offsets: object = None
 
     @property
     def n_tokens(self):
@@ -141,8 +145,9 @@ def lengths_to_groups(lengths):
     return np.repeat(np.arange(len(lengths)), lengths)
 
 
-def check_lengths(lengths, n_tokens):
-    """Validate a ``lengths`` array (positive integers summing to ``n_tokens``)."""
+def check_lengths(lengths, n_tokens, allow_empty=False):
+    """Validate a ``lengths`` array (positive integers, or non-negative with
+    ``allow_empty``, summing to ``n_tokens``)."""
     arr = np.asarray(lengths)
     if arr.ndim != 1 or arr.shape[0] == 0:
         raise ValueError("lengths must be a non-empty 1-D array of sequence lengths.")
@@ -152,7 +157,7 @@ def check_lengths(lengths, n_tokens):
         else:
             raise TypeError(f"lengths must hold integers, got dtype {arr.dtype}.")
     arr = arr.astype(np.int64)
-    if np.any(arr <= 0):
+    if np.any(arr < 0) or (not allow_empty and np.any(arr == 0)):
         raise ValueError("Every sequence must contain at least one token (lengths must be > 0).")
     if n_tokens is not None and arr.sum() != n_tokens:
         raise ValueError(
@@ -161,8 +166,10 @@ def check_lengths(lengths, n_tokens):
     return arr
 
 
-def stack_sequences(X):
+def stack_sequences(X, allow_empty=False):
     """Stack a list of per-sequence matrices; return the stacked matrix and lengths.
+
+    With ``allow_empty`` a sequence may have no token (length 0).
 
     Raises clear errors for an empty list, a non-2-D element, an empty sequence or a feature
     count that differs between sequences.
@@ -189,7 +196,7 @@ def stack_sequences(X):
                 f"Each sequence of X must be a 2-D array (n_tokens, n_features); "
                 f"sequence {i} has {block.ndim} dimension(s)."
             )
-        if block.shape[0] == 0:
+        if block.shape[0] == 0 and not allow_empty:
             raise ValueError(f"Sequence {i} of X is empty; every sequence needs a token.")
         widths.add(block.shape[1])
         blocks.append(block)
@@ -211,7 +218,8 @@ DENSE_TO_CSR_DENSITY = 0.1
 
 
 def check_token_matrix(X):
-    """Validate a stacked token matrix: finite, numeric, CSR or C-ordered float64.
+    """Validate a stacked token matrix: finite, numeric, canonical CSR (sorted indices, no
+    duplicate entries; a copy when the input is not) or C-ordered float64.
 
     A dense matrix with at most ``DENSE_TO_CSR_DENSITY`` non-zeros is returned in CSR form
     (the same values; products with it then cost its non-zeros, not
@@ -222,7 +230,9 @@ def check_token_matrix(X):
         input_name="X",
     )
     if sp.issparse(X):
-        X.sort_indices()
+        if not X.has_canonical_format:  # sorted, summed duplicates; the user's matrix stays
+            X = X.copy()
+            X.sum_duplicates()
     elif X.size and np.count_nonzero(X) <= DENSE_TO_CSR_DENSITY * X.size:
         X = sp.csr_matrix(X)
     return X

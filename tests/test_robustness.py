@@ -1,0 +1,157 @@
+"""Behaviour at the edges: huge potentials, non-canonical and read-only sparse input, mixed
+label types, empty sequences at prediction, the size of a pickled model."""
+
+import itertools
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sklstruct import (ChainStructure, M3NExpGrad, M3NSimplicialDecomposition,
+                       StructSVMCuttingPlane)
+from sklstruct._inference.chain import forward_backward
+
+from .conftest import make_chain_data
+
+
+def _enumerated_marginals(unary, transition):
+    """Node marginals and edge sums of one chain by enumerating its labellings."""
+    length, n_states = unary.shape
+    paths = np.array(list(itertools.product(range(n_states), repeat=length)))
+    scores = unary[np.arange(length), paths].sum(axis=1) + \
+        transition[paths[:, :-1], paths[:, 1:]].sum(axis=1)
+    p = np.exp(scores - scores.max())
+    p /= p.sum()
+    node = np.zeros((length, n_states))
+    edges = np.zeros((n_states, n_states))
+    for path, weight in zip(paths, p):
+        node[np.arange(length), path] += weight
+        np.add.at(edges, (path[:-1], path[1:]), weight)
+    return node, edges
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y = make_chain_data(n_sequences=20, n_states=3, n_features=4, max_length=6, seed=11)
+    return StructSVMCuttingPlane(C=1.0).fit(X, y), X, y
+
+
+@pytest.mark.parametrize("scale", [1e3, 1e18, 1e20, 1e50, 1e150])
+def test_forward_backward_is_finite_and_exact_at_any_magnitude(scale):
+    rng = np.random.default_rng(int(np.log10(scale)))
+    n_states, length = 3, 5
+    unary = rng.normal(size=(length, n_states)) * scale
+    transition = rng.normal(size=(n_states, n_states)) * scale
+    node, edges, log_z = forward_backward(unary, np.array([0, length]), transition)
+    assert np.all(np.isfinite(node)) and np.isfinite(log_z).all()
+    np.testing.assert_allclose(node.sum(axis=1), 1.0)
+    expected_node, expected_edges = _enumerated_marginals(unary, transition)
+    np.testing.assert_allclose(node, expected_node, atol=1e-9)
+    np.testing.assert_allclose(edges[0], expected_edges, atol=1e-9)
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e100])
+def test_predict_marginals_at_huge_feature_scales(fitted, scale):
+    model, X, _ = fitted
+    big = [x * scale for x in X]
+    for marginals, labels in zip(model.predict_marginals(big), model.predict(big)):
+        assert np.all(np.isfinite(marginals))
+        np.testing.assert_allclose(marginals.sum(axis=1), 1.0)
+        # at this scale the distribution sits on the best labelling
+        np.testing.assert_array_equal(model.classes_[marginals.argmax(axis=1)], labels)
+
+
+def _with_duplicates(A):
+    """The CSR matrix A with every entry split into two halves (duplicate indices)."""
+    A = sp.csr_matrix(A)
+    indptr = 2 * A.indptr
+    indices = np.repeat(A.indices, 2)
+    data = np.repeat(A.data / 2.0, 2)
+    out = sp.csr_matrix((data, indices, indptr), shape=A.shape)
+    assert not out.has_canonical_format
+    return out
+
+
+@pytest.mark.parametrize("model", [M3NExpGrad(C=1.0, max_iter=30),
+                                   M3NSimplicialDecomposition(C=1.0, random_state=0),
+                                   StructSVMCuttingPlane(C=1.0)])
+def test_duplicate_entries_and_unsorted_indices_change_nothing(fitted, model):
+    _, X, y = fitted
+    lengths = [len(s) for s in y]
+    flat, labels = sp.csr_matrix(np.vstack(X)), np.concatenate(y)
+    reference = model.fit(flat, labels, lengths=lengths).w_.copy()
+    duplicated = _with_duplicates(flat)
+    snapshot = (duplicated.indices.copy(), duplicated.data.copy())
+    np.testing.assert_allclose(model.fit(duplicated, labels, lengths=lengths).w_, reference,
+                               rtol=1e-12, atol=1e-12)
+    # the user's matrix is left as it was
+    np.testing.assert_array_equal(duplicated.indices, snapshot[0])
+    np.testing.assert_array_equal(duplicated.data, snapshot[1])
+    # unsorted indices in read-only arrays
+    unsorted = flat.copy()
+    for i in range(unsorted.shape[0]):
+        lo, hi = unsorted.indptr[i], unsorted.indptr[i + 1]
+        unsorted.indices[lo:hi] = unsorted.indices[lo:hi][::-1].copy()
+        unsorted.data[lo:hi] = unsorted.data[lo:hi][::-1].copy()
+    unsorted.has_sorted_indices = False
+    for array in (unsorted.data, unsorted.indices, unsorted.indptr):
+        array.setflags(write=False)
+    np.testing.assert_allclose(model.fit(unsorted, labels, lengths=lengths).w_, reference,
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_labels_of_mixed_kinds_give_a_clear_error(fitted):
+    _, X, y = fitted
+    mixed = [np.array(["a", None] * 3, dtype=object)[: len(s)] for s in y]
+    with pytest.raises(TypeError, match="mixes NoneType, str"):
+        StructSVMCuttingPlane().fit(X, mixed)
+
+
+def test_empty_sequences_at_prediction(fitted):
+    model, X, y = fitted
+    n_features, n_classes = X[0].shape[1], model.classes_.shape[0]
+    empty = np.zeros((0, n_features))
+    batch = [X[0], empty, X[1], sp.csr_matrix(empty)]
+    predicted = model.predict(batch)
+    assert [p.shape for p in predicted] == [(len(y[0]),), (0,), (len(y[1]),), (0,)]
+    np.testing.assert_array_equal(predicted[2], model.predict([X[1]])[0])
+    assert predicted[1].dtype == model.classes_.dtype
+    for output in (model.decision_function(batch), model.predict_marginals(batch)):
+        assert [o.shape for o in output] == [(len(y[0]), n_classes), (0, n_classes),
+                                             (len(y[1]), n_classes), (0, n_classes)]
+    flat = model.predict(np.vstack([X[0], X[1]]), lengths=[len(y[0]), 0, len(y[1])])
+    np.testing.assert_array_equal(flat, np.concatenate([predicted[0], predicted[2]]))
+    truth = [y[0], np.array([], dtype=y[0].dtype), y[1], np.array([], dtype=y[0].dtype)]
+    assert model.score(batch, truth) == model.score(X[:2], y[:2])
+    with pytest.raises(ValueError, match="empty"):  # fit still needs every sequence
+        StructSVMCuttingPlane().fit(batch, truth)
+
+
+def test_pickle_holds_the_model_not_the_dual_state():
+    X, y = make_chain_data(n_sequences=300, n_states=4, n_features=20, max_length=30, seed=2)
+    model = M3NExpGrad(C=1.0, max_iter=5).fit(X, y)
+    n_tokens = sum(len(s) for s in y)
+    size = len(pickle.dumps(model))
+    # the dual state (n_tokens x n_states marginals and more) stays out of the pickle
+    assert size < 8 * model.w_.size + 8 * n_tokens
+    restored = pickle.loads(pickle.dumps(model))
+    for a, b in zip(restored.predict(X[:5]), model.predict(X[:5])):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_chain_structure_marginals_at_huge_potentials():
+    """The structure's potentials-level marginals stay finite with expected statistics that
+    sum to the number of transitions."""
+    rng = np.random.default_rng(0)
+    X, y = make_chain_data(n_sequences=4, n_states=3, n_features=4, max_length=6, seed=1)
+    model = StructSVMCuttingPlane(ChainStructure(start_end=False), C=1.0).fit(X, y)
+    from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
+
+    batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
+    unary = rng.normal(size=(batch.n_tokens, 3)) * 1e60
+    pairwise = rng.normal(size=9) * 1e60
+    node, pair, _ = model.structure_.marginals(batch, unary, pairwise)
+    assert np.all(np.isfinite(node)) and np.all(np.isfinite(pair))
+    np.testing.assert_allclose(node.sum(axis=1), 1.0)
+    assert pair.sum() == pytest.approx(batch.n_tokens - batch.n_sequences)
