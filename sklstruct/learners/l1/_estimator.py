@@ -13,7 +13,6 @@ from ..cutting_plane import StructSVMCuttingPlane
 from ..simplicial._frank_wolfe import MultiPointFrankWolfeState
 from ._solvers import LPCuttingPlane, constraint_directions, projected_subgradient
 
-_M_STEP_PASSES = 2000  # most passes of one M-step
 _DEFAULT_MAX_ITER = {"em": 15, "subgradient": 1000, "cutting_plane": 500}
 
 
@@ -55,7 +54,7 @@ class L1M3N(BaseStructuredClassifier):
         the scaled features, warm-started from the previous M-step's dual point (the dual
         does not depend on ``beta``), until its relative duality gap is at most
         ``max(tol, min(0.1, 0.1 * change))`` (``change`` the last relative change of the
-        objective); structures without compiled kernels use the 1-slack
+        objective; at most ``max(100, min(2000, 0.1 / tol))`` passes); structures without compiled kernels use the 1-slack
         :class:`StructSVMCuttingPlane` instead. Starts from ``beta = sqrt(lambda)`` and
         stops after ``max_iter`` iterations or when the objective P1 changes by at most
         ``tol`` relative to its value. A fixed point satisfies the optimality conditions of
@@ -253,15 +252,17 @@ class L1M3N(BaseStructuredClassifier):
     def _m_step_frank_wolfe(self, batch, Y, beta, C, state, target):
         """Problem (5) by the compiled restricted simplicial decomposition passes on the dual,
         warm-started from the last M-step's dual point (the dual distributions do not depend
-        on ``beta``), until its relative duality gap is at most ``target`` (at most 100
-        passes); returns ``(g, oracle calls)``."""
+        on ``beta``), until its relative duality gap is at most ``target``, within a pass
+        budget that grows as ``tol`` tightens (``max(100, min(2000, 0.1 / tol))``); returns
+        ``(g, oracle calls)``."""
         structure = self.structure_
         w, dual = state.rescale(beta ** 2)
         calls, primal = 0, np.inf
-        for passes in range(1, _M_STEP_PASSES + 1):
+        budget = int(max(100, min(2000, 0.1 / self.tol)))
+        for passes in range(1, budget + 1):
             estimate = state.run_pass(self._order.permutation(batch.n_sequences))
             calls += batch.n_sequences
-            if estimate <= target * abs(primal) or passes % 10 == 0 or passes == _M_STEP_PASSES:
+            if estimate <= target * abs(primal) or passes % 10 == 0 or passes == budget:
                 w, dual = state.certificate()
                 hinge, _, _ = self._structured_hinge(batch, Y, *structure.potentials(batch, w),
                                                      "margin")
