@@ -205,7 +205,12 @@ class M3NExcessiveGap(BaseStructuredClassifier):
                                   minlength=batch.n_sequences)
         # ||Psi(y) - Psi(y')||^2 <= 2 (sum_t ||x_t||)^2 + 2 sum_b T_b^2 (counts are >= 0)
         bound = 2.0 * feature_sum ** 2 + 2.0 * pairwise_bound
-        return batch.n_sequences * float(self.C) * float(bound.max())
+        worst = batch.n_sequences * float(self.C) * float(bound.max())
+        if not np.isfinite(worst):
+            raise ValueError("M3NExcessiveGap: the smoothing bound max ||psi||^2 overflows "
+                             "for features of this magnitude; rescale X (for example with "
+                             "sklearn.preprocessing.MaxAbsScaler) and C with it.")
+        return worst
 
     def _fit_batch(self, batch, Y, sample_weight):
         # fit takes no sample_weight, so every sequence weighs 1 here
