@@ -113,3 +113,21 @@ def test_kept_token_gram_matrices_change_nothing(monkeypatch):
         assert state.token_gram_ready.any() == (budget > 0)  # the token path was taken
         weights.append(state.certificate()[0].copy())
     np.testing.assert_array_equal(weights[0], weights[1])
+
+
+@pytest.mark.parametrize("structure", [ChainStructure(), ChainStructure(start_end=False),
+                                       MultiClass()])
+def test_compiled_hinge_equals_the_structures_oracle(structure):
+    """The certificates' compiled per-example hinge equals the structure's batch oracle's."""
+    from sklstruct.structures._base import structured_hinge
+
+    X, y = make_chain_data(n_sequences=15, n_states=4, n_features=5, max_length=8, seed=9)
+    if isinstance(structure, MultiClass):
+        X, y = [x[:1] for x in X], [labels[:1] for labels in y]
+    bound, batch, Y = _bound(structure, X, y)
+    state = MultiPointFrankWolfeState(bound, batch, Y, 0.7, 3)
+    for _ in range(3):
+        state.run_pass()
+        w, _ = state.certificate()
+        hinge, _, _ = structured_hinge(bound, batch, Y, *bound.potentials(batch, w), "margin")
+        assert state.primal() == pytest.approx(0.5 * w @ w + 0.7 * hinge.sum(), rel=1e-12)

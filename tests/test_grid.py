@@ -240,3 +240,20 @@ def test_min_cut_with_one_width_per_image():
         alone, _ = grid_map(unary[lo:lo + size], [0, size], width, right[lo:lo + size],
                             down[lo:lo + size])
         np.testing.assert_array_equal(labels[lo:lo + size], alone)
+
+
+def test_compiled_hinge_equals_the_structures_oracle():
+    """The certificates' compiled per-example hinge (min-cut per image) equals the hinge
+    from the structure's batch oracle."""
+    from sklstruct.learners.simplicial._frank_wolfe import MultiPointFrankWolfeState
+    from sklstruct.structures._base import structured_hinge
+
+    X, y = _grid_data(n_images=4, seed=5)
+    structure, batch, Y = _bound(GridStructure(width=3), X, y)
+    state = MultiPointFrankWolfeState(structure, batch, Y, 0.5, 4)
+    for _ in range(3):
+        state.run_pass()
+        w, _ = state.certificate()
+        hinge, _, _ = structured_hinge(structure, batch, Y, *structure.potentials(batch, w),
+                                       "margin")
+        assert state.primal() == pytest.approx(0.5 * w @ w + 0.5 * hinge.sum(), rel=1e-12)

@@ -89,6 +89,16 @@ class FactoredDualState:
         dual = self.C * float(self.expected_loss.sum()) - 0.5 * float(self.w @ self.w)
         return self.w, dual
 
+    def primal(self):
+        """``1/2 ||w||^2 + C sum_i H_i(w)`` at the state's weights (margin rescaling), the
+        hinge terms computed example by example in compiled code."""
+        from .simplicial._frank_wolfe_fast import structured_hinge_pass
+
+        if self.scale2.size:
+            raise ValueError("the primal of scaled features is the l1 learner's.")
+        hinge = structured_hinge_pass(self, np.ascontiguousarray(self.Y, dtype=np.int64))
+        return 0.5 * float(self.w @ self.w) + self.C * float(hinge.sum())
+
     def rescale(self, scale2):
         """Change the squared scales of the joint features; the dual point stays (so the next
         passes are warm-started); returns ``(w, dual)`` at the new scales."""

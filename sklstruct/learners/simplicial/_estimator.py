@@ -236,7 +236,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
             converged, calls = self._check(certificate, batch, Y, w, dual, 0, calls, np.nan,
                                            primal=self.C * float(state.token_loss.max(1).sum()))
         else:
-            converged, calls = self._check(certificate, batch, Y, w, dual, 0, calls, np.nan)
+            converged, calls = self._check(certificate, batch, Y, w, dual, 0,
+                                           calls + batch.n_sequences, np.nan,
+                                           primal=state.primal())
         primal = certificate.rows["primal"][-1]
         while not converged and passes < self.max_iter:
             fw_gap = state.run_pass(rng.permutation(batch.n_sequences))
@@ -247,8 +249,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
             if schedule.due(passes, fw_gap, primal):
                 # every fifth certificate also removes the passes' rounding drift
                 w, dual = state.certificate(exact=len(certificate.rows["primal"]) % 5 == 0)
-                converged, calls = self._check(certificate, batch, Y, w, dual, passes, calls,
-                                               fw_gap)
+                converged, calls = self._check(certificate, batch, Y, w, dual, passes,
+                                               calls + batch.n_sequences, fw_gap,
+                                               primal=state.primal())
                 primal = certificate.rows["primal"][-1]
                 schedule.checked(passes)
         self.n_iter_ = passes

@@ -1012,3 +1012,47 @@ def master_sweep(state, const int64_t[::1] order):
             if p.cache_ready[i] and p.n_vertices[i] > 0:
                 gain += p.master_cached(i, lo, p.offsets[i + 1] - lo, 1e-12)
     return gain
+
+
+def structured_hinge_pass(state, const int64_t[::1] Y):
+    """Per-example margin-rescaled structured hinge at the state's weights (``WT`` and
+    ``theta``): each example's token scores, loss-augmented oracle and the truth's score,
+    one example at a time, so no ``n_tokens x n_states`` array is formed."""
+    cdef _Pass p = _Pass(state, False)
+    cdef intp_t n = p.offsets.shape[0] - 1, S = p.S, i, t, lo, length, e, n_touched
+    cdef intp_t since_check = 0
+    cdef double total
+    hinge = np.zeros(n)
+    scores_array = np.zeros(p.max_len * S)
+    labels_array = np.zeros(p.max_len, dtype=np.int64)
+    touched_array = np.zeros(p.max_nnz, dtype=np.int32)
+    index_array = np.zeros(p.kernels.max_pairwise_entries + 1, dtype=np.intp)
+    value_array = np.zeros(p.kernels.max_pairwise_entries + 1)
+    cdef float64_t[::1] out = hinge, scores = scores_array, value = value_array
+    cdef int64_t[::1] labels = labels_array
+    cdef int32_t[::1] touched = touched_array
+    cdef intp_t[::1] index = index_array
+    cdef const double* theta = p.theta_ptr()
+    if Y.shape[0] != p.offsets[n]:
+        raise ValueError("Y does not match the state's tokens.")
+    with nogil:
+        for i in range(n):
+            lo = p.offsets[i]
+            length = p.offsets[i + 1] - lo
+            if signal_check_due(&since_check, length):
+                with gil:
+                    PyErr_CheckSignals()
+            n_touched = token_scores(&p.indptr[0], p.indices_ptr(), p.data_ptr(), p.WT_ptr(),
+                                     S, lo, length, &scores[0], &p.slot[0], &touched[0])
+            release(&p.slot[0], &touched[0], n_touched)
+            p.kernels.max_oracle(i, &scores[0], &p.token_loss[lo, 0], theta, &labels[0])
+            total = 0.0
+            for t in range(length):
+                total += p.token_loss[lo + t, labels[t]] + scores[t * S + labels[t]] \
+                    - scores[t * S + Y[lo + t]]
+            for e in range(p.kernels.pairwise_entries(i, &labels[0], &index[0], &value[0])):
+                total += theta[index[e]] * value[e]
+            for e in range(p.kernels.pairwise_entries(i, &Y[lo], &index[0], &value[0])):
+                total -= theta[index[e]] * value[e]
+            out[i] = total
+    return hinge
