@@ -194,9 +194,11 @@ class M3NExpGrad(BaseStructuredClassifier):
         self._keep_warm_state(float(self.C), batch, Y, state)
         return w
 
-    def _check(self, certificate, batch, Y, w, dual, passes, calls, eta):
-        """Record the certificate at ``w``; return whether the gap is small enough."""
-        primal, _ = self._primal(batch, Y, w)
+    def _check(self, certificate, batch, Y, w, dual, passes, calls, eta, primal=None):
+        """Record the certificate at ``w`` (``primal``: its objective, when known); return
+        whether the gap is small enough."""
+        if primal is None:
+            primal, _ = self._primal(batch, Y, w)
         return certificate.check(passes, primal, dual, calls, w=w, passes=passes, eta=eta)
 
     # ------------------------------------------------------------------ online
@@ -224,7 +226,7 @@ class M3NExpGrad(BaseStructuredClassifier):
         w, dual = online.certificate()
         calls, passes = batch.n_sequences, 0
         converged = self._check(certificate, batch, Y, w, dual, 0, calls,
-                                float(np.median(online.eta)))
+                                float(np.median(online.eta)), primal=online.primal())
         schedule = CheckSchedule(self, certificate)
         while not converged and passes < self.max_iter:
             calls += online.run_pass(adaptive)
@@ -232,7 +234,7 @@ class M3NExpGrad(BaseStructuredClassifier):
             if schedule.due(passes):
                 w, dual = online.certificate()
                 converged = self._check(certificate, batch, Y, w, dual, passes, calls,
-                                        float(np.median(online.eta)))
+                                        float(np.median(online.eta)), primal=online.primal())
                 schedule.checked(passes)
         w = w.copy()  # (the state's weights)
         self.eta_ = online.eta.copy()
