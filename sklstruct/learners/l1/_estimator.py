@@ -24,9 +24,9 @@ class L1M3N(BaseStructuredClassifier):
 
         P1(w) = 1/2 ||w||_1 + C * sum_i H_i(w)
 
-    (``H_i`` the margin-rescaled structured hinge loss of the shared objective); the l1 norm covers all
-    weights (token features x states, transitions, start/end biases), so the model selects
-    features by setting their weights to exact zeros. Three solvers (section 4):
+    (``H_i`` the margin-rescaled structured hinge loss of the shared objective); the l1 norm
+    covers all weights (token features x states, transitions, start/end biases), so the model
+    selects features by setting their weights to exact zeros. Three solvers (section 4):
 
     ``solver="cutting_plane"`` (Algorithm 1)
         Solves P1 with this ``C``. Each round adds, for every example whose most violated
@@ -54,10 +54,10 @@ class L1M3N(BaseStructuredClassifier):
         the scaled features, warm-started from the previous M-step's dual point (the dual
         does not depend on ``beta``), until its relative duality gap is at most
         ``max(tol, min(0.1, 0.1 * change))`` (``change`` the last relative change of the
-        objective; at most ``max(100, min(2000, 0.1 / tol))`` passes); structures without compiled kernels use the 1-slack
-        :class:`StructSVMCuttingPlane` instead. Starts from ``beta = sqrt(lambda)`` and
-        stops after ``max_iter`` iterations or when the objective P1 changes by at most
-        ``tol`` relative to its value. A fixed point satisfies the optimality conditions of
+        objective; at most ``max(100, min(2000, 0.1 / tol))`` passes); structures without
+        compiled kernels use the 1-slack :class:`StructSVMCuttingPlane` instead. Starts from
+        ``beta = sqrt(lambda)`` and stops after ``max_iter`` iterations or when the objective
+        P1 changes by at most ``tol`` relative to its value. A fixed point satisfies the optimality conditions of
         ``min (lambda / K) ||w||_1^2 + C sum_i H_i(w)`` on its support, i.e. it solves P1 with
         ``C_P1 = C K / (4 lambda ||w||_1)`` (``history_["C_P1"]``); ``K`` is the number of
         weights.
@@ -249,7 +249,7 @@ class L1M3N(BaseStructuredClassifier):
             g = m_step._fit_batch(batch, Y, np.ones(batch.n_sequences))
         return g, int(m_step.history_["oracle_calls"][-1])
 
-    def _m_step_frank_wolfe(self, batch, Y, beta, C, state, target):
+    def _m_step_frank_wolfe(self, batch, Y, beta, C, state, target, rng):
         """Problem (5) by the compiled restricted simplicial decomposition passes on the dual,
         warm-started from the last M-step's dual point (the dual distributions do not depend
         on ``beta``), until its relative duality gap is at most ``target``, within a pass
@@ -260,7 +260,7 @@ class L1M3N(BaseStructuredClassifier):
         calls, primal = 0, np.inf
         budget = int(max(100, min(2000, 0.1 / self.tol)))
         for passes in range(1, budget + 1):
-            estimate = state.run_pass(self._order.permutation(batch.n_sequences))
+            estimate = state.run_pass(rng.permutation(batch.n_sequences))
             calls += batch.n_sequences
             if estimate <= target * abs(primal) or passes % 10 == 0 or passes == budget:
                 w, dual = state.certificate()
@@ -282,13 +282,13 @@ class L1M3N(BaseStructuredClassifier):
             len(structure.nonnegative_) == 0
         state = MultiPointFrankWolfeState(structure, batch, Y, C / (2.0 * lam), 5,
                                           scale2=beta ** 2) if compiled else None
-        self._order = np.random.RandomState(0)
+        rng = np.random.RandomState(0)  # the M-steps' visiting orders
         calls, objective, change = 0, np.inf, np.inf
         for iteration in range(1, max_iter + 1):
             if compiled:  # the M-step's precision follows the EM's progress
                 target = max(self.tol, min(0.1, 0.1 * change))
                 gamma, m_calls = self._m_step_frank_wolfe(batch, Y, beta, C / (2.0 * lam),
-                                                          state, target)
+                                                          state, target, rng)
             else:
                 gamma, m_calls = self._m_step_scaled_structure(batch, Y, beta, C / (2.0 * lam))
             calls += m_calls
@@ -308,6 +308,5 @@ class L1M3N(BaseStructuredClassifier):
                 break
         certificate.finish(iteration, what=f"a relative change of the objective <= "
                                            f"tol={self.tol}")
-        del self._order
         self.beta_ = beta
         return w

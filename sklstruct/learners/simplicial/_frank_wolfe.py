@@ -77,8 +77,8 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
     def _set_up_token_grams(self, keep):
         """Room for the examples' token Gram matrices (``length^2`` doubles each, computed
         at an example's first master and kept), for the examples in order while they fit in
-        ``TOKEN_GRAM_MB`` and each within the pass's largest token Gram matrix; ``token_gram_ptr`` is
-        -1 for the others (their matrix is recomputed when needed)."""
+        ``TOKEN_GRAM_MB`` and each within the pass's largest token Gram matrix;
+        ``token_gram_ptr`` is -1 for the others (their matrix is recomputed when needed)."""
         sizes = self.batch.lengths.astype(np.int64) ** 2
         sizes[sizes > TOKEN_GRAM_ENTRIES] = 0
         end = np.cumsum(sizes)
