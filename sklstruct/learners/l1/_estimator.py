@@ -57,10 +57,10 @@ class L1M3N(BaseStructuredClassifier):
         objective; at most ``max(100, min(2000, 0.1 / tol))`` passes); structures without
         compiled kernels use the 1-slack :class:`StructSVMCuttingPlane` instead. Starts from
         ``beta = sqrt(lambda)`` and stops after ``max_iter`` iterations or when the objective
-        P1 changes by at most ``tol`` relative to its value. A fixed point satisfies the optimality conditions of
-        ``min (lambda / K) ||w||_1^2 + C sum_i H_i(w)`` on its support, i.e. it solves P1 with
-        ``C_P1 = C K / (4 lambda ||w||_1)`` (``history_["C_P1"]``); ``K`` is the number of
-        weights.
+        P1 changes by at most ``tol`` relative to its value. A fixed point satisfies the
+        optimality conditions of ``min (lambda / K) ||w||_1^2 + C sum_i H_i(w)`` on its
+        support, i.e. it solves P1 with ``C_P1 = C K / (4 lambda ||w||_1)``
+        (``history_["C_P1"]``); ``K`` is the number of weights.
 
     Parameters
     ----------
