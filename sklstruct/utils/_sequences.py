@@ -206,7 +206,8 @@ def stack_sequences(X, allow_empty=False):
         )
     lengths = np.array([b.shape[0] for b in blocks], dtype=np.int64)
     if any_sparse:
-        stacked = sp.vstack([sp.csr_matrix(b) for b in blocks], format="csr")
+        stacked = _stack_csr([b if sp.issparse(b) and b.format == "csr" else sp.csr_matrix(b)
+                              for b in blocks])
     else:
         stacked = np.concatenate([np.asarray(b) for b in blocks], axis=0) if len(blocks) > 1 \
             else blocks[0]
@@ -215,6 +216,18 @@ def stack_sequences(X, allow_empty=False):
 
 # a dense token matrix with at most this fraction of non-zeros is handled as CSR
 DENSE_TO_CSR_DENSITY = 0.1
+
+
+def _stack_csr(blocks):
+    """Stack CSR matrices of one width row-wise from their arrays (one concatenation each;
+    ``scipy.sparse.vstack`` checks every block)."""
+    starts = np.cumsum([0] + [b.nnz for b in blocks[:-1]])
+    indptr = np.concatenate([[0]] + [b.indptr[1:].astype(np.int64) + start
+                                     for b, start in zip(blocks, starts)])
+    indices = np.concatenate([b.indices for b in blocks])
+    data = np.concatenate([np.asarray(b.data) for b in blocks])
+    n_rows = sum(b.shape[0] for b in blocks)
+    return sp.csr_matrix((data, indices, indptr), shape=(n_rows, blocks[0].shape[1]))
 
 
 def check_token_matrix(X):
