@@ -100,11 +100,12 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             if lengths is not None:
                 raise ValueError("lengths= is only used with a flat X, not a list of sequences.")
             stacked, seq_lengths = stack_sequences(X, allow_empty)
-            stacked, _ = self._validate_matrix(stacked, None, reset)
+            stacked, _ = self._validate_matrix(stacked, None, reset, allow_empty)
             form = "list" if widths is None else "images"
             y_flat = None if y is None else flatten_labels(y, seq_lengths)
         else:
-            stacked, y_flat = self._validate_matrix(X, y, reset)
+            stacked, y_flat = self._validate_matrix(X, y, reset,
+                                                    allow_empty and lengths is not None)
             if lengths is not None:
                 seq_lengths = check_lengths(lengths, stacked.shape[0], allow_empty)
                 form = "flat"
@@ -124,9 +125,11 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
                                   widths, output_offsets=offsets)
         return batch, y_flat, form
 
-    def _validate_matrix(self, X, y, reset):
-        """``validate_data`` for a 2-D token matrix (with flat labels when given)."""
-        params = dict(reset=reset, accept_sparse="csr", dtype=np.float64, order="C")
+    def _validate_matrix(self, X, y, reset, allow_empty=False):
+        """``validate_data`` for a 2-D token matrix (with flat labels when given; no row at
+        all only with ``allow_empty``)."""
+        params = dict(reset=reset, accept_sparse="csr", dtype=np.float64, order="C",
+                      ensure_min_samples=0 if allow_empty else 1)
         if y is None:
             return validate_data(self, X, **params), None
         return validate_data(self, X, y, **params)
@@ -345,8 +348,11 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         batch, _, form = self._validate_input(X, None, lengths, reset=False,
                                               allow_empty=True)
-        node, _, _ = self.structure_.marginals(batch, *self._potentials(batch),
-                                               n_jobs=self.n_jobs)
+        if batch.n_tokens == 0:  # only empty sequences
+            node = np.zeros((0, self.classes_.shape[0]))
+        else:
+            node, _, _ = self.structure_.marginals(batch, *self._potentials(batch),
+                                                   n_jobs=self.n_jobs)
         return self._format_output(node, batch, form)
 
     def score(self, X, y, lengths=None, sample_weight=None):

@@ -126,6 +126,14 @@ def test_empty_sequences_at_prediction(fitted):
     assert model.score(batch, truth) == model.score(X[:2], y[:2])
     with pytest.raises(ValueError, match="empty"):  # fit still needs every sequence
         StructSVMCuttingPlane().fit(batch, truth)
+    # only empty sequences: empty outputs of the right shapes and types
+    only_empty = [empty, sp.csr_matrix(empty)]
+    assert [p.shape for p in model.predict(only_empty)] == [(0,), (0,)]
+    assert model.predict(only_empty)[0].dtype == model.classes_.dtype
+    assert [m.shape for m in model.predict_marginals(only_empty)] == [(0, n_classes)] * 2
+    assert model.predict(np.zeros((0, n_features)), lengths=[0, 0]).shape == (0,)
+    with pytest.raises(ValueError, match="features"):
+        model.predict([np.zeros((0, n_features + 1))])
 
 
 def test_pickle_holds_the_model_not_the_dual_state():

@@ -232,7 +232,8 @@ def _stack_csr(blocks):
 
 def check_token_matrix(X):
     """Validate a stacked token matrix: finite, numeric, canonical CSR (sorted indices, no
-    duplicate entries; a copy when the input is not) or C-ordered float64.
+    duplicate entries; a copy when the input is not) or C-ordered float64 (the callers have
+    checked its number of rows).
 
     A dense matrix with at most ``DENSE_TO_CSR_DENSITY`` non-zeros is returned in CSR form
     (the same values; products with it then cost its non-zeros, not
@@ -240,7 +241,7 @@ def check_token_matrix(X):
     """
     X = check_array(
         X, accept_sparse="csr", dtype=np.float64, order="C", ensure_all_finite=True,
-        input_name="X",
+        input_name="X", ensure_min_samples=0,
     )
     if sp.issparse(X):
         if not X.has_canonical_format:  # sorted, summed duplicates; the user's matrix stays
