@@ -290,7 +290,9 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         ----------
         X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
             Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass) or
-            a list of images (n_rows, n_cols, n_features).
+            a list of images (n_rows, n_cols, n_features). A sequence may be empty (0 rows,
+            or a length of 0): its output is empty (the same holds for
+            :meth:`decision_function` and :meth:`predict_marginals`).
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
 
