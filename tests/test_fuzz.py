@@ -119,3 +119,19 @@ def test_float32_input_equals_its_float64_values(estimator):
     a = clone(estimator).fit(X32, y)
     b = clone(estimator).fit([x.astype(np.float64) for x in X32], y)
     np.testing.assert_array_equal(a.w_, b.w_)
+
+
+@pytest.mark.skipif(not LONG, reason="long profile (SKLSTRUCT_FUZZ=long)")
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: repr(e)[:60])
+def test_long_sequences_and_many_labels(estimator):
+    """One sequence of 100,000 tokens, and 1,000 labels over 1,200 tokens: finite models."""
+    rng = np.random.default_rng(7)
+    n, d = 100_000, 50
+    X = sp.random(n, d, density=0.1, format="csr", random_state=1)
+    y = np.asarray((X @ rng.normal(size=(d, 5))).argmax(axis=1)).ravel()
+    model = clone(estimator).set_params(max_iter=2).fit([X], [y])
+    _check_model(model, [X], [y])
+    X = [rng.normal(size=(24, 10)) for _ in range(50)]
+    y = [rng.integers(0, 1000, size=24) for _ in range(50)]
+    model = clone(estimator).set_params(max_iter=2).fit(X, y)
+    _check_model(model, X[:5], y[:5])
