@@ -91,13 +91,12 @@ class FactoredDualState:
 
     def primal(self):
         """``1/2 ||w||^2 + C sum_i H_i(w)`` at the state's weights (margin rescaling), the
-        hinge terms computed example by example in compiled code."""
+        hinge terms computed example by example in compiled code. With scaled features the
+        regulariser is ``1/2 ||s v||^2 = 1/2 v . w`` at the last certificate's weights."""
         from .simplicial._frank_wolfe_fast import structured_hinge_pass
 
-        if self.scale2.size:
-            raise ValueError("the primal of scaled features is the l1 learner's.")
         hinge = structured_hinge_pass(self, np.ascontiguousarray(self.Y, dtype=np.int64))
-        return 0.5 * float(self.w @ self.w) + self.C * float(hinge.sum())
+        return 0.5 * float(self.statistic_weights @ self.w) + self.C * float(hinge.sum())
 
     def rescale(self, scale2):
         """Change the squared scales of the joint features; the dual point stays (so the next

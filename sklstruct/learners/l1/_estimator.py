@@ -249,25 +249,22 @@ class L1M3N(BaseStructuredClassifier):
             g = m_step._fit_batch(batch, Y, np.ones(batch.n_sequences))
         return g, int(m_step.history_["oracle_calls"][-1])
 
-    def _m_step_frank_wolfe(self, batch, Y, beta, C, state, target, rng):
+    def _m_step_frank_wolfe(self, batch, beta, state, target, rng):
         """Problem (5) by the compiled restricted simplicial decomposition passes on the dual,
         warm-started from the last M-step's dual point (the dual distributions do not depend
         on ``beta``), until its relative duality gap is at most ``target``, within a pass
         budget that grows as ``tol`` tightens (``max(100, min(2000, 0.1 / tol))``); returns
         ``(g, oracle calls)``."""
-        structure = self.structure_
-        w, dual = state.rescale(beta ** 2)
+        state.rescale(beta ** 2)
         calls, primal = 0, np.inf
         budget = int(max(100, min(2000, 0.1 / self.tol)))
         for passes in range(1, budget + 1):
             estimate = state.run_pass(rng.permutation(batch.n_sequences))
             calls += batch.n_sequences
             if estimate <= target * abs(primal) or passes % 10 == 0 or passes == budget:
-                w, dual = state.certificate()
-                hinge, _, _ = self._structured_hinge(batch, Y, *structure.potentials(batch, w),
-                                                     "margin")
+                _, dual = state.certificate()
+                primal = state.primal()
                 calls += batch.n_sequences
-                primal = 0.5 * float(state.statistic_weights @ w) + C * float(hinge.sum())
                 if primal - dual <= target * abs(primal):
                     break
         return beta * state.statistic_weights, calls
@@ -287,8 +284,7 @@ class L1M3N(BaseStructuredClassifier):
         for iteration in range(1, max_iter + 1):
             if compiled:  # the M-step's precision follows the EM's progress
                 target = max(self.tol, min(0.1, 0.1 * change))
-                gamma, m_calls = self._m_step_frank_wolfe(batch, Y, beta, C / (2.0 * lam),
-                                                          state, target, rng)
+                gamma, m_calls = self._m_step_frank_wolfe(batch, beta, state, target, rng)
             else:
                 gamma, m_calls = self._m_step_scaled_structure(batch, Y, beta, C / (2.0 * lam))
             calls += m_calls
