@@ -1,4 +1,4 @@
-"""Metrics for sequence labelling: token and sequence accuracy, chunk F1.
+"""Metrics for sequence labelling: token and sequence accuracy, chunk F1, reports.
 
 Labels are given either as a list of sequences (one 1-D array or list per
 sequence, as returned by the estimators' ``predict`` on a list input) or as
@@ -6,15 +6,17 @@ flat 1-D arrays holding every token.
 """
 
 import numbers
+from collections import Counter
 
 import numpy as np
-from sklearn.metrics import make_scorer
+from sklearn.metrics import classification_report, make_scorer
 
 __all__ = [
     "chunk_f1_scorer",
     "chunk_f1_score",
     "chunk_precision_recall_fscore",
     "sequence_accuracy",
+    "sequence_classification_report",
     "token_accuracy",
     "token_accuracy_scorer",
 ]
@@ -243,15 +245,17 @@ def _start_of_chunk(prev_tag, tag, prev_type, chunk_type):
 
 
 def _chunk_counts(y_true, y_pred):
-    """Count chunks with conlleval's algorithm.
+    """Count chunks per chunk type with conlleval's algorithm.
 
     Every sequence is followed by a sentence break, which conlleval reads as
-    the tag "O" in both columns.
+    the tag "O" in both columns; so no chunk is still open after the last
+    sequence.
 
     Returns
     -------
-    n_correct, n_true, n_pred : int
-        Correctly found chunks, chunks in ``y_true`` and chunks in ``y_pred``.
+    n_correct, n_true, n_pred : collections.Counter
+        Per chunk type: correctly found chunks, chunks in ``y_true`` and
+        chunks in ``y_pred``.
     """
     split_cache = {}
     transition_cache = {}
@@ -273,7 +277,7 @@ def _chunk_counts(y_true, y_pred):
         return split_cache[label]
 
     boundary = ("O", "")
-    n_correct = n_true = n_pred = 0
+    n_correct, n_true, n_pred = Counter(), Counter(), Counter()
     in_correct = False
     last_true = last_pred = boundary
     for seq_true, seq_pred in zip(y_true, y_pred):
@@ -287,17 +291,28 @@ def _chunk_counts(y_true, y_pred):
             if in_correct:
                 if end_true and end_pred and last_true[1] == last_pred[1]:
                     in_correct = False
-                    n_correct += 1
+                    n_correct[last_true[1]] += 1
                 elif end_true != end_pred or cur_true[1] != cur_pred[1]:
                     in_correct = False
             if start_true and start_pred and cur_true[1] == cur_pred[1]:
                 in_correct = True
-            n_true += start_true
-            n_pred += start_pred
+            if start_true:
+                n_true[cur_true[1]] += 1
+            if start_pred:
+                n_pred[cur_pred[1]] += 1
             last_true, last_pred = cur_true, cur_pred
-    if in_correct:
-        n_correct += 1
     return n_correct, n_true, n_pred
+
+
+def _precision_recall_fscore(n_correct, n_true, n_pred):
+    """Precision, recall and F1 from chunk counts, 0.0 where undefined."""
+    precision = n_correct / n_pred if n_pred > 0 else 0.0
+    recall = n_correct / n_true if n_true > 0 else 0.0
+    if precision + recall > 0:
+        f1 = 2 * precision * recall / (precision + recall)
+    else:
+        f1 = 0.0
+    return precision, recall, f1
 
 
 def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None):
@@ -332,6 +347,11 @@ def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None):
     f1 : float
         Harmonic mean of precision and recall (0.0 when both are 0).
 
+    See Also
+    --------
+    sequence_classification_report : The same figures per chunk type; its
+        "micro avg" row equals this function's result.
+
     Examples
     --------
     >>> from sklstruct.metrics import chunk_precision_recall_fscore
@@ -342,13 +362,9 @@ def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None):
     """
     y_true, y_pred = _check_targets(y_true, y_pred, lengths, need_sequences=True)
     n_correct, n_true, n_pred = _chunk_counts(y_true, y_pred)
-    precision = n_correct / n_pred if n_pred > 0 else 0.0
-    recall = n_correct / n_true if n_true > 0 else 0.0
-    if precision + recall > 0:
-        f1 = 2 * precision * recall / (precision + recall)
-    else:
-        f1 = 0.0
-    return precision, recall, f1
+    return _precision_recall_fscore(
+        sum(n_correct.values()), sum(n_true.values()), sum(n_pred.values())
+    )
 
 
 def chunk_f1_score(y_true, y_pred, *, lengths=None):
@@ -378,6 +394,160 @@ def chunk_f1_score(y_true, y_pred, *, lengths=None):
     0.0
     """
     return chunk_precision_recall_fscore(y_true, y_pred, lengths=lengths)[2]
+
+
+def _format_report(rows, averages, digits):
+    """Text table of ``(name, precision, recall, f1, support)`` rows."""
+    headers = ("precision", "recall", "f1-score", "support")
+    name_width = max(len(str(row[0])) for row in rows + averages)
+    column_width = max([len(header) for header in headers] + [digits + 2])
+
+    def line(name, precision, recall, f1, support):
+        figures = "".join(
+            f" {value:>{column_width}.{digits}f}" for value in (precision, recall, f1)
+        )
+        return f"{name:>{name_width}} {figures} {support:>{column_width}}"
+
+    header = " " * (name_width + 1) + "".join(
+        f" {title:>{column_width}}" for title in headers
+    )
+    lines = [header, ""]
+    if rows:
+        lines += [line(str(row[0]), *row[1:]) for row in rows] + [""]
+    lines += [line(*row) for row in averages]
+    return "\n".join(lines) + "\n"
+
+
+def sequence_classification_report(
+    y_true, y_pred, *, lengths=None, scheme="chunk", labels=None, digits=2,
+    output_dict=False
+):
+    """Precision, recall, F1 and support per chunk type or per label.
+
+    With ``scheme="chunk"`` the rows are chunk types (``"NP"``, ``"VP"``...),
+    scored with the chunk rules of the CoNLL script ``conlleval`` (see
+    :func:`chunk_precision_recall_fscore`): the precision, recall and F1 of
+    a type are conlleval's per-type figures, as fractions between 0 and 1
+    where conlleval prints percentages, and the support is the number of
+    true chunks of the type. The rows are followed by three averages:
+
+    - ``"micro avg"``: figures over the chunks of all listed types; with
+      ``labels=None`` these are conlleval's overall figures and equal
+      :func:`chunk_precision_recall_fscore`;
+    - ``"macro avg"``: the unweighted mean of the per-type figures;
+    - ``"weighted avg"``: the mean of the per-type figures weighted by
+      their support (0.0 when no type has a true chunk).
+
+    Figures without a denominator (a type never predicted, or never true)
+    are 0.0, as in conlleval. Chunks of tags without a type (such as a bare
+    ``"B"``) are reported under the type ``""``.
+
+    With ``scheme="token"`` the rows are the labels themselves, scored token
+    by token: the result is that of
+    :func:`sklearn.metrics.classification_report` on the flattened labels
+    (with ``zero_division=0``), including its ``"accuracy"`` row.
+
+    Parameters
+    ----------
+    y_true : list of array-like or array-like of shape (n_tokens,)
+        True tags, per sequence or flat.
+    y_pred : list of array-like or array-like of shape (n_tokens,)
+        Predicted tags, in the same form as ``y_true``.
+    lengths : array-like of shape (n_sequences,), default=None
+        Sequence lengths for flat tag arrays. Flat arrays without ``lengths``
+        are read as a single sequence.
+    scheme : {"chunk", "token"}, default="chunk"
+        Score chunks per chunk type, or tokens per label.
+    labels : array-like, default=None
+        The rows of the report, in this order: chunk types (such as
+        ``"NP"``) for ``scheme="chunk"``, labels for ``scheme="token"``.
+        By default, every chunk type or label found in ``y_true`` or
+        ``y_pred``, sorted. The averages are taken over these rows only.
+    digits : int, default=2
+        Number of digits of the figures in the text report.
+    output_dict : bool, default=False
+        Return a dict instead of a text table.
+
+    Returns
+    -------
+    report : str or dict
+        Text table, or with ``output_dict=True`` a dict mapping each row name
+        to a dict with keys ``"precision"``, ``"recall"``, ``"f1-score"``
+        and ``"support"`` (unrounded), for example::
+
+            {"NP": {"precision": 0.5, "recall": 1.0, "f1-score": 0.67,
+                    "support": 1},
+             ...
+             "micro avg": {...}, "macro avg": {...}, "weighted avg": {...}}
+
+    See Also
+    --------
+    chunk_precision_recall_fscore : The overall chunk figures alone.
+    sklearn.metrics.classification_report : The report on flat labels.
+
+    Examples
+    --------
+    >>> from sklstruct.metrics import sequence_classification_report
+    >>> y_true = [["B-NP", "I-NP", "B-VP", "B-NP"], ["B-PP", "B-NP", "O"]]
+    >>> y_pred = [["B-NP", "I-NP", "B-VP", "I-VP"], ["B-PP", "B-NP", "O"]]
+    >>> print(sequence_classification_report(y_true, y_pred))
+                  precision    recall  f1-score   support
+    <BLANKLINE>
+              NP       1.00      0.67      0.80         3
+              PP       1.00      1.00      1.00         1
+              VP       0.00      0.00      0.00         1
+    <BLANKLINE>
+       micro avg       0.75      0.60      0.67         5
+       macro avg       0.67      0.56      0.60         5
+    weighted avg       0.80      0.60      0.68         5
+    <BLANKLINE>
+    >>> report = sequence_classification_report(y_true, y_pred, output_dict=True)
+    >>> report["NP"]["recall"], report["NP"]["support"]
+    (0.666..., 3)
+    """
+    if scheme not in ("chunk", "token"):
+        raise ValueError(f'scheme must be "chunk" or "token"; got {scheme!r}.')
+    if scheme == "token":
+        y_true, y_pred = _check_targets(y_true, y_pred, lengths)
+        if isinstance(y_true, list):
+            y_true = np.concatenate(y_true) if y_true else np.zeros(0)
+            y_pred = np.concatenate(y_pred) if y_pred else np.zeros(0)
+        if y_true.shape[0] == 0:
+            raise ValueError("sequence_classification_report needs at least one token.")
+        return classification_report(
+            y_true, y_pred, labels=labels, digits=digits, output_dict=output_dict,
+            zero_division=0,
+        )
+
+    y_true, y_pred = _check_targets(y_true, y_pred, lengths, need_sequences=True)
+    n_correct, n_true, n_pred = _chunk_counts(y_true, y_pred)
+    if labels is None:
+        types = sorted(set(n_true) | set(n_pred))
+    else:
+        types = [str(label) for label in labels]
+        if len(types) == 0:
+            raise ValueError("labels must name at least one chunk type.")
+    rows = [
+        (t, *_precision_recall_fscore(n_correct[t], n_true[t], n_pred[t]), n_true[t])
+        for t in types
+    ]
+    support = sum(n_true[t] for t in types)
+    micro = _precision_recall_fscore(
+        sum(n_correct[t] for t in types), support, sum(n_pred[t] for t in types)
+    )
+    figures = np.array([row[1:4] for row in rows]).reshape(-1, 3)
+    weights = np.array([row[4] for row in rows], dtype=np.float64)
+    macro = figures.mean(axis=0) if rows else np.zeros(3)
+    weighted = figures.T @ weights / support if support > 0 else np.zeros(3)
+    averages = [
+        ("micro avg", *micro, support),
+        ("macro avg", *macro.tolist(), support),
+        ("weighted avg", *weighted.tolist(), support),
+    ]
+    if output_dict:
+        keys = ("precision", "recall", "f1-score", "support")
+        return {row[0]: dict(zip(keys, row[1:])) for row in rows + averages}
+    return _format_report(rows, averages, digits)
 
 
 chunk_f1_scorer = make_scorer(chunk_f1_score)

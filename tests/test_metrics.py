@@ -1,4 +1,5 @@
 import os
+import re
 from collections import Counter
 
 import numpy as np
@@ -6,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import BaseEstimator
+from sklearn.metrics import classification_report
 from sklearn.model_selection import GridSearchCV, KFold, cross_validate
 
 from sklstruct.metrics import (
@@ -13,6 +15,7 @@ from sklstruct.metrics import (
     chunk_f1_scorer,
     chunk_precision_recall_fscore,
     sequence_accuracy,
+    sequence_classification_report,
     token_accuracy,
     token_accuracy_scorer,
 )
@@ -335,3 +338,260 @@ def test_scorers_in_cross_validate():
         scores["test_accuracy"], _manual_scores(estimator, X, y, cv, token_accuracy)
     )
     assert np.all(scores["test_f1"] < 1.0)
+
+
+# --------------------------------------------------------------------------
+# sequence_classification_report against a conlleval reference
+
+
+def _conlleval_tag(field):
+    """conlleval's split of a tag field into prefix and type."""
+    match = re.match(r"^([^-]*)-(.*)$", field)
+    prefix, chunk_type = (match.group(1), match.group(2)) if match else (field, "")
+    # Perl's truth test: "" and "0" are false
+    return prefix, chunk_type if chunk_type not in ("", "0") else ""
+
+
+_CONLLEVAL_ENDS = {("B", "B"), ("B", "O"), ("I", "B"), ("I", "O"),
+                   ("E", "E"), ("E", "I"), ("E", "O")}
+_CONLLEVAL_STARTS = {("B", "B"), ("I", "B"), ("O", "B"), ("O", "I"),
+                     ("E", "E"), ("E", "I"), ("O", "E")}
+
+
+def _conlleval_end(prev_tag, tag, prev_type, chunk_type):
+    return ((prev_tag, tag) in _CONLLEVAL_ENDS
+            or (prev_tag != "O" and prev_tag != "." and prev_type != chunk_type)
+            or prev_tag in ("[", "]"))
+
+
+def _conlleval_start(prev_tag, tag, prev_type, chunk_type):
+    return ((prev_tag, tag) in _CONLLEVAL_STARTS
+            or (tag != "O" and tag != "." and prev_type != chunk_type)
+            or tag in ("[", "]"))
+
+
+def _conlleval(y_true, y_pred):
+    """conlleval run on its input format: "word correct guessed" lines and blank lines.
+
+    Returns conlleval's figures: ``{type: (precision, recall, FB1, found_correct)}``
+    in percent per chunk type, and the overall (precision, recall, FB1).
+    """
+    lines = []
+    for seq_true, seq_pred in zip(y_true, y_pred):
+        lines += [f"w {t} {p}" for t, p in zip(seq_true, seq_pred)]
+        lines.append("")
+    correct_chunk, found_correct, found_guessed = Counter(), Counter(), Counter()
+    in_correct = False
+    last_correct, last_correct_type = "O", ""
+    last_guessed, last_guessed_type = "O", ""
+    for line in lines:
+        features = line.split(" ") if line else []
+        if not features or features[0] == "-X-":
+            features = ["-X-", "O", "O"]
+        guessed, guessed_type = _conlleval_tag(features[-1])
+        correct, correct_type = _conlleval_tag(features[-2])
+        if features[0] == "-X-":
+            guessed = "O"
+        end_correct = _conlleval_end(last_correct, correct, last_correct_type, correct_type)
+        end_guessed = _conlleval_end(last_guessed, guessed, last_guessed_type, guessed_type)
+        start_correct = _conlleval_start(last_correct, correct, last_correct_type,
+                                         correct_type)
+        start_guessed = _conlleval_start(last_guessed, guessed, last_guessed_type,
+                                         guessed_type)
+        if in_correct:
+            if end_correct and end_guessed and last_guessed_type == last_correct_type:
+                in_correct = False
+                correct_chunk[last_correct_type] += 1
+            elif end_correct != end_guessed or guessed_type != correct_type:
+                in_correct = False
+        if start_correct and start_guessed and guessed_type == correct_type:
+            in_correct = True
+        if start_correct:
+            found_correct[correct_type] += 1
+        if start_guessed:
+            found_guessed[guessed_type] += 1
+        last_correct, last_correct_type = correct, correct_type
+        last_guessed, last_guessed_type = guessed, guessed_type
+    if in_correct:
+        correct_chunk[last_correct_type] += 1
+
+    def figures(correct, n_correct, n_guessed):
+        precision = 100 * correct / n_guessed if n_guessed else 0.0
+        recall = 100 * correct / n_correct if n_correct else 0.0
+        fb1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        return precision, recall, fb1
+
+    per_type = {
+        t: (*figures(correct_chunk[t], found_correct[t], found_guessed[t]), found_correct[t])
+        for t in sorted(set(found_correct) | set(found_guessed))
+    }
+    overall = figures(sum(correct_chunk.values()), sum(found_correct.values()),
+                      sum(found_guessed.values()))
+    return per_type, overall
+
+
+def _assert_report_is_conlleval(y_true, y_pred):
+    per_type, overall = _conlleval(y_true, y_pred)
+    report = sequence_classification_report(y_true, y_pred, output_dict=True)
+    assert list(report) == list(per_type) + ["micro avg", "macro avg", "weighted avg"]
+    for chunk_type, (precision, recall, fb1, support) in per_type.items():
+        row = report[chunk_type]
+        assert 100 * row["precision"] == pytest.approx(precision, rel=1e-12, abs=1e-12)
+        assert 100 * row["recall"] == pytest.approx(recall, rel=1e-12, abs=1e-12)
+        assert 100 * row["f1-score"] == pytest.approx(fb1, rel=1e-12, abs=1e-12)
+        assert row["support"] == support
+    micro = report["micro avg"]
+    assert [100 * micro[k] for k in ("precision", "recall", "f1-score")] == pytest.approx(
+        overall, rel=1e-12, abs=1e-12)
+    assert micro["support"] == sum(row[3] for row in per_type.values())
+    assert chunk_precision_recall_fscore(y_true, y_pred) == pytest.approx(
+        [micro["precision"], micro["recall"], micro["f1-score"]], rel=1e-12, abs=1e-12)
+    return per_type, overall
+
+
+def _random_tags(rng, tags, n_sequences=60, max_length=12):
+    return [list(rng.choice(tags, size=rng.integers(0, max_length + 1)))
+            for _ in range(n_sequences)]
+
+
+def _corrupt(rng, y, tags, rate):
+    """Replace each tag of ``y`` by a random one with probability ``rate``."""
+    return [[str(rng.choice(tags)) if rng.random() < rate else tag for tag in seq]
+            for seq in y]
+
+
+IOB_TAGS = ["O", "B-NP", "I-NP", "B-VP", "I-VP", "B-PP", "I-PP"]
+ODD_TAGS = IOB_TAGS + ["E-NP", "S-VP", "E-PP", "B", "I", "[", "]", ".", "B-0", "I-0",
+                       "B-PER-NAME", "I-PER-NAME"]
+
+
+@pytest.mark.parametrize("tags", [IOB_TAGS, ODD_TAGS], ids=["iob", "odd-tags"])
+@pytest.mark.parametrize("seed", range(5))
+def test_report_matches_conlleval_on_random_tags(tags, seed):
+    rng = np.random.default_rng(seed)
+    y_true = _random_tags(rng, tags)
+    # independent guesses, and guesses close to the truth (many correct chunks)
+    _assert_report_is_conlleval(y_true, [list(rng.choice(tags, size=len(seq)))
+                                         for seq in y_true])
+    per_type, _ = _assert_report_is_conlleval(y_true, _corrupt(rng, y_true, tags, 0.15))
+    assert any(100 > p > 0 for p, *_ in per_type.values())
+
+
+def _pos_baseline(train, test):
+    """The CoNLL-2000 baseline: each token gets the chunk tag most frequent for its POS."""
+    counts = {}
+    for pos, tags in zip(train.pos, train.target):
+        for p, tag in zip(pos, tags):
+            counts.setdefault(p, Counter())[tag] += 1
+    best = {p: c.most_common(1)[0][0] for p, c in counts.items()}
+    return [np.array([best.get(p, "O") for p in pos]) for pos in test.pos]
+
+
+@pytest.mark.skipif(not os.path.isdir(DATA_HOME),
+                    reason="../shared/data (CoNLL-2000) not found")
+def test_report_matches_conlleval_on_conll2000_test():
+    from sklstruct.datasets import load_conll2000
+
+    train = load_conll2000(DATA_HOME, subset="train")
+    test = load_conll2000(DATA_HOME, subset="test")
+    y_pred = _pos_baseline(train, test)
+    per_type, overall = _assert_report_is_conlleval(test.target, y_pred)
+    # conlleval's figures for this baseline in the shared-task overview
+    # (Tjong Kim Sang and Buchholz 2000): precision 72.58%, recall 82.14%
+    assert np.round(overall, 2).tolist() == [72.58, 82.14, 77.07]
+    assert per_type["NP"][3] == 12422
+    assert sum(row[3] for row in per_type.values()) == 23852
+    rng = np.random.default_rng(0)
+    tags = sorted({tag for seq in test.target for tag in seq})
+    _assert_report_is_conlleval(test.target, _corrupt(rng, test.target, tags, 0.1))
+
+
+def test_report_averages_and_labels():
+    y_true = [["B-NP", "I-NP", "B-VP", "B-NP"], ["B-PP", "B-NP", "O"]]
+    y_pred = [["B-NP", "I-NP", "B-VP", "I-VP"], ["B-PP", "B-NP", "O"]]
+    report = sequence_classification_report(y_true, y_pred, output_dict=True)
+    # NP: 2 of 3 found, 2 guessed; PP: 1 of 1; VP: the guess VP[2:4] is wrong
+    assert report["NP"] == pytest.approx(
+        {"precision": 1.0, "recall": 2 / 3, "f1-score": 0.8, "support": 3})
+    assert report["VP"] == {"precision": 0.0, "recall": 0.0, "f1-score": 0.0, "support": 1}
+    assert report["micro avg"] == pytest.approx(
+        {"precision": 3 / 4, "recall": 3 / 5, "f1-score": 2 / 3, "support": 5})
+    assert report["macro avg"] == pytest.approx(
+        {"precision": 2 / 3, "recall": 5 / 9, "f1-score": 0.6, "support": 5})
+    assert report["weighted avg"] == pytest.approx(
+        {"precision": 0.8, "recall": 0.6, "f1-score": 0.68, "support": 5})
+    assert isinstance(report["NP"]["support"], int)
+    # labels choose and order the rows; the averages cover those rows only
+    subset = sequence_classification_report(y_true, y_pred, labels=["VP", "NP", "ADJP"],
+                                            output_dict=True)
+    assert list(subset) == ["VP", "NP", "ADJP", "micro avg", "macro avg", "weighted avg"]
+    assert subset["ADJP"] == {"precision": 0.0, "recall": 0.0, "f1-score": 0.0,
+                              "support": 0}
+    assert subset["micro avg"] == pytest.approx(
+        {"precision": 2 / 3, "recall": 2 / 4, "f1-score": 4 / 7, "support": 4})
+    assert subset["macro avg"]["recall"] == pytest.approx((0 + 2 / 3 + 0) / 3)
+    assert subset["weighted avg"]["recall"] == pytest.approx(2 / 4)
+    # flat labels with lengths give the same report
+    flat = sequence_classification_report(
+        sum(y_true, []), sum(y_pred, []), lengths=[4, 3], output_dict=True)
+    assert flat == report
+
+
+def test_report_text():
+    y_true = [["B-NP", "I-NP", "O", "B-PER-NAME"]]
+    y_pred = [["B-NP", "I-NP", "O", "B-NP"]]
+    text = sequence_classification_report(y_true, y_pred, digits=3)
+    lines = text.splitlines()
+    assert lines[0].split() == ["precision", "recall", "f1-score", "support"]
+    assert lines[1] == ""
+    assert lines[2].split() == ["NP", "0.500", "1.000", "0.667", "1"]
+    assert lines[3].split() == ["PER-NAME", "0.000", "0.000", "0.000", "1"]
+    assert lines[4] == ""
+    assert lines[5].split() == ["micro", "avg", "0.500", "0.500", "0.500", "2"]
+    assert [line.split()[:2] for line in lines[6:]] == [["macro", "avg"],
+                                                       ["weighted", "avg"]]
+    # the columns line up, names right-aligned as in scikit-learn
+    assert len({len(line) for line in lines if line}) == 1
+    assert text.endswith("\n")
+    # no chunks at all: only the averages, all zero
+    empty = sequence_classification_report([["O", "O"]], [["O", "O"]], output_dict=True)
+    assert list(empty) == ["micro avg", "macro avg", "weighted avg"]
+    assert all(row == {"precision": 0.0, "recall": 0.0, "f1-score": 0.0, "support": 0}
+               for row in empty.values())
+    assert sequence_classification_report([], []).splitlines()[2].split()[:2] == [
+        "micro", "avg"]
+
+
+def test_token_report_is_sklearns_on_flat_labels():
+    rng = np.random.default_rng(0)
+    y_true = _random_tags(rng, IOB_TAGS, n_sequences=20)
+    y_pred = _corrupt(rng, y_true, IOB_TAGS, 0.3)
+    flat_true, flat_pred = sum(y_true, []), sum(y_pred, [])
+    lengths = [len(seq) for seq in y_true]
+    for labels in (None, ["B-NP", "I-NP", "O"]):
+        for output_dict in (False, True):
+            expected = classification_report(flat_true, flat_pred, labels=labels, digits=3,
+                                              output_dict=output_dict, zero_division=0)
+            for args, kwargs in [((y_true, y_pred), {}),
+                                 ((flat_true, flat_pred), {"lengths": lengths}),
+                                 ((np.array(flat_true), np.array(flat_pred)), {})]:
+                assert sequence_classification_report(
+                    *args, scheme="token", labels=labels, digits=3,
+                    output_dict=output_dict, **kwargs) == expected
+    assert sequence_classification_report([[1, 2], [2]], [[1, 1], [2]], scheme="token",
+                                          output_dict=True)["1"]["precision"] == 0.5
+
+
+def test_report_errors():
+    y = [["B-NP", "O"]]
+    with pytest.raises(ValueError, match='scheme must be "chunk" or "token"'):
+        sequence_classification_report(y, y, scheme="span")
+    with pytest.raises(ValueError, match="at least one chunk type"):
+        sequence_classification_report(y, y, labels=[])
+    with pytest.raises(ValueError, match="at least one token"):
+        sequence_classification_report([[]], [[]], scheme="token")
+    with pytest.raises(ValueError, match="Sequence 0 has 2 labels in y_true but 1"):
+        sequence_classification_report(y, [["O"]])
+    with pytest.raises(ValueError, match="lengths sum to 3"):
+        sequence_classification_report(["O", "O"], ["O", "O"], lengths=[3],
+                                       scheme="token")
