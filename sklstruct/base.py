@@ -10,9 +10,11 @@ import numbers
 import time
 import warnings
 from abc import abstractmethod
+from collections.abc import Mapping
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
@@ -26,6 +28,7 @@ from .utils._sequences import (
     image_rows,
     check_token_matrix,
     flatten_labels,
+    lengths_from_sequence_ids,
     offsets_from_lengths,
     split_flat,
     stack_sequences,
@@ -38,6 +41,21 @@ def _is_image_list(X):
     """A non-empty list/tuple of 3-D (n_rows, n_cols, n_features) arrays."""
     return isinstance(X, (list, tuple)) and len(X) > 0 and not sp.issparse(X[0]) \
         and np.ndim(X[0]) == 3
+
+
+def _check_not_feature_dicts(X):
+    """Token feature dicts need a vectoriser first: say which."""
+    first = X
+    for _ in range(2):
+        if not isinstance(first, (list, tuple)) or len(first) == 0:
+            return
+        first = first[0]
+        if isinstance(first, Mapping):
+            raise TypeError(
+                "X holds token feature dicts; vectorise them first, e.g. with "
+                "sklstruct.pipeline.make_sequence_pipeline(estimator), a Pipeline of "
+                "SequenceVectorizer and the estimator."
+            )
 
 
 def _is_sequence_list(X):
@@ -55,12 +73,29 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
 
     - a list of per-sequence feature matrices (numpy 2-D or scipy.sparse, one row per token)
       with ``y`` a list of 1-D label arrays;
-    - a flat ``X`` of shape (n_tokens, n_features) with ``lengths=`` and a flat ``y``;
-    - a plain 2-D ``X`` with 1-D ``y`` and no ``lengths``: multiclass classification;
+    - a flat ``X`` of shape (n_tokens, n_features) with ``lengths=`` (or per-token
+      ``sequence_ids=``, the form that survives cross-validation's row indexing) and a flat
+      ``y``;
+    - a plain 2-D ``X`` with 1-D ``y`` and neither ``lengths`` nor ``sequence_ids``: multiclass
+      classification (with ``structure="auto"``; a chain structure refuses it, and a model
+      fitted on sequences refuses a flat ``X`` without lengths at prediction);
     - a list of images, 3-D arrays (n_rows, n_cols, n_features), with ``y`` a list of 2-D label
       masks: pixel grids (``structure="auto"`` gives :class:`~sklstruct.GridStructure`).
 
     Outputs follow the input form.
+
+    In the multiclass form the estimator is a drop-in for :class:`~sklearn.svm.LinearSVC`:
+    with ``fit_intercept`` a constant feature of value 1 is appended to every sample (its
+    weights, regularised like the others, are ``intercept_``), ``coef_`` has shape
+    (1, n_features) for two classes, and ``predict_proba`` gives the (temperature-scaled)
+    softmax of the class scores.
+
+    scikit-learn stratifies the integer ``cv`` folds of classifiers by their labels, which
+    sequence labels cannot be; so the estimators declare themselves classifiers to
+    scikit-learn (:func:`~sklearn.base.is_classifier`) only with ``structure=MultiClass()``,
+    and ``GridSearchCV(cv=3)`` and ``cross_validate`` then take plain (unstratified) folds of
+    sequences whatever form ``y`` has (lists of lists of str included). Pass
+    ``structure=MultiClass()`` for stratified folds of plain multiclass data.
 
     A fit runs on a staged copy of the estimator whose fitted attributes replace the
     estimator's own only when the fit completes: a fit that fails or is interrupted leaves the
@@ -76,6 +111,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         "verbose": ["verbose"],
         "callback": [callable, None],
         "max_time": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "fit_intercept": ["boolean"],
     }
 
     # whether the learner keeps the weights a structure constrains (``nonnegative_``) feasible
@@ -86,37 +122,50 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         return getattr(self, "rescale", "margin")
 
     # ------------------------------------------------------------------ input handling
-    def _validate_input(self, X, y=None, lengths=None, *, reset, allow_empty=False):
+    def _validate_input(self, X, y=None, lengths=None, *, reset, allow_empty=False,
+                        sequence_ids=None):
         """Convert any accepted input form to a :class:`SequenceBatch` (+ flat labels).
 
         With ``allow_empty`` (prediction) sequences may be empty: the batch holds the others
         and ``batch.output_offsets`` the offsets of all of them, for the outputs."""
+        _check_not_feature_dicts(X)
+        if sequence_ids is not None and lengths is not None:
+            raise ValueError("Give either lengths or sequence_ids, not both.")
+        flat_only = "lengths" if lengths is not None else (
+            "sequence_ids" if sequence_ids is not None else None)
         widths = None
         if _is_image_list(X):
-            if lengths is not None:
-                raise ValueError("lengths= is only used with a flat X, not a list of images.")
+            if flat_only:
+                raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
+                                 "images.")
             X, widths, y = image_rows(X, y)
         if _is_sequence_list(X):
-            if lengths is not None:
-                raise ValueError("lengths= is only used with a flat X, not a list of sequences.")
+            if flat_only:
+                raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
+                                 "sequences.")
             stacked, seq_lengths = stack_sequences(X, allow_empty)
             stacked, _ = self._validate_matrix(stacked, None, reset, allow_empty)
             form = "list" if widths is None else "images"
             y_flat = None if y is None else flatten_labels(y, seq_lengths)
         else:
-            stacked, y_flat = self._validate_matrix(X, y, reset,
-                                                    allow_empty and lengths is not None)
+            stacked, y_flat = self._validate_matrix(X, y, reset, allow_empty and bool(flat_only))
+            if sequence_ids is not None:
+                lengths = lengths_from_sequence_ids(sequence_ids, stacked.shape[0])
             if lengths is not None:
                 seq_lengths = check_lengths(lengths, stacked.shape[0], allow_empty)
                 form = "flat"
             else:
                 seq_lengths = np.ones(stacked.shape[0], dtype=np.int64)
                 form = "multiclass"
+        self._check_form(form, reset)
         stacked = check_token_matrix(stacked)
         if reset:
             self._fit_token_map(stacked)
+            self._with_intercept = bool(self.fit_intercept) and form == "multiclass"
         if getattr(self, "token_map_", None) is not None:
             stacked = self.token_map_.transform(stacked)
+        if getattr(self, "_with_intercept", False) and form == "multiclass":
+            stacked = _append_constant_column(stacked)
         offsets = offsets_from_lengths(seq_lengths)
         if np.all(seq_lengths > 0):
             batch = SequenceBatch(stacked, offsets, widths)
@@ -124,6 +173,21 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             batch = SequenceBatch(stacked, offsets_from_lengths(seq_lengths[seq_lengths > 0]),
                                   widths, output_offsets=offsets)
         return batch, y_flat, form
+
+    def _check_form(self, form, reset):
+        """A flat ``X`` without lengths is the multiclass form: refuse it for chains."""
+        if form != "multiclass":
+            return
+        structure = self.structure if reset else self.structure_
+        if structure == "auto" or isinstance(structure, MultiClass):
+            return
+        what = (f"{type(self).__name__} with {type(structure).__name__}" if reset else
+                f"This {type(self).__name__} was fitted on sequences and")
+        raise ValueError(
+            f"{what} needs to know where the sequences of a flat X end: pass lengths= "
+            "(tokens per sequence) or sequence_ids= (one id per token), or X as a list of "
+            "per-sequence matrices."
+        )
 
     def _validate_matrix(self, X, y, reset, allow_empty=False):
         """``validate_data`` for a 2-D token matrix (with flat labels when given; no row at
@@ -157,7 +221,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None):
+    def fit(self, X, y, lengths=None, sequence_ids=None):
         """Fit the model.
 
         Parameters
@@ -166,32 +230,40 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass) or
             a list of images (n_rows, n_cols, n_features).
         y : list of array-like, or array-like of shape (n_tokens,)
-            Labels in the form of ``X`` (2-D masks for images).
+            Labels in the form of ``X`` (2-D masks for images); a sequence's labels may be
+            any 1-D array-like, e.g. a list of str.
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
+            consecutive tokens of a sequence (:func:`~sklstruct.utils.lengths_to_groups`
+            gives them). Unlike ``lengths`` they can be indexed by rows, so they pass through
+            cross-validation (as ``groups`` of :class:`~sklearn.model_selection.GroupKFold`
+            and, with metadata routing, as a fit and score parameter).
 
         Returns
         -------
         self : object
             The fitted estimator.
         """
-        return self._fit(X, y, lengths)
+        return self._fit(X, y, lengths, sequence_ids=sequence_ids)
 
-    def _fit(self, X, y, lengths=None, sample_weight=None):
+    def _fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
         """Fit on a staged copy; its fitted attributes replace ours only at the end."""
         staged = object.__new__(type(self))
         # parameters and the warm-start state carry over; fitted attributes ("_" suffix) do not
         staged.__dict__.update({k: v for k, v in vars(self).items() if not k.endswith("_")})
-        staged._fit_staged(X, y, lengths, sample_weight)
+        staged._fit_staged(X, y, lengths, sample_weight, sequence_ids)
         self.__dict__ = staged.__dict__
         return self
 
-    def _fit_staged(self, X, y, lengths, sample_weight):
+    def _fit_staged(self, X, y, lengths, sample_weight, sequence_ids):
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
             )
-        batch, y_flat, form = self._validate_input(X, y, lengths, reset=True)
+        batch, y_flat, form = self._validate_input(X, y, lengths, reset=True,
+                                                   sequence_ids=sequence_ids)
         y_flat = column_or_1d(y_flat, warn=True) if form not in ("list", "images") else y_flat
         try:
             check_classification_targets(y_flat)
@@ -217,6 +289,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         Y = Y.astype(np.intp)
         weights = _check_sequence_weights(sample_weight, batch.n_sequences)
         self.w_ = self._fit_batch(batch, Y, weights)
+        self.temperature_ = 1.0
 
     @abstractmethod
     def _fit_batch(self, batch, Y, sample_weight):
@@ -249,19 +322,71 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         return state
 
     # ------------------------------------------------------------------ fitted parameters
+    def _unary_weights(self):
+        """Per-class weights on the token features and the intercepts (zeros without)."""
+        check_is_fitted(self)
+        weights = self.structure_.split_weights(self.w_)[0].T
+        if getattr(self, "_with_intercept", False):
+            return weights[:, :-1], weights[:, -1].copy()
+        return weights, np.zeros(weights.shape[0])
+
+    def _binary_multiclass(self):
+        return isinstance(self.structure_, MultiClass) and self.classes_.shape[0] == 2
+
     @property
     def coef_(self):
-        """Per-class weights on token features, shape (n_classes, n_features)."""
+        """Per-class weights on token features, shape (n_classes, n_features).
+
+        For two classes in the multiclass form, as ``LinearSVC``: the weights of class 1 minus
+        those of class 0, shape (1, n_features).
+        """
+        weights, _ = self._unary_weights()
+        if self._binary_multiclass():
+            return (weights[1] - weights[0])[None, :]
+        return weights
+
+    @property
+    def intercept_(self):
+        """Per-class intercepts of the multiclass form, shape (n_classes,) (for two classes
+        ``(1,)``: class 1's minus class 0's); zeros without ``fit_intercept``. Sequence models
+        have ``start_`` and ``end_`` biases and ``transition_`` scores instead."""
         check_is_fitted(self)
-        return self.structure_.split_weights(self.w_)[0].T
+        if not isinstance(self.structure_, MultiClass):
+            raise AttributeError("intercept_ exists only for the multiclass form; chains have "
+                                 "start_, end_ and transition_.")
+        _, intercept = self._unary_weights()
+        if self._binary_multiclass():
+            return np.array([intercept[1] - intercept[0]])
+        return intercept
+
+    def _chain_parameters(self, name):
+        check_is_fitted(self)
+        if not isinstance(self.structure_, ChainStructure):
+            raise AttributeError(f"{name} exists only for chain structures.")
+        return self.structure_.pairwise_parameters(self.structure_.split_weights(self.w_)[1])
 
     @property
     def transition_(self):
         """Transition scores ``T[a, b]`` of a chain model, shape (n_classes, n_classes)."""
-        check_is_fitted(self)
-        if not isinstance(self.structure_, ChainStructure):
-            raise AttributeError("transition_ exists only for chain structures.")
-        return self.structure_.pairwise_parameters(self.structure_.split_weights(self.w_)[1])[0]
+        return self._chain_parameters("transition_")[0]
+
+    @property
+    def start_(self):
+        """Scores of each label at the start of a sequence, shape (n_classes,) (chains with
+        ``start_end=True``)."""
+        start = self._chain_parameters("start_")[1]
+        if start is None:
+            raise AttributeError("start_ exists only for chains with start_end=True.")
+        return start
+
+    @property
+    def end_(self):
+        """Scores of each label at the end of a sequence, shape (n_classes,) (chains with
+        ``start_end=True``)."""
+        end = self._chain_parameters("end_")[2]
+        if end is None:
+            raise AttributeError("end_ exists only for chains with start_end=True.")
+        return end
 
     # ------------------------------------------------------------------ prediction
     def _potentials(self, batch):
@@ -276,14 +401,18 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         """The regulariser of the objective at the fitted weights (``1/2 ||w||^2``)."""
         return 0.5 * self._weight_norm_sq()
 
-    def _predict_encoded(self, X, lengths):
-        check_is_fitted(self)
-        batch, _, form = self._validate_input(X, None, lengths, reset=False,
-                                              allow_empty=True)
+    def _predict_encoded(self, X, lengths, sequence_ids=None):
+        batch, form = self._prediction_batch(X, lengths, sequence_ids)
         labels = self.structure_.decode(batch, *self._potentials(batch), n_jobs=self.n_jobs)
         return batch, labels, form
 
-    def predict(self, X, lengths=None):
+    def _prediction_batch(self, X, lengths, sequence_ids):
+        check_is_fitted(self)
+        batch, _, form = self._validate_input(X, None, lengths, reset=False, allow_empty=True,
+                                              sequence_ids=sequence_ids)
+        return batch, form
+
+    def predict(self, X, lengths=None, sequence_ids=None):
         """Predicted labels, in the form of ``X``.
 
         Parameters
@@ -295,6 +424,12 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             :meth:`decision_function` and :meth:`predict_marginals`).
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
+            consecutive tokens of a sequence (:func:`~sklstruct.utils.lengths_to_groups`
+            gives them). Unlike ``lengths`` they can be indexed by rows, so they pass through
+            cross-validation (as ``groups`` of :class:`~sklearn.model_selection.GroupKFold`
+            and, with metadata routing, as a fit and score parameter).
 
         Returns
         -------
@@ -302,10 +437,10 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             Labels in the form of ``X`` (a list of label arrays, a flat array, or a list of
             2-D masks for images).
         """
-        batch, Y, form = self._predict_encoded(X, lengths)
+        batch, Y, form = self._predict_encoded(X, lengths, sequence_ids)
         return self._format_output(self.classes_[Y], batch, form)
 
-    def decision_function(self, X, lengths=None):
+    def decision_function(self, X, lengths=None, sequence_ids=None):
         """Per-token class scores (the unary part of the model's score, ``X W^T``).
 
         Parameters
@@ -314,6 +449,12 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             Input in any form accepted by :meth:`predict`.
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
+            consecutive tokens of a sequence (:func:`~sklstruct.utils.lengths_to_groups`
+            gives them). Unlike ``lengths`` they can be indexed by rows, so they pass through
+            cross-validation (as ``groups`` of :class:`~sklearn.model_selection.GroupKFold`
+            and, with metadata routing, as a fit and score parameter).
 
         Returns
         -------
@@ -322,15 +463,13 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             difference of class 1 over class 0, shape (n_samples,), as ``LinearSVC``); for
             sequences, in the form of ``X``.
         """
-        check_is_fitted(self)
-        batch, _, form = self._validate_input(X, None, lengths, reset=False,
-                                              allow_empty=True)
+        batch, form = self._prediction_batch(X, lengths, sequence_ids)
         scores, _ = self._potentials(batch)
         if form == "multiclass" and scores.shape[1] == 2:
             return scores[:, 1] - scores[:, 0]
         return self._format_output(scores, batch, form)
 
-    def predict_marginals(self, X, lengths=None):
+    def predict_marginals(self, X, lengths=None, sequence_ids=None):
         """Per-token class probabilities under ``p(y|x) ∝ exp(w . Psi(x, y))``.
 
         Computed by forward-backward on the model's scores (softmax for multiclass).
@@ -341,23 +480,92 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             Input in any form accepted by :meth:`predict`.
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
+            consecutive tokens of a sequence (:func:`~sklstruct.utils.lengths_to_groups`
+            gives them). Unlike ``lengths`` they can be indexed by rows, so they pass through
+            cross-validation (as ``groups`` of :class:`~sklearn.model_selection.GroupKFold`
+            and, with metadata routing, as a fit and score parameter).
 
         Returns
         -------
         marginals : list of ndarray of shape (n_tokens, n_classes), or ndarray
             In the form of ``X``.
         """
-        check_is_fitted(self)
-        batch, _, form = self._validate_input(X, None, lengths, reset=False,
-                                              allow_empty=True)
-        if batch.n_tokens == 0:  # only empty sequences
-            node = np.zeros((0, self.classes_.shape[0]))
-        else:
-            node, _, _ = self.structure_.marginals(batch, *self._potentials(batch),
-                                                   n_jobs=self.n_jobs)
-        return self._format_output(node, batch, form)
+        batch, form = self._prediction_batch(X, lengths, sequence_ids)
+        return self._format_output(self._marginals(batch, 1.0), batch, form)
 
-    def score(self, X, y, lengths=None, sample_weight=None):
+    def _marginals(self, batch, temperature, potentials=None):
+        """Node marginals of ``batch`` under the model's scores divided by ``temperature``."""
+        if batch.n_tokens == 0:  # only empty sequences
+            return np.zeros((0, self.classes_.shape[0]))
+        unary, pairwise = self._potentials(batch) if potentials is None else potentials
+        if temperature != 1.0:
+            unary, pairwise = unary / temperature, pairwise / temperature
+        return self.structure_.marginals(batch, unary, pairwise, n_jobs=self.n_jobs)[0]
+
+    def predict_proba(self, X, lengths=None, sequence_ids=None):
+        """Per-token class probabilities: the marginals at the calibrated temperature.
+
+        ``p_T(y|x) ∝ exp(w . Psi(x, y) / T)`` with ``T = temperature_`` (1 after ``fit``; set it
+        on held-out data with :meth:`calibrate_temperature`, since max-margin scores are not
+        log-probabilities). The argmax of a token's probabilities is its most probable label,
+        which may differ from the jointly decoded :meth:`predict` for sequences.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Input in any form accepted by :meth:`predict`.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Per-token sequence identifiers instead of ``lengths``.
+
+        Returns
+        -------
+        proba : list of ndarray of shape (n_tokens, n_classes), or ndarray
+            In the form of ``X``; columns follow ``classes_``.
+        """
+        batch, form = self._prediction_batch(X, lengths, sequence_ids)
+        return self._format_output(self._marginals(batch, self.temperature_), batch, form)
+
+    def calibrate_temperature(self, X, y, lengths=None, sequence_ids=None):
+        """Set ``temperature_`` to minimise the per-token log loss of :meth:`predict_proba`
+        on held-out data (temperature scaling; predictions do not change).
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Held-out input, in any form accepted by :meth:`predict`.
+        y : list of array-like, or array-like of shape (n_tokens,)
+            Its true labels; every label must have been seen in fit.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Per-token sequence identifiers instead of ``lengths``.
+
+        Returns
+        -------
+        self : object
+            The estimator, with ``temperature_`` set.
+        """
+        check_is_fitted(self)
+        batch, y_flat, _ = self._validate_input(X, y, lengths, reset=False,
+                                                sequence_ids=sequence_ids)
+        Y = self._encode_known(np.asarray(y_flat))
+        potentials = self._potentials(batch)
+        rows = np.arange(Y.shape[0])
+
+        def log_loss(log_temperature):
+            node = self._marginals(batch, float(np.exp(log_temperature)), potentials)
+            return -float(np.mean(np.log(np.maximum(node[rows, Y], 1e-300))))
+
+        best = minimize_scalar(log_loss, bounds=(np.log(1e-4), np.log(1e4)), method="bounded",
+                               options={"xatol": 1e-4})
+        self.temperature_ = float(np.exp(best.x))
+        return self
+
+    def score(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
         """Token accuracy (plain accuracy for the multiclass form).
 
         Labels in ``y`` that were never seen in training count as errors.
@@ -372,12 +580,18 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             Sequence lengths when ``X`` is flat.
         sample_weight : array-like of shape (n_tokens,), default=None
             Per-token weights of the accuracy.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
+            consecutive tokens of a sequence (:func:`~sklstruct.utils.lengths_to_groups`
+            gives them). Unlike ``lengths`` they can be indexed by rows, so they pass through
+            cross-validation (as ``groups`` of :class:`~sklearn.model_selection.GroupKFold`
+            and, with metadata routing, as a fit and score parameter).
 
         Returns
         -------
         score : float
         """
-        batch, Y, form = self._predict_encoded(X, lengths)
+        batch, Y, form = self._predict_encoded(X, lengths, sequence_ids)
         if form == "images":
             y_flat = flatten_labels(image_rows(X, y)[2], batch.lengths)
         elif form == "list":
@@ -413,7 +627,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         total = hinge.sum() if weights is None else weights @ hinge
         return 0.5 * float(w @ w) + float(self.C) * float(total), hinge
 
-    def objective(self, X, y, lengths=None, sample_weight=None):
+    def objective(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
         """The training objective at the fitted weights.
 
         ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (``L1M3N``: ``1/2 ||w||_1 + ...``) with ``H_i``
@@ -429,13 +643,20 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             Sequence lengths when ``X`` is flat.
         sample_weight : array-like of shape (n_sequences,), default=None
             Per-sequence weights ``s_i`` (ones by default).
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
+            consecutive tokens of a sequence (:func:`~sklstruct.utils.lengths_to_groups`
+            gives them). Unlike ``lengths`` they can be indexed by rows, so they pass through
+            cross-validation (as ``groups`` of :class:`~sklearn.model_selection.GroupKFold`
+            and, with metadata routing, as a fit and score parameter).
 
         Returns
         -------
         objective : float
         """
         check_is_fitted(self)
-        batch, y_flat, form = self._validate_input(X, y, lengths, reset=False)
+        batch, y_flat, form = self._validate_input(X, y, lengths, reset=False,
+                                                   sequence_ids=sequence_ids)
         Y = self._encode_known(np.asarray(y_flat))
         weights = _check_sequence_weights(sample_weight, batch.n_sequences)
         hinge, _, _ = self._structured_hinge(batch, Y, *self._potentials(batch),
@@ -445,7 +666,17 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
+        if not isinstance(self.structure, MultiClass):
+            # folds of sequences cannot be stratified (see the class docstring)
+            tags.estimator_type = None
         return tags
+
+
+def _append_constant_column(X):
+    """``[X, 1]``: the intercept feature of the multiclass form."""
+    if sp.issparse(X):
+        return sp.hstack([X, np.ones((X.shape[0], 1))], format="csr")
+    return np.hstack([X, np.ones((X.shape[0], 1))])
 
 
 class Certificate:

@@ -41,6 +41,15 @@ def _flatten_sequences(X):
         raise TypeError(
             f"Every token must be a dict of features; got {type(bad).__name__}."
         )
+    for index, token in enumerate(tokens):
+        if None in token.values():
+            sequence = int(np.searchsorted(np.cumsum(lengths), index, side="right"))
+            name = next(key for key, value in token.items() if value is None)
+            raise ValueError(
+                f"Feature {name!r} of token {index - int(lengths[:sequence].sum())} of "
+                f"sequence {sequence} is None; leave the feature out of the token's dict "
+                "(absent) or give it a string, number or boolean value."
+            )
     return tokens, lengths
 
 
@@ -73,7 +82,8 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
     to values, as :class:`~sklearn.feature_extraction.DictVectorizer`
     expects: a string value ``v`` of feature ``k`` becomes the binary feature
     ``"k=v"``, a number is kept as the value of feature ``k`` and a boolean
-    becomes 1 or 0. A single ``DictVectorizer`` is fitted on all tokens, and
+    becomes 1 or 0; a value of ``None`` is an error (leave the feature out
+    instead). A single ``DictVectorizer`` is fitted on all tokens, and
     its output is split into one CSR matrix per sequence, so every matrix has
     the same columns.
 

@@ -50,7 +50,8 @@ def test_reaches_exact_optimum_multiclass():
     X = rng.normal(size=(25, 4))
     y = rng.integers(0, 4, size=25)
     for rescale in ("margin", "slack"):
-        model = StructSVMCuttingPlane(C=0.7, rescale=rescale, tol=1e-7).fit(X, y)
+        model = StructSVMCuttingPlane(C=0.7, rescale=rescale, tol=1e-7,
+                                      fit_intercept=False).fit(X, y)
         batch = SequenceBatch(X, offsets_from_lengths(np.ones(25, dtype=int)))
         lower, upper, _ = exact_optimum(model.structure_, batch, y, 0.7, rescale)
         assert 0 <= upper - lower < 1e-8 * max(1.0, upper)

@@ -22,10 +22,14 @@ EXPECTED_FAILED_CHECKS = {}
 
 
 @parametrize_with_checks(
-    [StructSVMCuttingPlane(max_iter=2000, tol=1e-9), M3NExpGrad(max_iter=2000, tol=1e-4),
-     M3NExcessiveGap(max_iter=300, tol=1e-3), L1M3N(max_iter=5),
-     L1M3N(solver="cutting_plane"), M3NSimplicialDecomposition(max_iter=3000, tol=1e-3),
-     M3NSimplicialDecomposition(max_points=10, blocks="single", tol=1e-4)],
+    [StructSVMCuttingPlane(MultiClass(), max_iter=2000, tol=1e-9),
+     M3NExpGrad(MultiClass(), max_iter=2000, tol=1e-4),
+     M3NExcessiveGap(MultiClass(), max_iter=300, tol=1e-3), L1M3N(MultiClass(), max_iter=5),
+     L1M3N(MultiClass(), solver="cutting_plane"),
+     M3NSimplicialDecomposition(MultiClass(), max_iter=3000, tol=1e-3),
+     M3NSimplicialDecomposition(MultiClass(), max_points=10, blocks="single", tol=1e-4),
+     # structure="auto": scikit-learn's generic checks (not a classifier to scikit-learn)
+     M3NSimplicialDecomposition(max_iter=3000, tol=1e-3)],
     expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
 )
 def test_sklearn_common_checks(estimator, check):
@@ -110,7 +114,7 @@ def test_length_one_chains_equal_multiclass():
     X = rng.normal(size=(40, 5))
     y = rng.integers(0, 3, size=40)
     y[:3] = [0, 1, 2]
-    mc = StructSVMCuttingPlane(C=1.0, tol=1e-6).fit(X, y)
+    mc = StructSVMCuttingPlane(C=1.0, tol=1e-6, fit_intercept=False).fit(X, y)
     chain = StructSVMCuttingPlane(ChainStructure(start_end=False), C=1.0, tol=1e-6).fit(
         [row[None, :] for row in X], [np.array([v]) for v in y]
     )

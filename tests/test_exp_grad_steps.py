@@ -99,7 +99,8 @@ def test_safe_rate_on_multiclass_and_its_errors():
     y = rng.integers(0, 3, size=30)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        model = M3NExpGrad(step="safe", tol=1e-12, max_iter=200).fit(X, y)
+        model = M3NExpGrad(step="safe", tol=1e-12, max_iter=200,
+                           fit_intercept=False).fit(X, y)
     assert isinstance(model.structure_, MultiClass)
     assert np.all(np.diff(model.history_["dual"]) >= -1e-12)
     # multiclass: sum_i S Cov(e_y (x) x_i) = (I - 11'/S) (x) X'X, so lambda = C^2 lambda_max(X'X)

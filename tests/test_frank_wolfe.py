@@ -46,7 +46,7 @@ def test_multiclass_matches_the_cutting_plane_learner():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 4))
     y = rng.integers(0, 3, size=60)
-    reference = StructSVMCuttingPlane(C=0.3, tol=1e-8).fit(X, y)
+    reference = StructSVMCuttingPlane(C=0.3, tol=1e-8, fit_intercept=False).fit(X, y)
     bound = MultiClass().bind(4, 3, np.arange(3), y)
     batch = SequenceBatch(X, np.arange(61, dtype=np.int64))
     state = BlockFrankWolfeState(bound, batch, y.astype(np.intp), 0.3)

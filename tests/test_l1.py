@@ -208,7 +208,7 @@ def test_multiclass_l1_is_sparse_and_matches_the_exact_lp():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(40, 8))
     y = (X[:, 2] > 0).astype(int) + (X[:, 5] > 0.5)
-    model = L1M3N(solver="cutting_plane", C=0.2, tol=1e-9).fit(X, y)
+    model = L1M3N(solver="cutting_plane", C=0.2, tol=1e-9, fit_intercept=False).fit(X, y)
     assert isinstance(model.structure_, MultiClass)
     batch = SequenceBatch(X, np.arange(41, dtype=np.int64))
     optimum, _ = _exact_p1(model.structure_, batch, model._encode_known(y), 0.2)

@@ -145,6 +145,39 @@ def lengths_to_groups(lengths):
     return np.repeat(np.arange(len(lengths)), lengths)
 
 
+def lengths_from_sequence_ids(sequence_ids, n_tokens):
+    """Sequence lengths from per-token sequence identifiers.
+
+    The tokens of a sequence are consecutive rows sharing an identifier; a new sequence starts
+    wherever the identifier changes (the form :func:`lengths_to_groups` gives, which survives
+    the row indexing of cross-validation).
+
+    Parameters
+    ----------
+    sequence_ids : array-like of shape (n_tokens,)
+    n_tokens : int
+        The number of rows of ``X``.
+
+    Returns
+    -------
+    lengths : ndarray of shape (n_sequences,)
+
+    Examples
+    --------
+    >>> lengths_from_sequence_ids([4, 4, 7, 7, 7, 4], 6)
+    array([2, 3, 1])
+    """
+    ids = np.asarray(sequence_ids)
+    if ids.ndim != 1:
+        raise ValueError(f"sequence_ids must be 1-D, got shape {ids.shape}.")
+    if ids.shape[0] != n_tokens:
+        raise ValueError(f"sequence_ids has {ids.shape[0]} entries for {n_tokens} rows of X.")
+    if n_tokens == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+    return np.diff(np.append(starts, n_tokens)).astype(np.int64)
+
+
 def check_lengths(lengths, n_tokens, allow_empty=False):
     """Validate a ``lengths`` array (positive integers, or non-negative with
     ``allow_empty``, summing to ``n_tokens``)."""

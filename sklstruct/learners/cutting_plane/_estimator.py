@@ -49,6 +49,12 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         :class:`~sklstruct.structures.ChainStructure` for sequences.
     C : float, default=1.0
         Weight of the summed structured hinge losses (``LinearSVC`` convention).
+    fit_intercept : bool, default=True
+        For the multiclass form (a plain 2-D ``X``), whether to learn per-class intercepts as
+        :class:`~sklearn.svm.LinearSVC` does: a constant feature of value 1 is appended to
+        every sample, so the intercepts are regularised like the other weights
+        (``intercept_``). Sequence models ignore it (they have start, end and transition
+        scores).
     variant : {"auto", "1-slack", "n-slack"}, default="auto"
         The 1-slack formulation (Algorithms 3 and 4) or the n-slack formulation (Algorithms 1
         and 2), whose QP is re-optimised after every ``batch_size`` examples (section 4) by
@@ -157,13 +163,14 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         "inactive_window": [Interval(numbers.Integral, 1, None, closed="left")],
     }
 
-    def __init__(self, structure="auto", *, C=1.0, variant="auto", rescale="margin",
-                 tol=1e-2, max_iter=10000, cache_size=10, batch_size=100, inactive_window=50,
-                 kernel="linear", gamma=None, degree=3, coef0=1.0, n_basis=1000, basis=None,
-                 random_state=None, n_jobs=None, verbose=0, callback=None,
-                 max_time=None):
+    def __init__(self, structure="auto", *, C=1.0, fit_intercept=True, variant="auto",
+                 rescale="margin", tol=1e-2, max_iter=10000, cache_size=10, batch_size=100,
+                 inactive_window=50, kernel="linear", gamma=None, degree=3, coef0=1.0,
+                 n_basis=1000, basis=None, random_state=None, n_jobs=None, verbose=0,
+                 callback=None, max_time=None):
         self.structure = structure
         self.C = C
+        self.fit_intercept = fit_intercept
         self.variant = variant
         self.rescale = rescale
         self.tol = tol
@@ -184,7 +191,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         self.max_time = max_time
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None, sample_weight=None):
+    def fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
         """Fit the model.
 
         Parameters
@@ -197,12 +204,16 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
             Per-sequence weights ``s_i``: the objective becomes
             ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
             sequence).
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
+            consecutive tokens of a sequence; they pass through cross-validation (see
+            :meth:`BaseStructuredClassifier.fit`).
 
         Returns
         -------
         self : object
         """
-        return self._fit(X, y, lengths, sample_weight)
+        return self._fit(X, y, lengths, sample_weight, sequence_ids)
 
     def _fit_token_map(self, X):
         if self.kernel == "linear":

@@ -46,6 +46,12 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         ``pairwise_count_blocks`` covering its pairwise statistics.
     C : float, default=1.0
         Weight of the summed structured hinge losses.
+    fit_intercept : bool, default=True
+        For the multiclass form (a plain 2-D ``X``), whether to learn per-class intercepts as
+        :class:`~sklearn.svm.LinearSVC` does: a constant feature of value 1 is appended to
+        every sample, so the intercepts are regularised like the other weights
+        (``intercept_``). Sequence models ignore it (they have start, end and transition
+        scores).
     kernel : {"linear", "rbf", "poly"} or callable, default="linear"
         Kernel on token feature vectors (section 4.3): with a non-linear kernel ``w`` is kept
         implicitly through the marginals of ``beta_k`` (Theorem 9) and the token kernel matrix
@@ -133,12 +139,12 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         "kernel_memory_mb": [Interval(numbers.Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, structure="auto", *, C=1.0, kernel="linear", gamma=None, degree=3,
-                 coef0=1.0, smoothing="adaptive", tol=1e-2, max_iter=1000,
-                 kernel_memory_mb=1024, n_jobs=None, verbose=0, callback=None,
-                 max_time=None):
+    def __init__(self, structure="auto", *, C=1.0, fit_intercept=True, kernel="linear",
+                 gamma=None, degree=3, coef0=1.0, smoothing="adaptive", tol=1e-2, max_iter=1000,
+                 kernel_memory_mb=1024, n_jobs=None, verbose=0, callback=None, max_time=None):
         self.structure = structure
         self.C = C
+        self.fit_intercept = fit_intercept
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree

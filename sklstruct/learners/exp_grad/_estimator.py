@@ -47,6 +47,12 @@ class M3NExpGrad(BaseStructuredClassifier):
         ``MultiClass``); ``step="safe"`` accepts ``ChainStructure`` and ``MultiClass``.
     C : float, default=1.0
         Weight of the summed structured hinge losses.
+    fit_intercept : bool, default=True
+        For the multiclass form (a plain 2-D ``X``), whether to learn per-class intercepts as
+        :class:`~sklearn.svm.LinearSVC` does: a constant feature of value 1 is appended to
+        every sample, so the intercepts are regularised like the other weights
+        (``intercept_``). Sequence models ignore it (they have start, end and transition
+        scores).
     algorithm : {"auto", "online", "batch"}, default="auto"
         "auto": online when the structure has compiled per-example marginals, else batch.
         Online passes reach a given duality gap in fewer passes and less time on the OCR and
@@ -132,12 +138,13 @@ class M3NExpGrad(BaseStructuredClassifier):
         "warm_start": ["boolean"],
     }
 
-    def __init__(self, structure="auto", *, C=1.0, algorithm="auto", step="adaptive",
-                 eta=None, init_bias=0.0, tol=1e-2, max_iter=1000, check_every=None,
-                 warm_start=False, n_jobs=None, verbose=0, callback=None,
+    def __init__(self, structure="auto", *, C=1.0, fit_intercept=True, algorithm="auto",
+                 step="adaptive", eta=None, init_bias=0.0, tol=1e-2, max_iter=1000,
+                 check_every=None, warm_start=False, n_jobs=None, verbose=0, callback=None,
                  max_time=None):
         self.structure = structure
         self.C = C
+        self.fit_intercept = fit_intercept
         self.algorithm = algorithm
         self.step = step
         self.eta = eta

@@ -68,6 +68,12 @@ class L1M3N(BaseStructuredClassifier):
         ``MultiClass`` or ``ChainStructure``.
     C : float, default=1.0
         ``cutting_plane``: the C of P1; ``em``: the C of problem (5); unused by ``subgradient``.
+    fit_intercept : bool, default=True
+        For the multiclass form (a plain 2-D ``X``), whether to learn per-class intercepts as
+        :class:`~sklearn.svm.LinearSVC` does: a constant feature of value 1 is appended to
+        every sample, so the intercepts are regularised like the other weights
+        (``intercept_``). Sequence models ignore it (they have start, end and transition
+        scores).
     solver : {"em", "subgradient", "cutting_plane"}, default="em"
     em_lambda : float, default=1.0
         The ``lambda`` of problem (5) (``solver="em"``): larger values give sparser models.
@@ -134,12 +140,12 @@ class L1M3N(BaseStructuredClassifier):
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
     }
 
-    def __init__(self, structure="auto", *, C=1.0, solver="em", em_lambda=1.0, radius=None,
-                 learning_rate=0.1, threshold=1e-4, tol=1e-2, max_iter=None, n_jobs=None,
-                 verbose=0, callback=None,
-                 max_time=None):
+    def __init__(self, structure="auto", *, C=1.0, fit_intercept=True, solver="em", em_lambda=1.0,
+                 radius=None, learning_rate=0.1, threshold=1e-4, tol=1e-2, max_iter=None,
+                 n_jobs=None, verbose=0, callback=None, max_time=None):
         self.structure = structure
         self.C = C
+        self.fit_intercept = fit_intercept
         self.solver = solver
         self.em_lambda = em_lambda
         self.radius = radius

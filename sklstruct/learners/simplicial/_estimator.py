@@ -62,6 +62,12 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         Any structure with ``loss_augmented_decode`` and ``pairwise_statistics``.
     C : float, default=1.0
         Weight of the summed structured hinge losses.
+    fit_intercept : bool, default=True
+        For the multiclass form (a plain 2-D ``X``), whether to learn per-class intercepts as
+        :class:`~sklearn.svm.LinearSVC` does: a constant feature of value 1 is appended to
+        every sample, so the intercepts are regularised like the other weights
+        (``intercept_``). Sequence models ignore it (they have start, end and transition
+        scores).
     max_points : int, default=10
         The dimension limit ``r`` of RSD: extreme points kept per block. 1 is (block-
         coordinate) Frank-Wolfe; 5 reaches a given duality gap in fewer passes and less time
@@ -150,12 +156,13 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, structure="auto", *, C=1.0, max_points=10, blocks="per_example",
-                 working_set_size=None, rescale="margin", tol=1e-2, max_iter=1000,
-                 check_every=None, warm_start=False, random_state=None, n_jobs=None, verbose=0,
-                 callback=None, max_time=None):
+    def __init__(self, structure="auto", *, C=1.0, fit_intercept=True, max_points=10,
+                 blocks="per_example", working_set_size=None, rescale="margin", tol=1e-2,
+                 max_iter=1000, check_every=None, warm_start=False, random_state=None,
+                 n_jobs=None, verbose=0, callback=None, max_time=None):
         self.structure = structure
         self.C = C
+        self.fit_intercept = fit_intercept
         self.max_points = max_points
         self.blocks = blocks
         self.working_set_size = working_set_size

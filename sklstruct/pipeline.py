@@ -1,0 +1,105 @@
+"""A pipeline from token feature dicts to a structured model, with named weights.
+
+``make_sequence_pipeline(estimator)`` is the one-liner for data in sklearn-crfsuite's form:
+``X`` a list of sentences, each a list of per-token feature dicts, and ``y`` a list of label
+lists.
+"""
+
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.utils.validation import check_is_fitted
+
+from .preprocessing import SequenceVectorizer
+
+__all__ = ["SequencePipeline", "make_sequence_pipeline"]
+
+
+class SequencePipeline(Pipeline):
+    """A :class:`~sklearn.pipeline.Pipeline` ending in a vectoriser and a structured model,
+    with the model's weights named by the vectoriser's features.
+
+    It behaves exactly as a ``Pipeline`` (``fit``, ``predict``, ``predict_proba``,
+    ``score``, parameter search with ``<step>__<param>`` names); it adds named views of the
+    fitted weights in the form sklearn-crfsuite's ``CRF`` has them. The second-to-last step must
+    have ``get_feature_names_out`` (e.g. :class:`~sklstruct.preprocessing.SequenceVectorizer`)
+    and the last must be a fitted sklstruct estimator.
+
+    Parameters
+    ----------
+    steps : list of tuple
+        ``(name, transformer)`` pairs, as for :class:`~sklearn.pipeline.Pipeline`.
+    transform_input : list of str, default=None
+        As for :class:`~sklearn.pipeline.Pipeline`.
+    memory : str or object with the joblib.Memory interface, default=None
+        As for :class:`~sklearn.pipeline.Pipeline`.
+    verbose : bool, default=False
+        As for :class:`~sklearn.pipeline.Pipeline`.
+
+    See Also
+    --------
+    make_sequence_pipeline : Build one from an estimator.
+    sklstruct.inspection.state_features : The top weighted features of each label.
+    """
+
+    def _named_parts(self):
+        check_is_fitted(self)
+        model = self.steps[-1][1]
+        names = self.steps[-2][1].get_feature_names_out()
+        return model, names
+
+    @property
+    def state_features_(self):
+        """Non-zero weights of (feature name, label) pairs, a dict as sklearn-crfsuite's
+        ``CRF.state_features_`` (one entry per non-zero weight: large for L2 models on big
+        vocabularies; :func:`sklstruct.inspection.state_features` lists only the top ones)."""
+        model, names = self._named_parts()
+        coef = model.coef_
+        labels = model.classes_ if coef.shape[0] == model.classes_.shape[0] \
+            else model.classes_[1:]
+        return {(str(names[j]), label): float(coef[i, j])
+                for i, label in enumerate(labels) for j in coef[i].nonzero()[0]}
+
+    @property
+    def transition_features_(self):
+        """Transition weights of (from label, to label) pairs of a chain model, a dict as
+        sklearn-crfsuite's ``CRF.transition_features_``."""
+        model, _ = self._named_parts()
+        transition = model.transition_
+        return {(a, b): float(transition[i, j]) for i, a in enumerate(model.classes_)
+                for j, b in enumerate(model.classes_)}
+
+
+def make_sequence_pipeline(estimator, vectorizer=None, **kwargs):
+    """A :class:`SequencePipeline` of a vectoriser and ``estimator``: fit and predict on token
+    feature dicts.
+
+    Parameters
+    ----------
+    estimator : sklstruct estimator
+        The structured model, e.g. ``M3NSimplicialDecomposition(C=0.1)``.
+    vectorizer : transformer, default=None
+        Turns a list of sequences of feature dicts into a list of sparse matrices;
+        ``SequenceVectorizer()`` by default.
+    **kwargs
+        Passed to :func:`~sklearn.pipeline.make_pipeline` (``memory``, ``verbose``).
+
+    Returns
+    -------
+    pipeline : SequencePipeline
+        Steps named as :func:`~sklearn.pipeline.make_pipeline` names them (e.g.
+        ``"sequencevectorizer"`` and ``"m3nsimplicialdecomposition"``).
+
+    Examples
+    --------
+    >>> from sklstruct import M3NSimplicialDecomposition
+    >>> from sklstruct.pipeline import make_sequence_pipeline
+    >>> X = [[{"w": "the"}, {"w": "cat"}], [{"w": "a"}, {"w": "dog"}, {"w": "ran"}]]
+    >>> y = [["DT", "NN"], ["DT", "NN", "VB"]]
+    >>> tagger = make_sequence_pipeline(M3NSimplicialDecomposition(C=1.0)).fit(X, y)
+    >>> [labels.tolist() for labels in tagger.predict([[{"w": "the"}, {"w": "dog"}]])]
+    [['DT', 'NN']]
+    >>> round(tagger.state_features_[("w=cat", "NN")], 3) > 0
+    True
+    """
+    pipeline = make_pipeline(SequenceVectorizer() if vectorizer is None else vectorizer,
+                             estimator, **kwargs)
+    return SequencePipeline(pipeline.steps, memory=pipeline.memory, verbose=pipeline.verbose)

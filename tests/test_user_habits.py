@@ -1,0 +1,238 @@
+"""What users of sklearn-crfsuite and LinearSVC do without reading the docs, each as a test."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import sklearn
+from sklearn.model_selection import (GridSearchCV, GroupKFold, RandomizedSearchCV,
+                                     cross_validate)
+from sklearn.pipeline import make_pipeline
+from sklearn.svm import LinearSVC
+
+from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad,
+                       M3NSimplicialDecomposition, MultiClass, StructSVMCuttingPlane)
+from sklstruct.pipeline import SequencePipeline, make_sequence_pipeline
+from sklstruct.preprocessing import SequenceVectorizer
+from sklstruct.utils import lengths_to_groups
+
+from .conftest import make_chain_data
+
+LEARNERS = [StructSVMCuttingPlane, M3NExpGrad, M3NExcessiveGap, L1M3N,
+            M3NSimplicialDecomposition]
+
+
+@pytest.fixture
+def list_of_lists():
+    """Sequences with labels as lists of str, crfsuite's convention."""
+    X, y = make_chain_data(n_sequences=30, seed=3)
+    names = np.array(["B-NP", "I-NP", "O"])
+    return X, [list(names[labels]) for labels in y]
+
+
+def token_dicts(X):
+    return [[{f"f{j}": float(v) for j, v in enumerate(row)} | {"bias": 1.0} for row in seq]
+            for seq in X]
+
+
+# ---------------------------------------------------------------- y as a list of lists of str
+@pytest.mark.parametrize("search", ["grid", "randomized", "cross_validate"])
+def test_list_of_lists_labels_under_model_selection(list_of_lists, search):
+    X, y = list_of_lists
+    model = M3NSimplicialDecomposition(max_iter=20)
+    if search == "grid":
+        result = GridSearchCV(model, {"C": [0.1, 1.0]}, cv=3).fit(X, y)
+        assert result.best_params_["C"] in (0.1, 1.0)
+        predicted = result.predict(X)
+        assert isinstance(predicted, list) and predicted[0][0] in ("B-NP", "I-NP", "O")
+    elif search == "randomized":
+        result = RandomizedSearchCV(model, {"C": [0.1, 0.3, 1.0]}, n_iter=2, cv=3,
+                                    random_state=0).fit(X, y)
+        assert result.best_score_ > 0.5
+    else:
+        scores = cross_validate(model, X, y, cv=3)["test_score"]
+        assert scores.shape == (3,) and np.all(scores > 0.5)
+
+
+def test_sequence_models_are_not_stratified_classifiers_but_multiclass_ones_are():
+    # Stratified folds need one label per sample; sequence labels have none. MultiClass()
+    # declares the plain classification task, where scikit-learn stratifies as for LinearSVC.
+    assert not sklearn.base.is_classifier(M3NExpGrad())
+    assert sklearn.base.is_classifier(M3NExpGrad(MultiClass()))
+
+
+# ---------------------------------------------------------------- flat X + lengths under CV
+def test_flat_form_under_cross_validation_with_sequence_ids():
+    X, y = make_chain_data(n_sequences=30, seed=4)
+    lengths = np.array([len(s) for s in X])
+    X_flat, y_flat = np.vstack(X), np.concatenate(y)
+    ids = lengths_to_groups(lengths)
+    local = [StructSVMCuttingPlane(C=1.0).fit(X_flat[ids != k], y_flat[ids != k],
+                                              sequence_ids=ids[ids != k])
+             for k in range(2)]
+    assert local[0].structure_.__class__ is ChainStructure
+    with sklearn.config_context(enable_metadata_routing=True):
+        model = StructSVMCuttingPlane(C=1.0).set_fit_request(
+            sequence_ids=True, lengths=False).set_score_request(
+            sequence_ids=True, lengths=False, sample_weight=False)
+        scores = cross_validate(model, X_flat, y_flat, cv=GroupKFold(3),
+                                params={"sequence_ids": ids, "groups": ids})["test_score"]
+    assert np.all(scores > 0.5)
+    # equals the list form fitted on the same sequences
+    held_out = np.arange(len(X)) % 3 == 0
+    flat_mask = held_out[ids] == False  # noqa: E712
+    a = StructSVMCuttingPlane(C=1.0).fit(X_flat[flat_mask], y_flat[flat_mask],
+                                         sequence_ids=ids[flat_mask])
+    b = StructSVMCuttingPlane(C=1.0).fit([x for x, h in zip(X, held_out) if not h],
+                                         [t for t, h in zip(y, held_out) if not h])
+    np.testing.assert_allclose(a.w_, b.w_)
+
+
+def test_sequence_ids_and_lengths_are_exclusive_and_checked():
+    X, y = make_chain_data(n_sequences=5, seed=0)
+    X_flat, y_flat = np.vstack(X), np.concatenate(y)
+    lengths = [len(s) for s in X]
+    with pytest.raises(ValueError, match="either lengths or sequence_ids"):
+        StructSVMCuttingPlane().fit(X_flat, y_flat, lengths=lengths,
+                                    sequence_ids=lengths_to_groups(lengths))
+    with pytest.raises(ValueError, match="sequence_ids has 3 entries"):
+        StructSVMCuttingPlane().fit(X_flat, y_flat, sequence_ids=[0, 0, 1])
+
+
+# ---------------------------------------------------------------- flat X without lengths
+def test_chain_model_refuses_flat_input_without_lengths():
+    X, y = make_chain_data(n_sequences=10, seed=5)
+    model = StructSVMCuttingPlane().fit(X, y)
+    for method in ("predict", "predict_marginals", "decision_function", "predict_proba"):
+        with pytest.raises(ValueError, match="lengths="):
+            getattr(model, method)(np.vstack(X))
+    with pytest.raises(ValueError, match="lengths="):
+        model.score(np.vstack(X), np.concatenate(y))
+    # an explicit chain structure with a flat y and no lengths is an error, not multiclass
+    with pytest.raises(ValueError, match="lengths="):
+        StructSVMCuttingPlane(ChainStructure()).fit(np.vstack(X), np.concatenate(y))
+    # structure="auto" on a plain 2-D X is the documented multiclass form
+    assert isinstance(StructSVMCuttingPlane().fit(np.vstack(X), np.concatenate(y))
+                      .structure_, MultiClass)
+
+
+# ---------------------------------------------------------------- token feature dicts
+def test_feature_dicts_name_the_pipeline_helper():
+    X, y = make_chain_data(n_sequences=10, seed=6)
+    with pytest.raises(TypeError, match="make_sequence_pipeline"):
+        StructSVMCuttingPlane().fit(token_dicts(X), y)
+
+
+def test_feature_dicts_through_the_pipeline_helper(list_of_lists):
+    X, y = list_of_lists
+    pipe = make_sequence_pipeline(M3NSimplicialDecomposition(max_iter=30))
+    assert isinstance(pipe, SequencePipeline)
+    pipe.fit(token_dicts(X), y)
+    assert pipe.score(token_dicts(X), y) > 0.6
+    search = GridSearchCV(pipe, {"m3nsimplicialdecomposition__C": [0.1, 1.0]}, cv=3)
+    search.fit(token_dicts(X), y)
+    # named views of the weights, as sklearn-crfsuite's CRF has
+    state = pipe.state_features_
+    assert state[("f0", "B-NP")] == pytest.approx(
+        pipe[-1].coef_[0, pipe[0].vocabulary_["f0"]])
+    transitions = pipe.transition_features_
+    assert transitions[("B-NP", "I-NP")] == pytest.approx(pipe[-1].transition_[0, 1])
+    assert set(transitions) == {(a, b) for a in pipe.classes_ for b in pipe.classes_}
+
+
+def test_none_feature_value_is_an_error_not_a_number():
+    with pytest.raises(ValueError, match="None"):
+        SequenceVectorizer().fit([[{"word": "a", "prev": None}]])
+
+
+# ---------------------------------------------------------------- predict_proba + temperature
+def test_predict_proba_through_a_pipeline_in_the_input_form(list_of_lists):
+    X, y = list_of_lists
+    pipe = make_pipeline(M3NSimplicialDecomposition(C=1.0, max_iter=50)).fit(X, y)
+    proba = pipe.predict_proba(X)
+    assert isinstance(proba, list) and len(proba) == len(X)
+    for p, x in zip(proba, X):
+        assert p.shape == (len(x), 3)
+        np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    for p, m in zip(proba, pipe[-1].predict_marginals(X)):
+        np.testing.assert_allclose(p, m)  # temperature 1 before calibration
+
+
+def test_temperature_calibration_lowers_held_out_log_loss():
+    X, y = make_chain_data(n_sequences=120, seed=7)
+    model = M3NSimplicialDecomposition(C=0.1).fit(X[:60], y[:60])
+
+    def log_loss(m, X_, y_):
+        p = np.vstack(m.predict_proba(X_))
+        return -np.mean(np.log(p[np.arange(p.shape[0]), np.concatenate(y_)]))
+
+    predicted = np.concatenate(model.predict(X))
+    before = log_loss(model, X[90:], y[90:])
+    model.calibrate_temperature(X[60:90], y[60:90])
+    assert model.temperature_ != 1.0
+    after = log_loss(model, X[90:], y[90:])
+    assert after < before
+    # the temperature is the minimiser of the calibration set's log loss
+    on_calibration = log_loss(model, X[60:90], y[60:90])
+    t = model.temperature_
+    for factor in (0.8, 1.25):
+        model.temperature_ = t * factor
+        assert log_loss(model, X[60:90], y[60:90]) >= on_calibration - 1e-9
+    model.temperature_ = t
+    # predictions never change
+    np.testing.assert_array_equal(np.concatenate(model.predict(X)), predicted)
+
+
+# ---------------------------------------------------------------- named start/end biases
+def test_start_and_end_biases_are_named_attributes():
+    X, y = make_chain_data(n_sequences=20, seed=8)
+    model = StructSVMCuttingPlane().fit(X, y)
+    transition, start, end = model.structure_.pairwise_parameters(
+        model.structure_.split_weights(model.w_)[1])
+    np.testing.assert_array_equal(model.start_, start)
+    np.testing.assert_array_equal(model.end_, end)
+    no_bias = StructSVMCuttingPlane(ChainStructure(start_end=False)).fit(X, y)
+    with pytest.raises(AttributeError):
+        no_bias.start_
+
+
+# ---------------------------------------------------------------- LinearSVC drop-in
+def binary_data(seed=0, shift=3.0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(200, 5))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    return X + shift, y  # shifted: no intercept, no fit
+
+
+@pytest.mark.parametrize("Learner", LEARNERS)
+def test_multiclass_form_is_a_linear_svc_drop_in(Learner):
+    X, y = binary_data()
+    model = Learner().fit(X, y)
+    reference = LinearSVC().fit(X, y)
+    assert model.coef_.shape == reference.coef_.shape == (1, 5)
+    assert model.intercept_.shape == reference.intercept_.shape == (1,)
+    np.testing.assert_allclose(model.decision_function(X), X @ model.coef_[0]
+                               + model.intercept_[0], atol=1e-8)
+    assert model.score(X, y) >= reference.score(X, y) - 0.03
+    without = Learner(fit_intercept=False).fit(X, y)
+    assert without.intercept_.shape == (1,) and without.intercept_[0] == 0.0
+    proba = model.predict_proba(X)
+    assert proba.shape == (200, 2)
+    np.testing.assert_array_equal(model.classes_[proba.argmax(axis=1)], model.predict(X))
+
+
+def test_multiclass_intercept_shapes_and_sparse_input():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(150, 4)) + 5.0
+    y = rng.integers(3, size=150)
+    X[np.arange(150), y] += 3.0
+    model = StructSVMCuttingPlane(C=1.0).fit(X, y)
+    assert model.coef_.shape == (3, 4) and model.intercept_.shape == (3,)
+    np.testing.assert_allclose(model.decision_function(X),
+                               X @ model.coef_.T + model.intercept_, atol=1e-8)
+    sparse = StructSVMCuttingPlane(C=1.0).fit(sp.csr_matrix(X), y)
+    np.testing.assert_allclose(sparse.w_, model.w_, atol=1e-6)
+    assert model.n_features_in_ == 4
+    # stratified folds as for LinearSVC when the structure says multiclass
+    search = GridSearchCV(StructSVMCuttingPlane(MultiClass()), {"C": [0.1, 1.0]}, cv=3)
+    search.fit(X[np.argsort(y)], np.sort(y))
+    assert search.best_score_ > 0.5  # sorted labels: unstratified 3-fold would score ~0
