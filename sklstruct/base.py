@@ -689,6 +689,10 @@ class Certificate:
     ``gap <= tol * |primal|``), when the estimator's ``callback`` returns True, or when the
     fit has run ``max_time`` seconds.
 
+    With ``verbose=1`` a check prints one line (the unit and its count, primal, dual, gap and
+    relative gap, seconds since the start, oracle calls), at most about one a second plus
+    the first and the last; ``verbose=2`` prints every check with the learner's extra fields.
+
     Parameters
     ----------
     estimator : BaseStructuredClassifier
@@ -707,6 +711,7 @@ class Certificate:
         self.rows = {name: [] for name in self.fields}
         self.start = time.perf_counter()
         self.stop_reason = None
+        self.last_print = None
 
     @property
     def converged(self):
@@ -738,11 +743,18 @@ class Certificate:
         max_time = getattr(estimator, "max_time", None)
         if self.stop_reason is None and max_time is not None and row["time"] >= max_time:
             self.stop_reason = "max_time"
-        if estimator.verbose:
+        max_iter = getattr(estimator, "max_iter", None)
+        stops = self.stop_reason is not None or (max_iter is not None and iteration >= max_iter)
+        if estimator.verbose >= 2 or (estimator.verbose and (
+                stops or self.last_print is None or row["time"] - self.last_print >= 1.0)):
+            self.last_print = row["time"]
             relative = gap / abs(primal) if primal else np.nan
+            more = "".join(f"  {name} {value:.4g}" for name, value in extra.items()
+                           if estimator.verbose >= 2)
             print(f"[{type(estimator).__name__}] {self.unit} {iteration:5d}  "
                   f"primal {primal:.6g}  dual {dual:.6g}  gap {gap:.3g} ({relative:.2e})  "
-                  f"time {row['time']:.2f}s  oracle calls {int(oracle_calls)}")
+                  f"time {row['time']:.2f}s  oracle calls {int(oracle_calls)}{more}",
+                  flush=True)
         return self.stop_reason is not None
 
     def history(self):

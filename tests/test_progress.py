@@ -1,0 +1,99 @@
+"""Progress reporting: verbose lines in one format for every learner, callback, max_time."""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from sklstruct import (L1M3N, M3NExcessiveGap, M3NExpGrad, M3NSimplicialDecomposition,
+                       StructSVMCuttingPlane)
+
+from .conftest import make_chain_data
+
+LINE = re.compile(
+    r"^\[(?P<name>\w+)\] (?P<unit>pass|iteration|round|step) +(?P<count>\d+)  "
+    r"primal (?P<primal>\S+)  dual (?P<dual>\S+)  gap (?P<gap>\S+) \((?P<relative>\S+)\)  "
+    r"time (?P<time>[\d.]+)s  oracle calls (?P<calls>\d+)(?P<more>.*)$"
+)
+
+MODELS = [
+    StructSVMCuttingPlane(variant="1-slack", tol=1e-4),
+    StructSVMCuttingPlane(variant="n-slack", tol=1e-4),
+    M3NExpGrad(tol=1e-3, max_iter=50),
+    M3NExpGrad(algorithm="batch", tol=1e-3, max_iter=50),
+    M3NExcessiveGap(tol=1e-3, max_iter=100),
+    L1M3N(max_iter=3),
+    L1M3N(solver="subgradient", max_iter=20),
+    L1M3N(solver="cutting_plane", tol=1e-3),
+    M3NSimplicialDecomposition(tol=1e-4),
+]
+
+
+def fit_quietly(model, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return model.fit(X, y)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=repr)
+def test_verbose_prints_the_same_columns_for_every_learner(model, capsys):
+    X, y = make_chain_data(n_sequences=20, seed=2)
+    fit_quietly(model.set_params(verbose=1), X, y)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines, "verbose=1 printed nothing"
+    history = model.history_
+    for line in lines:
+        match = LINE.match(line)
+        assert match, line
+        assert match["name"] == type(model).__name__
+        assert match["more"] == ""  # extra fields only with verbose=2
+    last = LINE.match(lines[-1])
+    # the last line is the last check, whose figures are the certificate in history_
+    assert float(last["primal"]) == pytest.approx(history["primal"][-1], rel=1e-5)
+    # (L1M3N's EM and subgradient steps have no dual bound: NaN on both sides)
+    assert float(last["dual"]) == pytest.approx(history["dual"][-1], rel=1e-5, abs=1e-12,
+                                                nan_ok=True)
+    assert int(last["calls"]) == int(history["oracle_calls"][-1])
+    # at most about one line a second (plus the first and the last)
+    assert len(lines) <= 2 + history["time"][-1] / 1.0 + 1
+
+
+def test_verbose_is_rate_limited_but_verbose_2_prints_every_check(capsys):
+    X, y = make_chain_data(n_sequences=40, seed=3)
+    quiet = fit_quietly(StructSVMCuttingPlane(variant="1-slack", tol=1e-6, verbose=1), X, y)
+    n_quiet = len(capsys.readouterr().out.strip().splitlines())
+    loud = fit_quietly(StructSVMCuttingPlane(variant="1-slack", tol=1e-6, verbose=2), X, y)
+    n_loud = len(capsys.readouterr().out.strip().splitlines())
+    assert quiet.history_["primal"].shape[0] > 10
+    assert n_loud == loud.history_["primal"].shape[0]
+    assert n_quiet <= 2 + quiet.history_["time"][-1] + 1 < n_loud
+
+
+@pytest.mark.parametrize("model", MODELS, ids=repr)
+def test_callback_stops_the_fit_with_a_certified_model(model):
+    X, y = make_chain_data(n_sequences=20, seed=4)
+    seen = []
+
+    def stop_at_second_check(estimator, info):
+        assert {"iteration", "primal", "dual", "gap", "time", "oracle_calls", "w"} <= set(info)
+        seen.append(info["gap"])
+        return len(seen) == 2
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # a callback stop is no warning
+        model.set_params(callback=stop_at_second_check, tol=1e-12).fit(X, y)
+    assert len(seen) == 2
+    assert model.history_["gap"].shape[0] == 2
+    np.testing.assert_equal(model.history_["gap"][-1], seen[-1])
+    # the returned weights are those the last check certified
+    assert model.objective(X, y) == pytest.approx(model.history_["primal"][-1], rel=1e-6)
+
+
+def test_max_time_stops_with_a_warning():
+    X, y = make_chain_data(n_sequences=200, seed=5, max_length=12)
+    with pytest.warns(ConvergenceWarning, match="max_time"):
+        model = M3NExpGrad(tol=1e-12, max_iter=100000, max_time=0.2).fit(X, y)
+    assert model.history_["time"][-1] < 5.0
+    assert np.isfinite(model.history_["gap"][-1])
