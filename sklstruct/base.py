@@ -757,6 +757,21 @@ class Certificate:
                   flush=True)
         return self.stop_reason is not None
 
+    def amend_last(self, primal, dual):
+        """Make the last record certify other weights than the last iterate's: ``primal``
+        their objective, ``dual`` the best lower bound seen."""
+        self.rows["primal"][-1] = float(primal)
+        self.rows["dual"][-1] = float(dual)
+        self.rows["gap"][-1] = float(primal - dual)
+        if self.stop_reason is None and primal - dual <= self.estimator.tol * abs(primal):
+            self.stop_reason = "converged"
+
+    def precision_lost(self, why):
+        """Stop the fit with a warning: the learner cannot make progress in floating point."""
+        self.stop_reason = "precision"
+        warnings.warn(f"{type(self.estimator).__name__} stopped early: {why}.",
+                      ConvergenceWarning)
+
     def history(self):
         """The records as a dict of 1-D float arrays."""
         return {name: np.asarray(values) for name, values in self.rows.items()}

@@ -7,6 +7,7 @@ import pickle
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
 
 from sklstruct import (ChainStructure, M3NExpGrad, M3NSimplicialDecomposition,
                        StructSVMCuttingPlane)
@@ -163,3 +164,21 @@ def test_chain_structure_marginals_at_huge_potentials():
     assert np.all(np.isfinite(node)) and np.all(np.isfinite(pair))
     np.testing.assert_allclose(node.sum(axis=1), 1.0)
     assert pair.sum() == pytest.approx(batch.n_tokens - batch.n_sequences)
+
+
+@pytest.mark.parametrize("max_points", [1, 10])
+@pytest.mark.parametrize("scale", [1e9, 1e12])
+def test_simplicial_decomposition_never_diverges_at_huge_feature_scales(scale, max_points):
+    # At this scale C * ||x||^2 ~ 1e24: the dual's ascent is below double precision. The fit
+    # must say so and return weights no worse than w = 0, certified by its last record.
+    X, y = make_chain_data(n_sequences=30, seed=1)
+    X = [x * scale for x in X]
+    with pytest.warns(ConvergenceWarning):
+        model = M3NSimplicialDecomposition(C=1.0, max_points=max_points,
+                                           random_state=0).fit(X, y)
+    at_zero = sum(len(labels) for labels in y)  # C * sum_i max Hamming loss
+    objective = model.objective(X, y)
+    assert np.isfinite(model.w_).all()
+    assert objective <= at_zero
+    assert objective == pytest.approx(model.history_["primal"][-1], rel=1e-9)
+    assert np.max(model.history_["dual"]) <= objective

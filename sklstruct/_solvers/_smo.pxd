@@ -47,7 +47,7 @@ cdef inline double smo_capped_simplices(
     steps taken.
     """
     cdef intp_t steps = 0, g, best_group, k, u, up, down, lo, hi
-    cdef double violation, worst, first = -1.0, gmin, diff, curvature, gain, best_gain
+    cdef double violation, worst, first = -1.0, gmin, diff, curvature, floor, gain, best_gain
     cdef double step = 0.0
     while True:
         worst = 0.0
@@ -86,12 +86,19 @@ cdef inline double smo_capped_simplices(
                 continue
             if u == m:
                 curvature = G[down * m + down]
+                floor = 1e-12
             elif down == m:
                 curvature = G[u * m + u]
+                floor = 1e-12
             else:
                 curvature = G[u * m + u] + G[down * m + down] - 2.0 * G[u * m + down]
-            if curvature < 1e-12:
-                curvature = 1e-12
+                # below this the difference is rounding of the Gram entries: the two points
+                # are numerically one, and a step longer than diff / floor is not justified
+                floor = 1e-10 * (fabs(G[u * m + u]) + fabs(G[down * m + down]))
+                if floor < 1e-12:
+                    floor = 1e-12
+            if curvature < floor:
+                curvature = floor
             gain = diff * diff / curvature
             if gain > best_gain:
                 best_gain = gain

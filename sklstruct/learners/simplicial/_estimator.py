@@ -247,6 +247,10 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                                            calls + batch.n_sequences, np.nan,
                                            primal=state.primal())
         primal = certificate.rows["primal"][-1]
+        # the weights of the lowest certified primal (a copy: the state's are kept for a warm
+        # start); in exact arithmetic the last iterate's, but not when the dual's precision
+        # runs out (features of huge norm, or a huge C)
+        best_primal, best_w, last_dual = primal, w.copy(), dual
         while not converged and passes < self.max_iter:
             fw_gap = state.run_pass(rng.permutation(batch.n_sequences))
             if getattr(state, "cached", False):
@@ -261,8 +265,21 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                                                primal=state.primal())
                 primal = certificate.rows["primal"][-1]
                 schedule.checked(passes)
+                if primal < best_primal:
+                    best_primal = primal
+                    np.copyto(best_w, w)
+                if dual < last_dual - 1e-8 * abs(last_dual):
+                    certificate.precision_lost(
+                        "the dual decreased: its ascent is below double precision at this "
+                        "scale of C * ||x||^2; standardise the features or lower C")
+                    break
+                last_dual = max(last_dual, dual)
         self.n_iter_ = passes
-        return w.copy()  # (the state's weights: kept for a warm start)
+        if primal > best_primal:  # the returned weights are the best certified ones
+            certificate.amend_last(best_primal, last_dual)
+            return best_w
+        np.copyto(best_w, w)
+        return best_w
 
     @staticmethod
     def _sweep(state, rng, max_sweeps=20, min_fraction=0.1):

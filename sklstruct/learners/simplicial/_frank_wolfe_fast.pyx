@@ -546,7 +546,7 @@ cdef double _solve_master(const double* G, const double* D_k, const double* base
             if (v_new < 0.0) != clipped[q2]:
                 settled = False
                 clipped[q2] = v_new < 0.0
-        if change > best_change or n_k == 0:
+        if change > best_change:  # (a master that would not ascend keeps mu_old)
             best_change = change
             for pt in range(m):
                 mu_best[pt] = mu[pt]
