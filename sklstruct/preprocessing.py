@@ -1,7 +1,8 @@
 """Feature extraction for sequences of tokens.
 
 :class:`SequenceVectorizer` turns sequences of per-token feature dicts into
-one sparse matrix per sequence, and :func:`window_features` builds the usual
+one sparse matrix per sequence (:class:`HashingSequenceVectorizer` does it
+without a vocabulary, by feature hashing), and :func:`window_features` builds the usual
 chunking feature dicts of a sentence.
 """
 
@@ -11,10 +12,10 @@ from collections.abc import Mapping
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.feature_extraction import DictVectorizer
+from sklearn.feature_extraction import DictVectorizer, FeatureHasher
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["SequenceVectorizer", "window_features"]
+__all__ = ["HashingSequenceVectorizer", "SequenceVectorizer", "window_features"]
 
 
 def _flatten_sequences(X):
@@ -318,3 +319,128 @@ def window_features(words, pos=None, *, window=2):
             feats["EOS"] = True
         features.append(feats)
     return features
+
+
+class HashingSequenceVectorizer(TransformerMixin, BaseEstimator):
+    """Turn sequences of per-token feature dicts into sparse matrices by feature hashing.
+
+    The stateless counterpart of :class:`SequenceVectorizer`: the same input (a list of
+    sequences, each a list of per-token dicts) and the same reading of the values (a string
+    value ``v`` of feature ``k`` is the binary feature ``"k=v"`` with ``separator`` between
+    them, an iterable of strings one such feature per string, a number is kept as the value
+    of feature ``k``, a boolean becomes 1 or 0), but the column of a feature is its hash
+    (:class:`~sklearn.feature_extraction.FeatureHasher`) instead of its place in a learned
+    vocabulary. Nothing is learned, so parts of a data set vectorise independently, on
+    different machines, into the same columns: the input of
+    :meth:`sklstruct.distributed.ShardedSequences.from_bag`. Different features can share a
+    column (with ``alternate_sign``, of opposite signs, so that they cancel on average).
+
+    Parameters
+    ----------
+    n_features : int, default=2**20
+        Number of columns.
+    alternate_sign : bool, default=True
+        Give every feature a sign from its hash, so that the inner products of colliding
+        features are unbiased.
+    dtype : dtype, default=np.float64
+        Type of the feature values.
+    separator : str, default="="
+        Separator between feature name and string value.
+
+    See Also
+    --------
+    SequenceVectorizer : The same with a vocabulary learned by ``fit``.
+
+    Examples
+    --------
+    >>> from sklstruct.preprocessing import HashingSequenceVectorizer
+    >>> X = [[{"word": "the"}, {"word": "cat"}], [{"word": "sat", "len": 3}]]
+    >>> Xt = HashingSequenceVectorizer(n_features=2**10).transform(X)
+    >>> [m.shape for m in Xt], [m.nnz for m in Xt]
+    ([(2, 1024), (1, 1024)], [2, 2])
+    """
+
+    def __init__(self, *, n_features=2**20, alternate_sign=True, dtype=np.float64,
+                 separator="="):
+        self.n_features = n_features
+        self.alternate_sign = alternate_sign
+        self.dtype = dtype
+        self.separator = separator
+
+    def _pairs(self, token):
+        separator = self.separator
+        for name, value in token.items():
+            if isinstance(value, str):
+                yield f"{name}{separator}{value}", 1
+            elif isinstance(value, (numbers.Number, np.number)):
+                yield name, value
+            elif hasattr(value, "__iter__"):
+                for item in value:
+                    if not isinstance(item, str):
+                        raise TypeError(f"Feature {name!r} holds an iterable with a value of "
+                                        f"type {type(item).__name__}; only strings can be "
+                                        "one-hot encoded.")
+                    yield f"{name}{separator}{item}", 1
+            else:
+                raise TypeError(f"Feature {name!r} has a value of type "
+                                f"{type(value).__name__}; give a string, a number, a boolean "
+                                "or an iterable of strings.")
+
+    def fit(self, X=None, y=None):
+        """Do nothing: the vectorizer is stateless.
+
+        Parameters
+        ----------
+        X : list of list of dict, default=None
+            Ignored.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The vectorizer.
+        """
+        return self
+
+    def transform(self, X):
+        """Return one sparse matrix per sequence.
+
+        Parameters
+        ----------
+        X : list of list of dict
+            Sequences of per-token feature dicts.
+
+        Returns
+        -------
+        Xt : list of scipy.sparse CSR matrices
+            One matrix of shape (n_tokens_i, n_features) per sequence.
+        """
+        tokens, lengths = _flatten_sequences(X)
+        hasher = FeatureHasher(n_features=self.n_features, input_type="pair",
+                               dtype=self.dtype, alternate_sign=self.alternate_sign)
+        return _split_rows(hasher.transform(self._pairs(token) for token in tokens), lengths)
+
+    def fit_transform(self, X, y=None):
+        """Return one sparse matrix per sequence (``fit`` does nothing).
+
+        Parameters
+        ----------
+        X : list of list of dict
+            Sequences of per-token feature dicts.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        Xt : list of scipy.sparse CSR matrices
+            One matrix of shape (n_tokens_i, n_features) per sequence.
+        """
+        return self.transform(X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.dict = True
+        tags.input_tags.two_d_array = False
+        tags.requires_fit = False
+        return tags

@@ -191,14 +191,19 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         self.max_time = max_time
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
+    def fit(self, X, y=None, lengths=None, sample_weight=None, sequence_ids=None):
         """Fit the model.
 
         Parameters
         ----------
         X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
             Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
-        y : list of array-like, or array-like of shape (n_tokens,)
+            Or a :class:`~sklstruct.distributed.ShardedSequences`: training data in shards on
+            a dask cluster, fitted by the 1-slack variant with the shards' map-reduce as its
+            separation oracle (``variant="auto"`` then means "1-slack"); the shards hold the
+            labels, lengths and weights.
+        y : list of array-like, or array-like of shape (n_tokens,), default=None
+            The labels (required unless ``X`` is a ``ShardedSequences``).
         lengths : array-like of shape (n_sequences,), default=None
         sample_weight : array-like of shape (n_sequences,), default=None
             Per-sequence weights ``s_i``: the objective becomes
@@ -214,6 +219,14 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         self : object
         """
         return self._fit(X, y, lengths, sample_weight, sequence_ids)
+
+    def _fit_staged(self, X, *args):
+        from ...distributed import ShardedSequences, fit_shards
+
+        if isinstance(X, ShardedSequences):
+            self.w_ = fit_shards(self, X, *args)
+        else:
+            super()._fit_staged(X, *args)
 
     def _fit_token_map(self, X):
         if self.kernel == "linear":

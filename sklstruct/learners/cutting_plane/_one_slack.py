@@ -96,18 +96,6 @@ class WorkingSet:
         """The constraint offsets ``c_k``."""
         return self._offsets.data
 
-    def _rows(self, tokens):
-        """The token rows ``tokens`` as a batch (only the unary products use it); all of them
-        when ``tokens`` is None."""
-        if tokens is None:
-            return self.batch
-        return SequenceBatch(self.batch.X[tokens], np.array([0, tokens.shape[0]], dtype=np.int64))
-
-    def _direction(self, tokens, M, pairwise):
-        """Flat direction ``[X_tokens^T M, pairwise]`` for a (len(tokens), n_states) ``M``."""
-        unary = self.structure.unary_features(self._rows(tokens), M)
-        return np.concatenate([unary.ravel(), pairwise])
-
     def _entry_rows(self):
         """The tokens the stored entries touch (None: more than half of all, then read them
         all) and the entries' flat indices into their (n_rows, n_states) block."""
@@ -131,21 +119,11 @@ class WorkingSet:
         The Gram matrix grows by one row and column. Only the tokens where ``Ybar`` differs
         from ``y`` (and, for the inner products, those of the stored constraints) are read.
         """
-        structure, batch, Y = self.structure, self.batch, self.Y
+        structure, Y = self.structure, self.Y
         n_states = structure.n_states_
-        tokens = np.flatnonzero(Y != Ybar)
         self._entry_cache = None
-        scale = sequence_scale[batch.sequence_index[tokens]]
-        pairwise = structure.pairwise_statistics(batch, Y, sequence_scale) - \
-            structure.pairwise_statistics(batch, Ybar, sequence_scale)
-        M = np.zeros((tokens.shape[0], n_states))
-        rows = np.arange(tokens.shape[0])
-        M[rows, Y[tokens]] = scale
-        M[rows, Ybar[tokens]] = -scale
-        g = self._direction(tokens if 2 * tokens.shape[0] <= batch.n_tokens else None,
-                            M if 2 * tokens.shape[0] <= batch.n_tokens else _spread(M, tokens,
-                                                                                   batch),
-                            pairwise)
+        g, tokens, scale, pairwise = constraint_direction(structure, self.batch, Y, Ybar,
+                                                          sequence_scale)
         k = len(self)
         row = np.empty(k + 1)
         if self.dense:
@@ -154,7 +132,8 @@ class WorkingSet:
         else:
             if k:
                 entry_tokens, true_index, wrong_index = self._entry_rows()
-                unary = structure.unary_potentials(self._rows(entry_tokens), g).ravel()
+                rows = _token_rows(self.batch, entry_tokens)
+                unary = structure.unary_potentials(rows, g).ravel()
                 row[:k] = self._pairwise.data @ pairwise
                 constraint_dots(unary, true_index, wrong_index, self._scale.data,
                                 self._owner.data, row)
@@ -199,7 +178,43 @@ class WorkingSet:
         M = np.zeros(n_rows * self.structure.n_states_)
         scatter_constraints(M, true_index, wrong_index, self._scale.data, self._owner.data,
                             np.ascontiguousarray(alpha, dtype=np.float64))
-        return self._direction(entry_tokens, M.reshape(n_rows, -1), alpha @ self._pairwise.data)
+        return _direction(self.structure, self.batch, entry_tokens, M.reshape(n_rows, -1),
+                          alpha @ self._pairwise.data)
+
+
+def _token_rows(batch, tokens):
+    """The token rows ``tokens`` as a batch (only the unary products use it); all of them
+    when ``tokens`` is None."""
+    if tokens is None:
+        return batch
+    return SequenceBatch(batch.X[tokens], np.array([0, tokens.shape[0]], dtype=np.int64))
+
+
+def _direction(structure, batch, tokens, M, pairwise):
+    """Flat direction ``[X_tokens^T M, pairwise]`` for a (len(tokens), n_states) ``M``."""
+    unary = structure.unary_features(_token_rows(batch, tokens), M)
+    return np.concatenate([unary.ravel(), pairwise])
+
+
+def constraint_direction(structure, batch, Y, Ybar, sequence_scale):
+    """The 1-slack direction ``g = sum_i s_i (Psi(x_i, y_i) - Psi(x_i, ybar_i))`` as a flat
+    vector, read from the tokens where ``Ybar`` differs from ``Y``.
+
+    Returns ``(g, tokens, token_scale, pairwise)``: the direction, the differing tokens, their
+    scale ``s_i`` and the pairwise part of ``g``.
+    """
+    tokens = np.flatnonzero(Y != Ybar)
+    scale = sequence_scale[batch.sequence_index[tokens]]
+    pairwise = structure.pairwise_statistics(batch, Y, sequence_scale) - \
+        structure.pairwise_statistics(batch, Ybar, sequence_scale)
+    M = np.zeros((tokens.shape[0], structure.n_states_))
+    rows = np.arange(tokens.shape[0])
+    M[rows, Y[tokens]] = scale
+    M[rows, Ybar[tokens]] = -scale
+    few = 2 * tokens.shape[0] <= batch.n_tokens
+    g = _direction(structure, batch, tokens if few else None,
+                   M if few else _spread(M, tokens, batch), pairwise)
+    return g, tokens, scale, pairwise
 
 
 def _spread(M, tokens, batch):
@@ -209,14 +224,75 @@ def _spread(M, tokens, batch):
     return full
 
 
-def _separate(model, batch, Y, unary, pairwise, token_loss, cache, slack, oracle_violation,
-              weights, epsilon):
+class Cut:
+    """A candidate 1-slack constraint from a separation oracle.
+
+    ``hinge`` is the weighted sum of its hinge terms at the current weights, ``offset`` its
+    ``c = sum_i s_i Delta(y_i, ybar_i)``, ``from_oracle`` whether loss-augmented decoding
+    made it (else the label cache did) and ``direction`` the arguments that the oracle's
+    working set's ``add`` takes before the offset.
+    """
+
+    __slots__ = ("hinge", "offset", "from_oracle", "direction")
+
+    def __init__(self, hinge, offset, from_oracle, direction):
+        self.hinge, self.offset = hinge, offset
+        self.from_oracle, self.direction = from_oracle, direction
+
+
+class LocalOracle:
+    """The 1-slack separation oracle over a batch held in this process.
+
+    The interface :func:`solve_one_slack` reads the training data through: ``n_sequences``,
+    ``loss_bound`` (``sum_i s_i max_y Delta(y_i, y)``), :meth:`working_set`, :meth:`separate`
+    and :meth:`hinge`. :mod:`sklstruct.distributed` implements it over data shards on a dask
+    cluster.
+    """
+
+    def __init__(self, model, batch, Y, sample_weight):
+        self.model, self.batch, self.Y, self.sample_weight = model, batch, Y, sample_weight
+        self.token_loss = model.structure_.token_loss(Y)
+        self.cache = LabelCache(batch.n_tokens, batch.n_sequences, model.cache_size)
+        self.n_sequences = batch.n_sequences
+        self.loss_bound = float(sample_weight @ batch.sum_per_sequence(
+            self.token_loss.max(axis=1)))
+
+    def working_set(self):
+        """An empty working set whose constraints are stored as labellings of the batch."""
+        return WorkingSet(self.model.structure_, self.batch, self.Y)
+
+    def separate(self, w, slack, bar):
+        """The next 1-slack constraint at ``w`` as a :class:`Cut`.
+
+        The cached labellings are tried first; their constraint is used when its violation
+        (weighted hinge sum minus ``slack``) exceeds ``bar``. Otherwise the oracle is called
+        (and refreshes the cache).
+        """
+        model, batch, Y, weights = self.model, self.batch, self.Y, self.sample_weight
+        structure = model.structure_
+        unary, pairwise = structure.potentials(batch, w)
+        Ybar, losses, scores, from_oracle = _separate(
+            model, batch, Y, unary, pairwise, self.token_loss, self.cache, slack, bar, weights)
+        hinge = hinge_terms(losses, structure.score(batch, unary, pairwise, Y) - scores,
+                            model.rescale)
+        scale = weights * (1.0 if model.rescale == "margin" else losses)
+        return Cut(float(weights @ hinge), float(weights @ losses), from_oracle, (Ybar, scale))
+
+    def hinge(self, w):
+        """The weighted sum of the exact hinge terms at ``w`` (one oracle call)."""
+        model, batch = self.model, self.batch
+        hinge, _, _ = model._structured_hinge(batch, self.Y,
+                                              *model.structure_.potentials(batch, w),
+                                              model.rescale, self.token_loss)
+        return float(self.sample_weight @ hinge)
+
+
+def _separate(model, batch, Y, unary, pairwise, token_loss, cache, slack, bar, weights):
     """The next 1-slack constraint, and whether the separation oracle produced it.
 
     The cached labelings are tried first; their constraint is used when it is violated by
-    more than ``epsilon`` and by at least half the violation of the last oracle constraint,
-    so that the cache saves oracle calls without trading them for many small steps.
-    Otherwise the oracle is called (and refreshes the cache).
+    more than ``bar`` (see :func:`solve_one_slack`). Otherwise the oracle is called (and
+    refreshes the cache).
 
     Returns ``(labels, losses, scores, from_oracle)``.
     """
@@ -226,7 +302,7 @@ def _separate(model, batch, Y, unary, pairwise, token_loss, cache, slack, oracle
                                                     model.rescale)
         margins = structure.score(batch, unary, pairwise, Y) - scores
         hinge = hinge_terms(losses, margins, model.rescale)
-        if weights @ hinge - slack > max(epsilon, 0.5 * oracle_violation):
+        if weights @ hinge - slack > bar:
             return Ybar, losses, scores, False
     Ybar, losses, scores = structure.loss_augmented_decode(
         batch, unary, pairwise, Y, rescale=model.rescale, n_jobs=model.n_jobs,
@@ -236,21 +312,28 @@ def _separate(model, batch, Y, unary, pairwise, token_loss, cache, slack, oracle
 
 
 def fit_one_slack(model, batch, Y, sample_weight):
-    """Algorithms 3 (margin) and 4 (slack rescaling) on ``model.structure_``; returns
-    ``(w, dual_coef)`` and records the fit's progress on ``model``.
+    """Algorithms 3 and 4 on a batch held in this process (see :func:`solve_one_slack`)."""
+    return solve_one_slack(model, LocalOracle(model, batch, Y, sample_weight))
+
+
+def solve_one_slack(model, oracle):
+    """Algorithms 3 (margin) and 4 (slack rescaling) on ``model.structure_`` with the data
+    behind ``oracle`` (a :class:`LocalOracle` or a sharded one); returns ``(w, dual_coef)``
+    and records the fit's progress on ``model``.
 
     Every oracle iteration certifies ``w = w(alpha)`` by the exact gap between the primal and
     the working-set dual; the fit stops when it is at most ``tol`` times the primal. A new
     constraint violated by at most ``epsilon = tol * primal / (2 C)`` cannot lower the gap much
     more than the working-set QP's own error, so the QP is then re-solved precisely instead
-    (its error is kept below a tenth of the target).
+    (its error is kept below a tenth of the target). A cached constraint is used when it is
+    violated by more than ``epsilon`` and by at least half the violation of the last oracle
+    constraint, so that the cache saves oracle calls without trading them for many small
+    steps.
     """
     structure = model.structure_
-    n = batch.n_sequences
+    n = oracle.n_sequences
     C, tol = float(model.C), float(model.tol)
-    working_set = WorkingSet(structure, batch, Y)
-    cache = LabelCache(batch.n_tokens, n, model.cache_size)
-    token_loss = structure.token_loss(Y)
+    working_set = oracle.working_set()
     certificate = Certificate(model, unit="iteration", extra_fields=("n_constraints",))
     w = np.zeros(structure.size_joint_feature_)
     alpha = np.zeros(0)
@@ -258,23 +341,19 @@ def fit_one_slack(model, batch, Y, sample_weight):
     oracle_calls = 0
     oracle_violation = np.inf
     # the primal at w = 0 bounds the objective: the first target violation
-    primal_scale = C * float(sample_weight @ batch.sum_per_sequence(token_loss.max(axis=1)))
+    primal_scale = C * oracle.loss_bound
     for iteration in range(1, model.max_iter + 1):
         epsilon = 0.5 * tol * primal_scale / C
         norm2 = float(alpha @ working_set.gram @ alpha)
         dual = float(alpha @ working_set.offsets) - 0.5 * norm2
         slack = max(0.0, float(np.max(working_set.offsets - working_set.gram @ alpha))) \
             if alpha.size else 0.0
-        unary, pairwise = structure.potentials(batch, w)
-        Ybar, losses, scores, from_oracle = _separate(
-            model, batch, Y, unary, pairwise, token_loss, cache, slack, oracle_violation,
-            sample_weight, epsilon)
+        cut = oracle.separate(w, slack, max(epsilon, 0.5 * oracle_violation))
+        from_oracle = cut.from_oracle
         oracle_calls += n * from_oracle
-        hinge = hinge_terms(losses, structure.score(batch, unary, pairwise, Y) - scores,
-                            model.rescale)
         # with the oracle, the hinge terms are exact and give the primal objective
-        primal = 0.5 * norm2 + C * float(sample_weight @ hinge) if from_oracle else np.nan
-        violation = float(sample_weight @ hinge) - slack
+        primal = 0.5 * norm2 + C * cut.hinge if from_oracle else np.nan
+        violation = cut.hinge - slack
         if from_oracle:
             oracle_violation = violation
             primal_scale = primal
@@ -287,8 +366,7 @@ def fit_one_slack(model, batch, Y, sample_weight):
         if from_oracle and violation <= epsilon:
             qp_tol = final_qp_tol  # the QP's error dominates: re-solve it precisely
         else:
-            scale = sample_weight * (1.0 if model.rescale == "margin" else losses)
-            working_set.add(Ybar, scale, offset=float(sample_weight @ losses))
+            working_set.add(*cut.direction, offset=cut.offset)
             alpha = np.append(alpha, 0.0)
             last_active = np.append(last_active, iteration)
             # the QP is solved more precisely as the outer loop converges (section 4)
@@ -306,9 +384,7 @@ def fit_one_slack(model, batch, Y, sample_weight):
         certified = False
     if not certified:  # certify the weights returned
         norm2 = float(alpha @ working_set.gram @ alpha)
-        hinge, _, _ = model._structured_hinge(batch, Y, *structure.potentials(batch, w),
-                                              model.rescale, token_loss)
-        primal = 0.5 * norm2 + C * float(sample_weight @ hinge)
+        primal = 0.5 * norm2 + C * oracle.hinge(w)
         dual = float(alpha @ working_set.offsets) - 0.5 * norm2
         reason = certificate.stop_reason
         certificate.check(iteration, primal, dual, oracle_calls + n, w=w,

@@ -1,0 +1,217 @@
+"""The 1-slack fit on a dask LocalCluster (2 worker processes), model selection under joblib's
+dask backend, and the hashing vectorizer that lets shards vectorise on their own."""
+
+import os
+import signal
+from unittest import mock
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.model_selection import GridSearchCV, KFold
+from sklearn.utils.validation import check_is_fitted
+
+from sklstruct import StructSVMCuttingPlane
+from sklstruct.preprocessing import (HashingSequenceVectorizer, SequenceVectorizer,
+                                     window_features)
+
+from .conftest import make_chain_data
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_chain_data(n_sequences=120, n_states=4, n_features=6, max_length=12, seed=1,
+                           sparse=True)
+
+
+def _model(**params):
+    return StructSVMCuttingPlane(**{"variant": "1-slack", "C": 1.0, "tol": 1e-3, **params})
+
+
+def _relative_gap(model):
+    return model.history_["gap"][-1] / model.history_["primal"][-1]
+
+
+def test_one_shard_is_the_local_fit_bit_for_bit(client, data):
+    from sklstruct.distributed import ShardedSequences
+
+    X, y = data
+    local = _model().fit(X, y)
+    shards = ShardedSequences.scatter(X, y, n_shards=1, client=client)
+    distributed = _model().fit(shards)
+    np.testing.assert_array_equal(distributed.w_, local.w_)
+    np.testing.assert_array_equal(distributed.dual_coef_, local.dual_coef_)
+    assert distributed.n_iter_ == local.n_iter_
+    assert distributed.variant_ == "1-slack"
+    for a, b in zip(distributed.predict(X), local.predict(X)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_two_shards_agree_with_the_local_fit_within_the_certificate(client, data):
+    from sklstruct.distributed import ShardedSequences
+
+    X, y = data
+    local = _model().fit(X, y)
+    shards = ShardedSequences.scatter(X, y, client=client)
+    assert shards.n_shards == 2 and len(set(shards.workers)) == 2
+    distributed = _model().fit(shards)
+    tol = distributed.tol
+    assert _relative_gap(distributed) <= tol and _relative_gap(local) <= tol
+    # both objectives are certified within tol * primal of the optimum
+    p_local, p_dist = local.objective(X, y), distributed.objective(X, y)
+    assert abs(p_dist - p_local) <= tol * max(p_dist, p_local)
+    # strong convexity: ||w - w*||^2 <= 2 (P(w) - P(w*)) <= 2 gap
+    bound = np.sqrt(2 * distributed.history_["gap"][-1]) + np.sqrt(2 * local.history_["gap"][-1])
+    assert np.linalg.norm(distributed.w_ - local.w_) <= bound
+
+
+def test_placement_of_the_shards_does_not_change_the_model(client, data):
+    from sklstruct.distributed import ShardedSequences, _split, _ShardData
+
+    X, y = data
+    spread = ShardedSequences.scatter(X, y, n_shards=2, client=client)
+    workers = sorted(client.scheduler_info()["workers"])
+    pieces = _split(_ShardData(X, y), 2)
+    together = ShardedSequences(client, [client.scatter(piece, workers=[workers[0]], hash=False)
+                                         for piece in pieces], scattered=True)
+    assert len(set(together.workers)) == 1
+    np.testing.assert_array_equal(_model().fit(spread).w_, _model().fit(together).w_)
+
+
+def test_shards_are_not_sent_again_per_iteration(client, data):
+    from sklstruct.distributed import ShardedSequences
+
+    X, y = data
+    shards = ShardedSequences.scatter(X, y, client=client)
+    before = shards.stats()
+    with mock.patch.object(client, "scatter", wraps=client.scatter) as scatter:
+        model = _model().fit(shards)
+    assert scatter.call_count == 0
+    after = shards.stats()
+    w_bytes = model.w_.nbytes
+    for a, b in zip(after, before):
+        calls = a["calls"] - b["calls"]
+        assert calls >= model.n_iter_
+        # per call at most the weights (plus the classes once), never the shard's data
+        assert a["bytes_in"] - b["bytes_in"] <= calls * w_bytes + model.classes_.nbytes
+        assert a["shard_bytes"] == b["shard_bytes"] > 20 * w_bytes
+        # per call at most one dense direction back (plus the classes and counts once)
+        assert a["bytes_out"] - b["bytes_out"] <= calls * (w_bytes + 16) + a["shard_bytes"]
+
+
+def test_a_lost_worker_stops_the_fit_with_a_clear_error(client, data):
+    from sklstruct.distributed import ShardedSequences, ShardLostError
+
+    X, y = data
+    shards = ShardedSequences.scatter(X, y, client=client)
+    victim = shards.workers[1]
+    pid = client.run(os.getpid, workers=[victim])[victim]
+
+    def kill(estimator, info):
+        if info["iteration"] == 3:
+            os.kill(pid, signal.SIGKILL)
+
+    model = _model(callback=kill)
+    with pytest.raises(ShardLostError, match=f"Shard 1 of 2 was lost with its worker {victim}"):
+        model.fit(shards)
+    with pytest.raises(Exception, match="not fitted"):
+        check_is_fitted(model)
+    client.wait_for_workers(2, timeout=60)
+    with pytest.raises(ValueError, match="give restore"):
+        shards.restore()
+    assert shards.restore(X, y) == [1]
+    fresh = ShardedSequences.scatter(X, y, client=client)
+    np.testing.assert_array_equal(_model().fit(shards).w_, _model().fit(fresh).w_)
+
+
+def test_delayed_and_bag_shards_with_the_hashing_vectorizer(client):
+    import dask
+    import dask.bag as db
+
+    from sklstruct.distributed import ShardedSequences
+
+    rng = np.random.default_rng(0)
+    labels = [rng.integers(0, 3, size=rng.integers(2, 8)) for _ in range(60)]
+    sentences = [[{"word": f"w{label}{rng.integers(4)}", "noisy": f"n{rng.integers(6)}",
+                   "x": float(rng.normal())} for label in sequence] for sequence in labels]
+    vectorizer = HashingSequenceVectorizer(n_features=2**9)
+    X = vectorizer.transform(sentences)
+    local = _model().fit(X, labels)
+    records = list(zip(sentences, labels))
+    one = ShardedSequences.from_bag(db.from_sequence(records, npartitions=1), vectorizer,
+                                    client=client)
+    np.testing.assert_array_equal(_model().fit(one).w_, local.w_)
+    parts = [dask.delayed(lambda lo: (X[lo:lo + 30], labels[lo:lo + 30]))(lo)
+             for lo in (0, 30)]
+    two = ShardedSequences.from_delayed(parts, client=client)
+    bag = ShardedSequences.from_bag(db.from_sequence(records, npartitions=2), vectorizer,
+                                    client=client)
+    np.testing.assert_array_equal(_model().fit(two).w_, _model().fit(bag).w_)
+
+
+def test_sharded_input_refuses_what_it_cannot_do(client, data):
+    from sklstruct.distributed import ShardedSequences
+
+    X, y = data
+    shards = ShardedSequences.scatter(X, y, client=client)
+    with pytest.raises(ValueError, match="pass no y"):
+        _model().fit(shards, y)
+    with pytest.raises(ValueError, match="1-slack variant only"):
+        StructSVMCuttingPlane(variant="n-slack").fit(shards)
+    with pytest.raises(ValueError, match="n_shards must be between"):
+        ShardedSequences.scatter(X, y, n_shards=len(X) + 1, client=client)
+    with pytest.raises(ValueError, match="requires y"):
+        StructSVMCuttingPlane().fit(X)
+
+
+def test_grid_search_under_the_dask_backend_equals_the_local_one(client, data):
+    from joblib import parallel_backend
+
+    X, y = data
+    grid = {"C": [0.1, 1.0]}
+    search = GridSearchCV(_model(tol=1e-2), grid, cv=KFold(3), n_jobs=-1)
+    local = search.fit(X, y).cv_results_
+    with parallel_backend("dask"):
+        on_dask = GridSearchCV(_model(tol=1e-2), grid, cv=KFold(3), n_jobs=-1).fit(X, y)
+    np.testing.assert_array_equal(on_dask.cv_results_["mean_test_score"],
+                                  local["mean_test_score"])
+    np.testing.assert_array_equal(on_dask.cv_results_["split0_test_score"],
+                                  local["split0_test_score"])
+    assert on_dask.best_params_ == search.best_params_
+
+
+# ---------------------------------------------------------------------- hashing vectorizer
+def test_hashing_vectorizer_reads_values_as_sequence_vectorizer_does():
+    X = [[{"w": "the", "n": 2.5, "b": True}, {"w": "cat", "tags": ["x", "y"]}],
+         [{"w": "sat"}]]
+    hashed = HashingSequenceVectorizer(n_features=2**18, alternate_sign=False).transform(X)
+    exact = SequenceVectorizer().fit_transform(X)
+    assert [m.shape[0] for m in hashed] == [2, 1]
+    # with no collision, the hashed columns are a permutation of the learned ones
+    H, E = sp.vstack(hashed).tocsc(), sp.vstack(exact).tocsc()
+    used = np.flatnonzero(H.getnnz(axis=0))
+    assert used.shape[0] == E.shape[1]
+    assert sorted(map(tuple, H[:, used].T.toarray())) == sorted(map(tuple, E.T.toarray()))
+
+
+def test_hashing_vectorizer_is_stateless_and_uses_the_separator():
+    sentence = window_features(["He", "runs"], ["PRP", "VBZ"])
+    vectorizer = HashingSequenceVectorizer(n_features=2**12)
+    whole = sp.vstack(vectorizer.fit_transform([sentence, sentence[:1]]))
+    parts = sp.vstack(vectorizer.transform([sentence]) + vectorizer.transform([sentence[:1]]))
+    assert (whole != parts).nnz == 0
+    other = HashingSequenceVectorizer(n_features=2**12, separator="#").transform([sentence])
+    assert (sp.vstack(other) != sp.vstack(vectorizer.transform([sentence]))).nnz > 0
+    with pytest.raises(TypeError, match="iterable with a value"):
+        vectorizer.transform([[{"k": [1, 2]}]])
+    with pytest.raises(TypeError, match="list of sequences"):
+        vectorizer.transform("not a list")
