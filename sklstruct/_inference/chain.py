@@ -21,12 +21,14 @@ from fractions import Fraction
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 
-from . import _chain
+from . import _chain, _topk
 
 __all__ = [
     "forward_backward",
     "hamming_token_loss",
+    "log_partition",
     "loss_augmented_viterbi",
+    "topk_viterbi",
     "viterbi",
 ]
 
@@ -455,3 +457,125 @@ def forward_backward(unary, offsets, transition, start=None, end=None, n_jobs=No
     return _map_chunks(
         _solve_forward_backward, unary, offsets, None, (transition, start, end), n_jobs
     )
+
+
+_INT32_MAX = 2**31 - 1
+
+
+def _check_k(k):
+    """Validate a number of labelings to return (a positive integer)."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise TypeError(f"k must be a positive integer, got {k!r}.")
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}.")
+    return int(k)
+
+
+def _solve_topk(unary, offsets, y, transition, start, end, k):
+    n_sequences = offsets.shape[0] - 1
+    labels = np.full((unary.shape[0], k), -1, dtype=np.int64)
+    scores = np.full((n_sequences, k), -np.inf, dtype=np.float64)
+    counts = np.zeros(n_sequences, dtype=np.int64)
+    if n_sequences:
+        _topk.topk_viterbi_batch(
+            unary, offsets, transition, start, end, k, labels, scores, counts
+        )
+    return labels, scores, counts
+
+
+def _solve_log_partition(unary, offsets, y, transition, start, end):
+    log_z = np.zeros(offsets.shape[0] - 1, dtype=np.float64)
+    if log_z.shape[0]:
+        _topk.log_partition_batch(unary, offsets, transition, start, end, log_z)
+    return (log_z,)
+
+
+def topk_viterbi(unary, offsets, transition, start=None, end=None, k=5, n_jobs=None):
+    """The ``k`` highest-scoring labelings of every sequence in a batch (k-best Viterbi).
+
+    Labelings are ranked by decreasing score; labelings of equal score are ranked by their
+    labels read from the last token back to the first, smaller first. This is the tie rule of
+    :func:`viterbi`, whose labeling is therefore always the first one. The ranking is exact,
+    ties included, for the scores as the recursion computes them (sums in token order).
+
+    Parameters
+    ----------
+    unary : array-like of shape (n_tokens, n_states)
+        Score of each state at each token.
+    offsets : array-like of int of shape (n_sequences + 1,)
+        Sequence boundaries: ``offsets[0] == 0``, ``offsets[-1] == n_tokens`` and every
+        sequence has at least one token.
+    transition : array-like of shape (n_states, n_states)
+        ``transition[a, b]`` scores state ``a`` followed by state ``b``.
+    start, end : array-like of shape (n_states,), default=None
+        Scores added for the state of the first and of the last token; None means zeros.
+    k : int, default=5
+        Number of labelings per sequence, at least 1; ``k * n_states`` must be below 2**31
+        (as must the longest sequence's length times ``n_states``).
+    n_jobs : int, default=None
+        Number of joblib workers, threads unless a joblib backend is configured; None and 1
+        run in the calling thread, -1 uses all processors. The result does not depend on it.
+
+    Returns
+    -------
+    labels : ndarray of int64, shape (n_tokens, k)
+        Column ``j`` holds the labeling of rank ``j`` of every sequence (rows
+        ``offsets[i]:offsets[i + 1]`` for sequence ``i``). A sequence of length ``L`` has
+        ``n_states ** L`` labelings: the columns past that number hold -1.
+    scores : ndarray of float64, shape (n_sequences, k)
+        Score of each returned labeling, non-increasing along a row; -inf past the number of
+        labelings.
+    counts : ndarray of int64, shape (n_sequences,)
+        Number of labelings returned per sequence, ``min(k, n_states ** length)``.
+    """
+    unary, offsets, transition, start, end = _check_chain(
+        unary, offsets, transition, start, end
+    )
+    k = _check_k(k)
+    n_states = unary.shape[1]
+    if k * n_states > _INT32_MAX:
+        raise ValueError(
+            f"k * n_states must be below 2**31 (back-pointers are 32-bit), got "
+            f"{k} * {n_states}."
+        )
+    longest = int(np.diff(offsets).max()) if offsets.shape[0] > 1 else 0
+    if (longest + 1) * n_states > _INT32_MAX:
+        raise ValueError(
+            f"the longest sequence times n_states must be below 2**31 (nodes are indexed "
+            f"by 32-bit integers), got {longest} * {n_states}."
+        )
+    return _map_chunks(
+        _solve_topk, unary, offsets, None, (transition, start, end, k), n_jobs
+    )
+
+
+def log_partition(unary, offsets, transition, start=None, end=None, n_jobs=None):
+    """Log-partition ``log sum_ybar exp(score(ybar))`` of every sequence in a batch.
+
+    The forward recursion of :func:`forward_backward` alone (same log-domain rescaling), at
+    a fraction of its cost when the marginals are not needed.
+
+    Parameters
+    ----------
+    unary : array-like of shape (n_tokens, n_states)
+        Score of each state at each token.
+    offsets : array-like of int of shape (n_sequences + 1,)
+        Sequence boundaries; every sequence has at least one token.
+    transition : array-like of shape (n_states, n_states)
+        ``transition[a, b]`` scores state ``a`` followed by state ``b``.
+    start, end : array-like of shape (n_states,), default=None
+        Scores of the first and last token's state; None means zeros.
+    n_jobs : int, default=None
+        Number of joblib workers, threads unless a joblib backend is configured; None and 1
+        run in the calling thread, -1 uses all processors. The result does not depend on it.
+
+    Returns
+    -------
+    log_partition : ndarray of float64, shape (n_sequences,)
+    """
+    unary, offsets, transition, start, end = _check_chain(
+        unary, offsets, transition, start, end
+    )
+    return _map_chunks(
+        _solve_log_partition, unary, offsets, None, (transition, start, end), n_jobs
+    )[0]
