@@ -3,12 +3,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help demo test test-debug dev bench clean
+.PHONY: help demo test test-debug dev bench clean doc doc-nogallery
 
 help:
 	@echo "make demo   - train a chain structural SVM on the embedded OCR sample and print results"
 	@echo "make test   - run the test suite"
 	@echo "make bench  - run the benchmarks (needs ../shared/data)"
+	@echo "make doc    - build the documentation with the example gallery into doc/_build/html"
+	@echo "make doc-nogallery - the same without running the examples (what CI builds)"
 	@echo "make clean  - remove build products"
 
 $(PY):
@@ -39,6 +41,27 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_oracles.py
 	$(PY) benchmarks/bench_chunking.py
 
+# the documentation: Sphinx with warnings as errors; the gallery runs examples/plot_*.py
+DOCS_STAMP := $(VENV)/.docs-installed
+SPHINXBUILD := $(VENV)/bin/sphinx-build
+SPHINXOPTS ?=
+DOC_BUILD := doc/_build
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(PY) -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['docs'], sep=chr(10))" > $(VENV)/docs-requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/docs-requirements.txt
+	touch $(DOCS_STAMP)
+
+doc: $(DOCS_STAMP)
+	MPLBACKEND=Agg $(SPHINXBUILD) -W --keep-going -b html -d $(DOC_BUILD)/doctrees $(SPHINXOPTS) doc $(DOC_BUILD)/html
+
+# the gallery pages without running the examples; their run markers (.md5) are dropped so that
+# the next `make doc` runs the examples again instead of keeping these output-less pages
+doc-nogallery: $(DOCS_STAMP)
+	rm -f doc/auto_examples/*.md5
+	$(SPHINXBUILD) -W --keep-going -b html -d $(DOC_BUILD)/doctrees-nogallery -D plot_gallery=0 $(SPHINXOPTS) doc $(DOC_BUILD)/html-nogallery
+
 clean:
 	rm -rf build *.egg-info
 	find sklstruct -name "*.c" -o -name "*.so" -o -name "*.html" | xargs rm -f
+	rm -rf doc/_build doc/auto_examples doc/generated doc/_api_listing.rst doc/sg_execution_times.rst
