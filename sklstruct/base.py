@@ -18,7 +18,7 @@ from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import _num_samples, check_is_fitted, column_or_1d
 
 from .structures import BaseStructure, ChainStructure, GridStructure, MultiClass
 from .structures._base import structured_hinge
@@ -528,6 +528,74 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         """
         batch, form = self._prediction_batch(X, lengths, sequence_ids)
         return self._format_output(self._marginals(batch, self.temperature_), batch, form)
+
+    def predict_topk(self, X, k=5, lengths=None, sequence_ids=None):
+        """The ``k`` highest-scoring labellings of each sequence, with their scores.
+
+        Exact k-best Viterbi in compiled code (Huang and Chiang 2005, algorithm 3) for chain
+        models; the ``k`` best classes of each sample for the multiclass form. Labellings of
+        equal score are ranked as :meth:`predict` breaks ties, so the first labelling is always
+        the one :meth:`predict` returns.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass);
+            a sequence may be empty.
+        k : int, default=5
+            Labellings per sequence; a sequence of length ``L`` gets
+            ``min(k, n_classes ** L)``.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Per-token sequence identifiers instead of ``lengths``.
+
+        Returns
+        -------
+        labels : list of ndarray of shape (k_i, length_i), or ndarray of shape (n_samples, k)
+            Per sequence, row ``j`` is the labelling of rank ``j`` (an empty sequence has one,
+            empty, labelling); for plain samples, the best classes of each, best first.
+        scores : list of ndarray of shape (k_i,), or ndarray of shape (n_samples, k)
+            The model score ``w . Psi(x, y)`` of each labelling, non-increasing.
+        """
+        from ._topk import predict_topk
+
+        return predict_topk(self, X, k, self._lengths_of(X, lengths, sequence_ids))
+
+    def sequence_confidence(self, X, lengths=None, sequence_ids=None):
+        """Probability of each predicted labelling under the model's Gibbs distribution.
+
+        ``exp(w . Psi(x, y_hat) - log Z(x))`` with ``y_hat`` the labelling :meth:`predict`
+        returns and ``Z(x)`` the sum over all labellings (forward recursion). Max-margin
+        weights are not fitted to calibrate this distribution: it is a score for ranking or
+        thresholding predictions, not the probability that they are right.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Input in any form accepted by :meth:`predict_topk`.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Per-token sequence identifiers instead of ``lengths``.
+
+        Returns
+        -------
+        confidence : ndarray of shape (n_sequences,) or (n_samples,)
+            In ``[0, 1]``; 1 for an empty sequence.
+        """
+        from ._topk import sequence_confidence
+
+        return sequence_confidence(self, X, self._lengths_of(X, lengths, sequence_ids))
+
+    @staticmethod
+    def _lengths_of(X, lengths, sequence_ids):
+        """``lengths``, or those of ``sequence_ids`` over the rows of a flat ``X``."""
+        if sequence_ids is None:
+            return lengths
+        if lengths is not None:
+            raise ValueError("Give either lengths or sequence_ids, not both.")
+        return lengths_from_sequence_ids(sequence_ids, _num_samples(X))
 
     def calibrate_temperature(self, X, y, lengths=None, sequence_ids=None):
         """Set ``temperature_`` to minimise the per-token log loss of :meth:`predict_proba`

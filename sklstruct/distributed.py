@@ -652,5 +652,7 @@ def fit_shards(model, shards, *others):
         if getattr(structure, "class_weight", None) == "balanced" else None
     model.structure_ = structure.bind(model.n_features_in_, classes.shape[0], classes, Y)
     model.variant_ = "1-slack"
+    model._with_intercept = False  # shards hold sequences
     w, model.dual_coef_ = solve_one_slack(model, _ShardOracle(model, shards, classes))
+    model.temperature_ = 1.0
     return w

@@ -58,6 +58,67 @@ class SequencePipeline(Pipeline):
         return {(str(names[j]), label): float(coef[i, j])
                 for i, label in enumerate(labels) for j in coef[i].nonzero()[0]}
 
+    def _final_input(self, X):
+        for _, _, transformer in self._iter(with_final=False):
+            X = transformer.transform(X)
+        return X
+
+    def predict_topk(self, X, k=5, **params):
+        """The ``k`` best labellings of each sequence and their scores: the last step's
+        ``predict_topk`` on the transformed ``X``.
+
+        Parameters
+        ----------
+        X : list of list of dict
+            Sequences of per-token feature dicts (the pipeline's input).
+        k : int, default=5
+            Labellings per sequence.
+        **params
+            Passed to the last step's ``predict_topk`` (e.g. ``lengths``).
+
+        Returns
+        -------
+        labels, scores
+            As the last step's ``predict_topk``.
+        """
+        return self.steps[-1][1].predict_topk(self._final_input(X), k, **params)
+
+    def sequence_confidence(self, X, **params):
+        """The last step's ``sequence_confidence`` on the transformed ``X``.
+
+        Parameters
+        ----------
+        X : list of list of dict
+            Sequences of per-token feature dicts (the pipeline's input).
+        **params
+            Passed to the last step's ``sequence_confidence``.
+
+        Returns
+        -------
+        confidence : ndarray of shape (n_sequences,)
+        """
+        return self.steps[-1][1].sequence_confidence(self._final_input(X), **params)
+
+    def calibrate_temperature(self, X, y, **params):
+        """Calibrate the last step's ``predict_proba`` on held-out data (its
+        ``calibrate_temperature`` on the transformed ``X``).
+
+        Parameters
+        ----------
+        X : list of list of dict
+            Held-out sequences of per-token feature dicts.
+        y : list of array-like
+            Their labels.
+        **params
+            Passed to the last step's ``calibrate_temperature``.
+
+        Returns
+        -------
+        self : SequencePipeline
+        """
+        self.steps[-1][1].calibrate_temperature(self._final_input(X), y, **params)
+        return self
+
     @property
     def transition_features_(self):
         """Transition weights of (from label, to label) pairs of a chain model, a dict as

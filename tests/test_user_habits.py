@@ -236,3 +236,22 @@ def test_multiclass_intercept_shapes_and_sparse_input():
     search = GridSearchCV(StructSVMCuttingPlane(MultiClass()), {"C": [0.1, 1.0]}, cv=3)
     search.fit(X[np.argsort(y)], np.sort(y))
     assert search.best_score_ > 0.5  # sorted labels: unstratified 3-fold would score ~0
+
+
+def test_topk_and_confidence_from_the_estimator_and_the_pipeline(list_of_lists):
+    X, y = list_of_lists
+    model = StructSVMCuttingPlane(C=1.0).fit(X, y)
+    labels, scores = model.predict_topk(X, k=4)
+    for best, top, s in zip(model.predict(X), labels, scores):
+        np.testing.assert_array_equal(top[0], best)
+        assert np.all(np.diff(s) <= 1e-12)
+    confidence = model.sequence_confidence(X)
+    assert confidence.shape == (len(X),) and np.all((confidence > 0) & (confidence <= 1))
+    lengths = [len(x) for x in X]
+    flat = model.predict_topk(np.vstack(X), k=4, sequence_ids=lengths_to_groups(lengths))
+    for a, b in zip(flat[0], labels):
+        np.testing.assert_array_equal(a, b)
+    pipe = make_sequence_pipeline(StructSVMCuttingPlane(C=1.0)).fit(token_dicts(X), y)
+    top, _ = pipe.predict_topk(token_dicts(X), k=2)
+    np.testing.assert_array_equal(top[0][0], pipe.predict(token_dicts(X))[0])
+    assert pipe.sequence_confidence(token_dicts(X)).shape == (len(X),)
