@@ -7,21 +7,23 @@ import re
 import pytest
 
 import sklstruct
-from sklstruct import metrics, preprocessing
+from sklstruct import inspection, metrics, pipeline, preprocessing
 from sklstruct.datasets import (get_data_home, grid_pixel_features, load_conll2000,
                                 load_conll2002, load_ocr_letters, load_ocr_sample,
                                 load_weizmann_horses, make_sparse_chain)
 from sklstruct.structures import BaseStructure
-from sklstruct.utils import lengths_to_groups
+from sklstruct.utils import lengths_from_sequence_ids, lengths_to_groups
 
 PUBLIC_CLASSES = [getattr(sklstruct, name) for name in sklstruct.__all__
                   if inspect.isclass(getattr(sklstruct, name))] + [
-    BaseStructure, preprocessing.SequenceVectorizer]
+    BaseStructure, preprocessing.SequenceVectorizer, preprocessing.HashingSequenceVectorizer,
+    pipeline.SequencePipeline]
 PUBLIC_FUNCTIONS = [get_data_home, grid_pixel_features, load_conll2000, load_conll2002,
                     load_ocr_letters, load_ocr_sample, load_weizmann_horses, make_sparse_chain,
-                    lengths_to_groups, preprocessing.window_features] + [
-    getattr(metrics, name) for name in metrics.__all__
-    if inspect.isfunction(getattr(metrics, name))]
+                    lengths_to_groups, lengths_from_sequence_ids,
+                    preprocessing.window_features] + [
+    getattr(module, name) for module in (metrics, inspection, pipeline)
+    for name in module.__all__ if inspect.isfunction(getattr(module, name))]
 
 
 def _section(doc, name):
