@@ -71,7 +71,28 @@ def _skip_member(app, what, name, obj, skip, options):
     return skip
 
 
+# A page added to doc/user_guide/ and not yet listed in its index is appended to the index's
+# toctree (in name order), so that it is built and reachable.
+_USER_GUIDE_INDEX = "user_guide/index"
+
+
+def _append_unlisted_pages(app, docname, source):
+    if docname != _USER_GUIDE_INDEX:
+        return
+    listed = set(re.findall(r"^   ([\w/.-]+)\s*$", source[0], re.M))
+    extra = sorted(path.stem for path in (DOC / "user_guide").glob("*.rst")
+                   if path.stem not in listed and path.stem != "index")
+    if extra:
+        source[0] = source[0].rstrip("\n") + "\n" + "".join(f"   {name}\n" for name in extra)
+
+
+def _reread_user_guide_index(app, env, added, changed, removed):
+    return [_USER_GUIDE_INDEX] if added or removed else []
+
+
 def setup(app):
+    app.connect("source-read", _append_unlisted_pages)
+    app.connect("env-get-outdated", _reread_user_guide_index)
     app.connect("autodoc-skip-member", _skip_member)
     app.connect("autodoc-process-docstring", _literal_attribute_names, priority=400)
 
