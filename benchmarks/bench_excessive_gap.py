@@ -1,4 +1,5 @@
-"""M3NExcessiveGap (seed 000): empirical rate of the duality gap, and the kernelized model.
+"""M3NExcessiveGap (Zhang et al. 2011): empirical rate of the duality gap, and the kernelized
+model.
 
 ``--experiment rate`` (OCR letters, train fold 1, C=0.1, chain without start/end biases)
     Runs M3NExcessiveGap (adaptive and worst-case smoothing), M3NExpGrad (online and batch) and

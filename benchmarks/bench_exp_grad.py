@@ -1,7 +1,8 @@
 """The dual learners beside StructSVMCuttingPlane: convergence, time, memory, accuracy.
 
-M3NExpGrad (seed 001) and M3NExcessiveGap (seed 000) against the cutting-plane learners
-(seed 002), all minimising the same objective at the same ``C``.
+M3NExpGrad (Bartlett et al. 2004) and M3NExcessiveGap (Zhang et al. 2011) against the
+cutting-plane learners (Joachims et al. 2009), all minimising the same objective at the same
+``C``.
 
 Three experiments:
 
@@ -181,7 +182,7 @@ def _plot(rows, path):
     for ax in axes:
         ax.set_xlabel("passes over the training set")
     axes[1].legend(fontsize=7)
-    fig.suptitle("CoNLL-2002 esp, 1,000 sentences (cf. seed 001, Figure 4)")
+    fig.suptitle("CoNLL-2002 esp, 1,000 sentences (cf. Bartlett et al. 2004, Figure 4)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"wrote {path}")

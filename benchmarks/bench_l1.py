@@ -1,4 +1,5 @@
-"""L1M3N (seed 004): sparsity pattern on synthetic chains, OCR error rates, cutting-plane time.
+"""L1M3N (Zhu et al. 2008): sparsity pattern on synthetic chains, OCR error rates, cutting-
+plane time.
 
 ``--experiment table1``
     The shape of the seed's Table 1 on ``make_sparse_chain`` data (1,000 chains of 8 binary

@@ -1,4 +1,5 @@
-"""Seed 003: M3NSimplicialDecomposition on OCR letters, CoNLL-2000 and the Weizmann horses.
+"""Yu and Rousu 2007: M3NSimplicialDecomposition on OCR letters, CoNLL-2000 and the Weizmann
+horses.
 
 Experiments (``--experiment``):
 

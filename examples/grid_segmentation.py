@@ -3,7 +3,7 @@
 Each 32 x 32 image is a 4-connected grid of pixels. ``GridStructure`` scores a labelling with
 per-pixel weights on simple features (intensity, local contrast, intensity and position bins)
 minus non-negative costs on neighbouring pixels that disagree; decoding is an exact minimum
-cut. ``M3NSimplicialDecomposition`` (seed 003) trains it and keeps the edge weights
+cut. ``M3NSimplicialDecomposition`` (Yu and Rousu 2007) trains it and keeps the edge weights
 non-negative. A per-pixel ``LinearSVC`` on the same features is the baseline.
 
 The images are read from ``../shared/data/weizmann_horse`` (or ``--data-home``); they are not

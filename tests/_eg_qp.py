@@ -1,4 +1,5 @@
-"""EG-QP: exponentiated gradient for QPs over a product of simplices (seed 001, Figure 3)."""
+"""EG-QP: exponentiated gradient for QPs over a product of simplices (Bartlett et al. 2004,
+Figure 3)."""
 
 import numpy as np
 from scipy.special import logsumexp

@@ -1,4 +1,5 @@
-"""M3NExcessiveGap (seed 000) against its theory, the explicit Algorithm 1 and other learners."""
+"""M3NExcessiveGap (Zhang et al. 2011) against its theory, the explicit Algorithm 1 and other
+learners."""
 
 import warnings
 

@@ -1,4 +1,4 @@
-"""M3NExpGrad (seed 001) against exact optima and the cutting-plane learner."""
+"""M3NExpGrad (Bartlett et al. 2004) against exact optima and the cutting-plane learner."""
 
 import warnings
 
@@ -96,7 +96,7 @@ def test_eg_qp_reaches_the_minimum_of_a_simplex_qp():
 
 
 def test_theorem_1_factored_updates_equal_eg_qp_on_the_explicit_dual():
-    """Seed 001, Theorem 1: same sequence of dual iterates (compared through F and w)."""
+    """Bartlett et al. 2004, Theorem 1: the same dual iterates (compared through F and w)."""
     from ._eg_qp import eg_qp
 
     from ._enumeration import enumerate_constraints

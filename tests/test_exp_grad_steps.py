@@ -1,4 +1,5 @@
-"""M3NExpGrad's step sizes (seed 001, Theorem 2 / Lemma 3) and the online pass's bookkeeping."""
+"""M3NExpGrad's step sizes (Bartlett et al. 2004, Theorem 2 / Lemma 3) and the online pass's
+bookkeeping."""
 
 import warnings
 

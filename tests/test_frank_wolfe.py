@@ -1,4 +1,4 @@
-"""The compiled block-coordinate Frank-Wolfe pass (seed 003 with dimension limit 1)."""
+"""The compiled block-coordinate Frank-Wolfe pass (Yu and Rousu 2007 with dimension limit 1)."""
 
 import numpy as np
 import pytest

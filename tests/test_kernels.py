@@ -1,4 +1,4 @@
-"""Non-linear chain SVMs through a low-rank kernel basis (seed 002, section 3.3)."""
+"""Non-linear chain SVMs through a low-rank kernel basis (Joachims et al. 2009, section 3.3)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
-"""L1M3N (seed 004): its three solvers against the exact optimum of P1, sparsity, selection."""
+"""L1M3N (Zhu et al. 2008): its three solvers against the exact optimum of P1, sparsity,
+selection."""
 
 import warnings
 

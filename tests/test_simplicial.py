@@ -1,4 +1,5 @@
-"""M3NSimplicialDecomposition (seed 003): exact optima, conditional gradient, dimension limit."""
+"""M3NSimplicialDecomposition (Yu and Rousu 2007): exact optima, conditional gradient,
+dimension limit."""
 
 import pickle
 import warnings

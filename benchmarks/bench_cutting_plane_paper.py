@@ -1,4 +1,4 @@
-"""Reproduce the shape of seed 002's findings (Joachims, Finley, Yu) on our data.
+"""Reproduce the shape of Joachims, Finley and Yu (2009)'s findings on our data.
 
 Prints tables and saves plots (matplotlib, when installed) to ``--out``:
 
@@ -9,7 +9,8 @@ Prints tables and saves plots (matplotlib, when installed) to ``--out``:
 - Fig. 6: oracle calls against the cache size (OCR);
 - Figs. 8-9: iterations against ``tol`` and against ``C`` (OCR).
 
-    python benchmarks/bench_seed002.py [--quick] [--out benchmarks/results/seed002]
+    python benchmarks/bench_cutting_plane_paper.py [--quick]
+        [--out benchmarks/results/cutting_plane_paper]
 
 ``--quick`` uses the first 2,000 CoNLL sentences for Table 1 and sizes up to 4,000 for Fig. 1.
 ``C`` follows the sum convention, so at fixed ``C`` the paper's ``C_J = n C`` grows with ``n``
@@ -122,7 +123,7 @@ def main():
     p.add_argument("--replot", action="store_true",
                    help="only redraw the plots from the results.json of an earlier run")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
-                                                 "seed002"))
+                                                 "cutting_plane_paper"))
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     if args.replot:
