@@ -255,3 +255,10 @@ def test_topk_and_confidence_from_the_estimator_and_the_pipeline(list_of_lists):
     top, _ = pipe.predict_topk(token_dicts(X), k=2)
     np.testing.assert_array_equal(top[0][0], pipe.predict(token_dicts(X))[0])
     assert pipe.sequence_confidence(token_dicts(X)).shape == (len(X),)
+
+
+def test_exact_kernel_model_has_neither_coef_nor_intercept():
+    X, y = binary_data(seed=2)
+    model = M3NExcessiveGap(kernel="rbf", max_iter=30).fit(X, y)
+    assert not hasattr(model, "coef_") and not hasattr(model, "intercept_")
+    assert model.predict_proba(X).shape == (200, 2)

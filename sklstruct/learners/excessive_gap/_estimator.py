@@ -171,6 +171,14 @@ class M3NExcessiveGap(BaseStructuredClassifier):
             raise AttributeError("coef_ is only available with kernel='linear'.")
         return super().coef_
 
+    @property
+    def intercept_(self):
+        """Per-class intercepts of the multiclass form (linear kernel only)."""
+        check_is_fitted(self)
+        if not self._linear:
+            raise AttributeError("intercept_ is only available with kernel='linear'.")
+        return super().intercept_
+
     def _kernel(self, A, B):
         gamma = self.gamma if self.gamma is not None else 1.0 / self.n_features_in_
         return token_kernel(A, B, self.kernel, gamma, self.degree, self.coef0)
