@@ -139,10 +139,12 @@ def predict_topk(estimator, X, k=5, lengths=None):
 def sequence_confidence(estimator, X, lengths=None):
     """Probability of the predicted labelling of every sequence under the model.
 
-    ``exp(w . Psi(x, y_hat) - log Z(x))``, where ``y_hat`` is the labelling ``predict``
-    returns and ``Z(x) = sum_y exp(w . Psi(x, y))`` (forward recursion; softmax for a
-    multiclass model): the probability of ``y_hat`` under the Gibbs distribution
-    ``p(y | x) ∝ exp(w . Psi(x, y))``. The weights of a max-margin model are not fitted to
+    ``exp(w . Psi(x, y_hat) / T - log Z_T(x))``, where ``y_hat`` is the labelling
+    ``predict`` returns, ``T`` the estimator's ``temperature_`` (1 unless set by
+    ``calibrate_temperature``) and ``Z_T(x) = sum_y exp(w . Psi(x, y) / T)`` (forward
+    recursion; softmax for a multiclass model): the probability of ``y_hat`` under the Gibbs
+    distribution ``p_T(y | x) ∝ exp(w . Psi(x, y) / T)`` whose marginals ``predict_proba``
+    gives. The weights of a max-margin model are not fitted to
     make this distribution calibrated: use the value as a score for ranking or thresholding
     predictions, not as a probability of being right.
 
@@ -163,6 +165,11 @@ def sequence_confidence(estimator, X, lengths=None):
         Values in ``[0, 1]``; 1 for an empty sequence (its only labelling is the empty one).
     """
     batch, form, unary, transition, start, end = _chain_potentials(estimator, X, lengths)
+    temperature = getattr(estimator, "temperature_", 1.0)
+    if temperature != 1.0:  # the distribution predict_proba's marginals come from
+        unary, transition = unary / temperature, transition / temperature
+        start = None if start is None else start / temperature
+        end = None if end is None else end / temperature
     output_lengths = np.diff(_output_offsets(batch))
     confidence = np.ones(output_lengths.shape[0])
     if batch.n_sequences:

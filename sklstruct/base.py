@@ -161,10 +161,11 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         stacked = check_token_matrix(stacked)
         if reset:
             self._fit_token_map(stacked)
-            self._with_intercept = bool(self.fit_intercept) and form == "multiclass"
+            self._with_intercept = bool(self.fit_intercept) and isinstance(
+                self._resolve_structure(form), MultiClass)
         if getattr(self, "token_map_", None) is not None:
             stacked = self.token_map_.transform(stacked)
-        if getattr(self, "_with_intercept", False) and form == "multiclass":
+        if getattr(self, "_with_intercept", False):  # (a multiclass model, in any form)
             stacked = _append_constant_column(stacked)
         offsets = offsets_from_lengths(seq_lengths)
         if np.all(seq_lengths > 0):
@@ -275,7 +276,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         if self.classes_.shape[0] < 2:
             raise ValueError(
                 "Classifier can't train when only one class is present: "
-                f"y holds the single class {self.classes_[0]!r}."
+                f"y holds the single class {self.classes_.tolist()[0]!r}."
             )
         structure = self._resolve_structure(form)
         self.structure_ = structure.bind(
@@ -565,10 +566,13 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
     def sequence_confidence(self, X, lengths=None, sequence_ids=None):
         """Probability of each predicted labelling under the model's Gibbs distribution.
 
-        ``exp(w . Psi(x, y_hat) - log Z(x))`` with ``y_hat`` the labelling :meth:`predict`
-        returns and ``Z(x)`` the sum over all labellings (forward recursion). Max-margin
-        weights are not fitted to calibrate this distribution: it is a score for ranking or
-        thresholding predictions, not the probability that they are right.
+        ``exp(w . Psi(x, y_hat) / T - log Z_T(x))`` with ``y_hat`` the labelling
+        :meth:`predict` returns, ``T = temperature_`` (see :meth:`calibrate_temperature`) and
+        ``Z_T(x)`` the sum over all labellings (forward recursion): the distribution whose
+        marginals :meth:`predict_proba` gives. Max-margin weights are not fitted to calibrate
+        it (and one temperature fitted on token marginals need not calibrate whole
+        sequences): it is a score for ranking or thresholding predictions, not the
+        probability that they are right.
 
         Parameters
         ----------
@@ -813,8 +817,10 @@ class Certificate:
             self.stop_reason = "max_time"
         max_iter = getattr(estimator, "max_iter", None)
         stops = self.stop_reason is not None or (max_iter is not None and iteration >= max_iter)
-        if estimator.verbose >= 2 or (estimator.verbose and (
-                stops or self.last_print is None or row["time"] - self.last_print >= 1.0)):
+        # verbose=1: the first and last checks and at most one a second, skipping checks
+        # that certify nothing (no primal value)
+        if estimator.verbose >= 2 or (estimator.verbose and (stops or np.isfinite(primal) and (
+                self.last_print is None or row["time"] - self.last_print >= 1.0))):
             self.last_print = row["time"]
             relative = gap / abs(primal) if primal else np.nan
             more = "".join(f"  {name} {value:.4g}" for name, value in extra.items()

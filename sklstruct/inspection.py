@@ -246,13 +246,16 @@ def state_features(estimator, feature_names=None, *, top=20):
     return features
 
 
-def format_state_features(features):
+def format_state_features(features, *, top=20):
     """Text listing of :func:`state_features`, label by label.
 
     Parameters
     ----------
-    features : dict
-        The result of :func:`state_features`.
+    features : dict, or fitted estimator or Pipeline
+        The result of :func:`state_features`, or what it takes (its ``top`` features are
+        listed).
+    top : int or None, default=20
+        The number of features per list when ``features`` is an estimator.
 
     Returns
     -------
@@ -272,6 +275,8 @@ def format_state_features(features):
       Top negative:
         -0.250  word=sat
     """
+    if not isinstance(features, dict):
+        features = state_features(features, top=top)
     lines = []
     for label, lists in features.items():
         lines.append(str(label))

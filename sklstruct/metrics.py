@@ -5,13 +5,19 @@ sequence, as returned by the estimators' ``predict`` on a list input) or as
 flat 1-D arrays holding every token.
 """
 
+import inspect
 import numbers
+import warnings
 from collections import Counter
 
 import numpy as np
-from sklearn.metrics import classification_report, make_scorer
+from sklearn.exceptions import UndefinedMetricWarning
+from sklearn.metrics import classification_report
+from sklearn.utils.metadata_routing import _MetadataRequester
+from sklearn.utils.validation import _num_samples
 
 __all__ = [
+    "SequenceScorer",
     "chunk_f1_scorer",
     "chunk_f1_score",
     "chunk_precision_recall_fscore",
@@ -362,6 +368,10 @@ def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None):
     """
     y_true, y_pred = _check_targets(y_true, y_pred, lengths, need_sequences=True)
     n_correct, n_true, n_pred = _chunk_counts(y_true, y_pred)
+    if not n_true and not n_pred:
+        warnings.warn("Neither y_true nor y_pred holds a chunk: chunk scores read IOB tags "
+                      "(B-X, I-X, O, ...); for other labels use token_accuracy.",
+                      UndefinedMetricWarning)
     return _precision_recall_fscore(
         sum(n_correct.values()), sum(n_true.values()), sum(n_pred.values())
     )
@@ -550,8 +560,81 @@ def sequence_classification_report(
     return _format_report(rows, averages, digits)
 
 
-chunk_f1_scorer = make_scorer(chunk_f1_score)
+class SequenceScorer(_MetadataRequester):
+    """A scorer for sequence labels: ``scorer(estimator, X, y)`` as scikit-learn calls it.
+
+    It predicts with the estimator and applies ``metric(y_true, y_pred)``. For the flat form
+    it takes ``sequence_ids`` (one id per token, see
+    :func:`sklstruct.utils.lengths_to_groups`) or ``lengths`` and hands them to ``predict``
+    and to the metric; under scikit-learn's metadata routing ``sequence_ids`` is requested by
+    default, so ``cross_validate(..., params={"sequence_ids": ids})`` reaches the scorer of
+    every fold with the fold's ids.
+
+    Parameters
+    ----------
+    metric : callable
+        ``metric(y_true, y_pred)`` or, when it accepts them, ``metric(y_true, y_pred,
+        lengths=...)``; higher is better.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklstruct import StructSVMCuttingPlane
+    >>> from sklstruct.metrics import token_accuracy_scorer
+    >>> X = [np.eye(2)[[0, 1, 1]], np.eye(2)[[1, 0]]]
+    >>> y = [["a", "b", "b"], ["b", "a"]]
+    >>> model = StructSVMCuttingPlane(C=10.0).fit(X, y)
+    >>> token_accuracy_scorer(model, X, y)
+    1.0
+    """
+
+    __metadata_request__score = {"sequence_ids": True}
+
+    def __init__(self, metric):
+        self.metric = metric
+
+    def __repr__(self):
+        return f"SequenceScorer({self.metric.__name__})"
+
+    def __call__(self, estimator, X, y_true, sequence_ids=None, lengths=None):
+        return self.score(estimator, X, y_true, sequence_ids=sequence_ids, lengths=lengths)
+
+    def score(self, estimator, X, y_true, sequence_ids=None, lengths=None):
+        """Score ``estimator``'s predictions on ``X`` against ``y_true``.
+
+        Parameters
+        ----------
+        estimator : fitted estimator
+            A sklstruct estimator, or a Pipeline ending in one.
+        X : list of array-like, or array-like of shape (n_tokens, n_features)
+            Input in any form the estimator's ``predict`` accepts.
+        y_true : list of array-like, or array-like of shape (n_tokens,)
+            True labels in the form of ``X``.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Per-token sequence identifiers of a flat ``X``.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths of a flat ``X`` (instead of ``sequence_ids``).
+
+        Returns
+        -------
+        score : float
+        """
+        from .utils._sequences import lengths_from_sequence_ids
+
+        if sequence_ids is not None:
+            if lengths is not None:
+                raise ValueError("Give either lengths or sequence_ids, not both.")
+            lengths = lengths_from_sequence_ids(sequence_ids, _num_samples(X))
+        if lengths is None:
+            return self.metric(y_true, estimator.predict(X))
+        y_pred = estimator.predict(X, lengths=lengths)
+        if "lengths" in inspect.signature(self.metric).parameters:
+            return self.metric(y_true, y_pred, lengths=lengths)
+        return self.metric(y_true, y_pred)
+
+
+chunk_f1_scorer = SequenceScorer(chunk_f1_score)
 """Scorer for ``GridSearchCV(scoring=...)`` and ``cross_validate``: chunk F1."""
 
-token_accuracy_scorer = make_scorer(token_accuracy)
+token_accuracy_scorer = SequenceScorer(token_accuracy)
 """Scorer for ``GridSearchCV(scoring=...)`` and ``cross_validate``: token accuracy."""

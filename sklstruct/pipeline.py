@@ -56,12 +56,28 @@ class SequencePipeline(Pipeline):
         labels = model.classes_ if coef.shape[0] == model.classes_.shape[0] \
             else model.classes_[1:]
         return {(str(names[j]), label): float(coef[i, j])
-                for i, label in enumerate(labels) for j in coef[i].nonzero()[0]}
+                for i, label in enumerate(labels.tolist()) for j in coef[i].nonzero()[0]}
 
     def _final_input(self, X):
         for _, _, transformer in self._iter(with_final=False):
             X = transformer.transform(X)
         return X
+
+    def predict_marginals(self, X, **params):
+        """The last step's ``predict_marginals`` (temperature 1) on the transformed ``X``.
+
+        Parameters
+        ----------
+        X : list of list of dict
+            Sequences of per-token feature dicts (the pipeline's input).
+        **params
+            Passed to the last step's ``predict_marginals``.
+
+        Returns
+        -------
+        marginals : list of ndarray of shape (n_tokens_i, n_classes)
+        """
+        return self.steps[-1][1].predict_marginals(self._final_input(X), **params)
 
     def predict_topk(self, X, k=5, **params):
         """The ``k`` best labellings of each sequence and their scores: the last step's
@@ -125,8 +141,9 @@ class SequencePipeline(Pipeline):
         sklearn-crfsuite's ``CRF.transition_features_``."""
         model, _ = self._named_parts()
         transition = model.transition_
-        return {(a, b): float(transition[i, j]) for i, a in enumerate(model.classes_)
-                for j, b in enumerate(model.classes_)}
+        labels = model.classes_.tolist()
+        return {(a, b): float(transition[i, j]) for i, a in enumerate(labels)
+                for j, b in enumerate(labels)}
 
 
 def make_sequence_pipeline(estimator, vectorizer=None, **kwargs):

@@ -11,6 +11,7 @@ import numbers
 from collections.abc import Mapping
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.feature_extraction import DictVectorizer, FeatureHasher
 from sklearn.utils.validation import check_is_fitted
@@ -18,8 +19,9 @@ from sklearn.utils.validation import check_is_fitted
 __all__ = ["HashingSequenceVectorizer", "SequenceVectorizer", "window_features"]
 
 
-def _flatten_sequences(X):
-    """Validate a list of sequences of dicts; return the tokens and lengths."""
+def _flatten_sequences(X, allow_empty=False):
+    """Validate a list of sequences of dicts; return the tokens and lengths (sequences
+    without a token only with ``allow_empty``: prediction)."""
     if not isinstance(X, (list, tuple)):
         raise TypeError(
             "X must be a list of sequences, each a list of dicts (one per "
@@ -33,8 +35,9 @@ def _flatten_sequences(X):
                 f"X[{i}] must be a list of dicts (one per token); got "
                 f"{type(seq).__name__}."
             )
-        if len(seq) == 0:
-            raise ValueError(f"X[{i}] is an empty sequence; sequences need a token.")
+        if len(seq) == 0 and not allow_empty:
+            raise ValueError(f"X[{i}] is an empty sequence; sequences need a token to be "
+                             "fitted on (transform accepts them).")
     lengths = np.fromiter((len(seq) for seq in X), dtype=np.intp, count=len(X))
     tokens = list(itertools.chain.from_iterable(X))
     if not all(isinstance(token, Mapping) for token in tokens):
@@ -192,7 +195,10 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
             One matrix of shape (n_tokens_i, n_features) per sequence.
         """
         check_is_fitted(self)
-        tokens, lengths = _flatten_sequences(X)
+        tokens, lengths = _flatten_sequences(X, allow_empty=True)
+        if not tokens:  # (only empty sequences)
+            empty = sp.csr_matrix((0, len(self.feature_names_)), dtype=self.dtype)
+            return _split_rows(empty, lengths)
         return _split_rows(self.dict_vectorizer_.transform(tokens), lengths)
 
     def get_feature_names_out(self, input_features=None):
@@ -416,9 +422,11 @@ class HashingSequenceVectorizer(TransformerMixin, BaseEstimator):
         Xt : list of scipy.sparse CSR matrices
             One matrix of shape (n_tokens_i, n_features) per sequence.
         """
-        tokens, lengths = _flatten_sequences(X)
+        tokens, lengths = _flatten_sequences(X, allow_empty=True)
         hasher = FeatureHasher(n_features=self.n_features, input_type="pair",
                                dtype=self.dtype, alternate_sign=self.alternate_sign)
+        if not tokens:  # (only empty sequences)
+            return _split_rows(sp.csr_matrix((0, self.n_features), dtype=self.dtype), lengths)
         return _split_rows(hasher.transform(self._pairs(token) for token in tokens), lengths)
 
     def fit_transform(self, X, y=None):

@@ -95,8 +95,12 @@ def test_bad_input(method):
     call = getattr(vec, method)
     with pytest.raises(ValueError, match="at least one sequence"):
         call([])
-    with pytest.raises(ValueError, match=r"X\[1\] is an empty sequence"):
-        call([[{"a": 1}], []])
+    if method == "transform":  # prediction: an empty sequence gives an empty matrix
+        width = len(vec.feature_names_)
+        assert [m.shape for m in call([[{"a": 1}], []])] == [(1, width), (0, width)]
+    else:
+        with pytest.raises(ValueError, match=r"X\[1\] is an empty sequence"):
+            call([[{"a": 1}], []])
     for bad in ({"a": 1}, "abc", np.zeros((2, 2)), None):
         with pytest.raises(TypeError, match="X must be a list of sequences"):
             call(bad)

@@ -266,6 +266,14 @@ def test_sequence_confidence_equals_enumeration(chain_model):
     lengths = [x.shape[0] for x in X]
     np.testing.assert_array_equal(sequence_confidence(model, np.vstack(X), lengths=lengths),
                                   confidence)
+    # at a calibrated temperature T: the distribution exp(score / T) / Z_T
+    model.temperature_ = 0.5
+    for x, value, predicted in zip(X, sequence_confidence(model, X), model.predict(X)):
+        scores = _model_scores(model, x, model.classes_[all_labelings(3, x.shape[0])]) / 0.5
+        predicted_score = _model_scores(model, x, predicted[None, :])[0] / 0.5
+        expected = np.exp(predicted_score - scores.max()) / np.exp(scores - scores.max()).sum()
+        assert value == pytest.approx(expected, rel=1e-10)
+    model.temperature_ = 1.0
 
 
 def test_multiclass_is_a_chain_of_one_token():

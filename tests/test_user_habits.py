@@ -11,6 +11,7 @@ from sklearn.svm import LinearSVC
 
 from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad,
                        M3NSimplicialDecomposition, MultiClass, StructSVMCuttingPlane)
+from sklstruct.metrics import chunk_f1_score, chunk_f1_scorer, token_accuracy_scorer
 from sklstruct.pipeline import SequencePipeline, make_sequence_pipeline
 from sklstruct.preprocessing import SequenceVectorizer
 from sklstruct.utils import lengths_to_groups
@@ -77,6 +78,14 @@ def test_flat_form_under_cross_validation_with_sequence_ids():
         scores = cross_validate(model, X_flat, y_flat, cv=GroupKFold(3),
                                 params={"sequence_ids": ids, "groups": ids})["test_score"]
     assert np.all(scores > 0.5)
+    # the sequence scorers take the fold's ids too (they hand them to predict)
+    with sklearn.config_context(enable_metadata_routing=True):
+        model = StructSVMCuttingPlane(C=1.0).set_fit_request(sequence_ids=True, lengths=False)
+        tags = np.array(["B-NP", "I-NP", "O"])[y_flat]
+        results = cross_validate(model, X_flat, tags, cv=GroupKFold(3),
+                                 scoring={"f1": chunk_f1_scorer, "acc": token_accuracy_scorer},
+                                 params={"sequence_ids": ids, "groups": ids})
+    assert np.all(np.isfinite(results["test_f1"])) and np.all(results["test_acc"] > 0.5)
     # equals the list form fitted on the same sequences
     held_out = np.arange(len(X)) % 3 == 0
     flat_mask = held_out[ids] == False  # noqa: E712
@@ -262,3 +271,23 @@ def test_exact_kernel_model_has_neither_coef_nor_intercept():
     model = M3NExcessiveGap(kernel="rbf", max_iter=30).fit(X, y)
     assert not hasattr(model, "coef_") and not hasattr(model, "intercept_")
     assert model.predict_proba(X).shape == (200, 2)
+
+
+def test_chunk_scores_warn_on_labels_that_are_not_iob_tags():
+    from sklearn.exceptions import UndefinedMetricWarning
+
+    with pytest.warns(UndefinedMetricWarning, match="IOB"):
+        assert chunk_f1_score([["a", "b"]], [["a", "b"]]) == 0.0
+
+
+def test_pipeline_predicts_on_empty_sequences_and_names_weights_with_plain_str(list_of_lists):
+    X, y = list_of_lists
+    pipe = make_sequence_pipeline(StructSVMCuttingPlane(C=1.0)).fit(token_dicts(X), y)
+    out = pipe.predict([[], token_dicts(X)[0]])
+    assert out[0].shape == (0,) and len(out[1]) == len(X[0])
+    assert pipe.predict_proba([[]])[0].shape == (0, 3)
+    assert pipe.predict_marginals(token_dicts(X)[:1])[0].shape == (len(X[0]), 3)
+    assert all(type(label) is str for _, label in pipe.state_features_)
+    assert all(type(a) is str for a, _ in pipe.transition_features_)
+    from sklstruct.inspection import format_state_features
+    assert "Top positive" in format_state_features(pipe, top=2)

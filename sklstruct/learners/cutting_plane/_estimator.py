@@ -50,11 +50,11 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     C : float, default=1.0
         Weight of the summed structured hinge losses (``LinearSVC`` convention).
     fit_intercept : bool, default=True
-        For the multiclass form (a plain 2-D ``X``), whether to learn per-class intercepts as
-        :class:`~sklearn.svm.LinearSVC` does: a constant feature of value 1 is appended to
-        every sample, so the intercepts are regularised like the other weights
-        (``intercept_``). Sequence models ignore it (they have start, end and transition
-        scores).
+        For multiclass models (a plain 2-D ``X``, or ``structure=MultiClass()``), whether to
+        learn per-class intercepts as :class:`~sklearn.svm.LinearSVC` does: a constant
+        feature of value 1 is appended to every sample, so the intercepts are regularised
+        like the other weights (``intercept_``). Chain and grid models ignore it (they have
+        start, end and transition scores).
     variant : {"auto", "1-slack", "n-slack"}, default="auto"
         The 1-slack formulation (Algorithms 3 and 4) or the n-slack formulation (Algorithms 1
         and 2), whose QP is re-optimised after every ``batch_size`` examples (section 4) by

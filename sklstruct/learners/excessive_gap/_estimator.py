@@ -47,11 +47,11 @@ class M3NExcessiveGap(BaseStructuredClassifier):
     C : float, default=1.0
         Weight of the summed structured hinge losses.
     fit_intercept : bool, default=True
-        For the multiclass form (a plain 2-D ``X``), whether to learn per-class intercepts as
-        :class:`~sklearn.svm.LinearSVC` does: a constant feature of value 1 is appended to
-        every sample, so the intercepts are regularised like the other weights
-        (``intercept_``). Sequence models ignore it (they have start, end and transition
-        scores).
+        For multiclass models (a plain 2-D ``X``, or ``structure=MultiClass()``), whether to
+        learn per-class intercepts as :class:`~sklearn.svm.LinearSVC` does: a constant
+        feature of value 1 is appended to every sample, so the intercepts are regularised
+        like the other weights (``intercept_``). Chain and grid models ignore it (they have
+        start, end and transition scores).
     kernel : {"linear", "rbf", "poly"} or callable, default="linear"
         Kernel on token feature vectors (section 4.3): with a non-linear kernel ``w`` is kept
         implicitly through the marginals of ``beta_k`` (Theorem 9) and the token kernel matrix

@@ -48,11 +48,11 @@ class M3NExpGrad(BaseStructuredClassifier):
     C : float, default=1.0
         Weight of the summed structured hinge losses.
     fit_intercept : bool, default=True
-        For the multiclass form (a plain 2-D ``X``), whether to learn per-class intercepts as
-        :class:`~sklearn.svm.LinearSVC` does: a constant feature of value 1 is appended to
-        every sample, so the intercepts are regularised like the other weights
-        (``intercept_``). Sequence models ignore it (they have start, end and transition
-        scores).
+        For multiclass models (a plain 2-D ``X``, or ``structure=MultiClass()``), whether to
+        learn per-class intercepts as :class:`~sklearn.svm.LinearSVC` does: a constant
+        feature of value 1 is appended to every sample, so the intercepts are regularised
+        like the other weights (``intercept_``). Chain and grid models ignore it (they have
+        start, end and transition scores).
     algorithm : {"auto", "online", "batch"}, default="auto"
         "auto": online when the structure has compiled per-example marginals, else batch.
         Online passes reach a given duality gap in fewer passes and less time on the OCR and

@@ -69,11 +69,11 @@ class L1M3N(BaseStructuredClassifier):
     C : float, default=1.0
         ``cutting_plane``: the C of P1; ``em``: the C of problem (5); unused by ``subgradient``.
     fit_intercept : bool, default=True
-        For the multiclass form (a plain 2-D ``X``), whether to learn per-class intercepts as
-        :class:`~sklearn.svm.LinearSVC` does: a constant feature of value 1 is appended to
-        every sample, so the intercepts are regularised like the other weights
-        (``intercept_``). Sequence models ignore it (they have start, end and transition
-        scores).
+        For multiclass models (a plain 2-D ``X``, or ``structure=MultiClass()``), whether to
+        learn per-class intercepts as :class:`~sklearn.svm.LinearSVC` does: a constant
+        feature of value 1 is appended to every sample, so the intercepts are regularised
+        like the other weights (``intercept_``). Chain and grid models ignore it (they have
+        start, end and transition scores).
     solver : {"em", "subgradient", "cutting_plane"}, default="em"
     em_lambda : float, default=1.0
         The ``lambda`` of problem (5) (``solver="em"``): larger values give sparser models.
