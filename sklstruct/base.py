@@ -162,7 +162,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         if reset:
             self._fit_token_map(stacked)
             self._with_intercept = bool(self.fit_intercept) and isinstance(
-                self._resolve_structure(form), MultiClass)
+                self._resolve_structure(form), MultiClass) and self._linear_scores()
         if getattr(self, "token_map_", None) is not None:
             stacked = self.token_map_.transform(stacked)
         if getattr(self, "_with_intercept", False):  # (a multiclass model, in any form)
@@ -183,7 +183,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         if structure == "auto" or isinstance(structure, MultiClass):
             return
         what = (f"{type(self).__name__} with {type(structure).__name__}" if reset else
-                f"This {type(self).__name__} was fitted on sequences and")
+                f"This {type(self).__name__} was fitted with {type(structure).__name__} and")
         raise ValueError(
             f"{what} needs to know where the sequences of a flat X end: pass lengths= "
             "(tokens per sequence) or sequence_ids= (one id per token), or X as a list of "
@@ -198,6 +198,11 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         if y is None:
             return validate_data(self, X, **params), None
         return validate_data(self, X, y, **params)
+
+    def _linear_scores(self):
+        """Whether token scores are linear in (mapped) features, so that an intercept is a
+        constant feature (False for exact kernels)."""
+        return True
 
     def _fit_token_map(self, X):
         """Fit the token feature map (``token_map_``; ``None`` for a linear model)."""
@@ -553,10 +558,11 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        labels : list of ndarray of shape (k_i, length_i), or ndarray of shape (n_samples, k)
+        labels : list of ndarray of shape (k_i, length_i), or ndarray of shape (n_samples, k_c)
             Per sequence, row ``j`` is the labelling of rank ``j`` (an empty sequence has one,
-            empty, labelling); for plain samples, the best classes of each, best first.
-        scores : list of ndarray of shape (k_i,), or ndarray of shape (n_samples, k)
+            empty, labelling); for plain samples, the ``k_c = min(k, n_classes)`` best classes
+            of each, best first.
+        scores : list of ndarray of shape (k_i,), or ndarray of shape (n_samples, k_c)
             The model score ``w . Psi(x, y)`` of each labelling, non-increasing.
         """
         from ._topk import predict_topk
@@ -599,6 +605,9 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             return lengths
         if lengths is not None:
             raise ValueError("Give either lengths or sequence_ids, not both.")
+        if _is_image_list(X) or _is_sequence_list(X):
+            raise ValueError("sequence_ids= is only used with a flat X, not a list of "
+                             "sequences or images.")
         return lengths_from_sequence_ids(sequence_ids, _num_samples(X))
 
     def calibrate_temperature(self, X, y, lengths=None, sequence_ids=None):

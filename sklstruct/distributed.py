@@ -65,6 +65,7 @@ from .learners.cutting_plane._one_slack import (
     constraint_direction,
     solve_one_slack,
 )
+from .structures import MultiClass
 from .structures._base import hinge_terms
 from .utils._sequences import (
     SequenceBatch,
@@ -651,8 +652,12 @@ def fit_shards(model, shards, *others):
     Y = np.repeat(np.arange(classes.shape[0]), counts) \
         if getattr(structure, "class_weight", None) == "balanced" else None
     model.structure_ = structure.bind(model.n_features_in_, classes.shape[0], classes, Y)
+    if isinstance(model.structure_, MultiClass) and model.fit_intercept:
+        raise ValueError("A ShardedSequences holds no intercept feature: fit a MultiClass "
+                         "model on shards with fit_intercept=False (or a constant feature in "
+                         "the shards).")
     model.variant_ = "1-slack"
-    model._with_intercept = False  # shards hold sequences
+    model._with_intercept = False
     w, model.dual_coef_ = solve_one_slack(model, _ShardOracle(model, shards, classes))
     model.temperature_ = 1.0
     return w

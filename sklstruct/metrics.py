@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.metrics import classification_report
-from sklearn.utils.metadata_routing import _MetadataRequester
+from sklearn.utils.metadata_routing import UNUSED, _MetadataRequester
 from sklearn.utils.validation import _num_samples
 
 __all__ = [
@@ -568,7 +568,10 @@ class SequenceScorer(_MetadataRequester):
     :func:`sklstruct.utils.lengths_to_groups`) or ``lengths`` and hands them to ``predict``
     and to the metric; under scikit-learn's metadata routing ``sequence_ids`` is requested by
     default, so ``cross_validate(..., params={"sequence_ids": ids})`` reaches the scorer of
-    every fold with the fold's ids.
+    every fold with the fold's ids (the estimator itself needs
+    ``set_fit_request(sequence_ids=True)``, and a Pipeline's last step
+    ``set_predict_request(lengths=True)``). Without metadata routing a flat ``X`` reaches the
+    scorer without its ids, and a chain model refuses it.
 
     Parameters
     ----------
@@ -588,18 +591,20 @@ class SequenceScorer(_MetadataRequester):
     1.0
     """
 
-    __metadata_request__score = {"sequence_ids": True}
+    # sequence_ids follow the rows of every fold; lengths (per sequence) cannot be routed
+    __metadata_request__score = {"sequence_ids": True, "lengths": UNUSED,
+                                 "estimator": UNUSED}
 
     def __init__(self, metric):
         self.metric = metric
 
     def __repr__(self):
-        return f"SequenceScorer({self.metric.__name__})"
+        return f"SequenceScorer({getattr(self.metric, '__name__', repr(self.metric))})"
 
-    def __call__(self, estimator, X, y_true, sequence_ids=None, lengths=None):
-        return self.score(estimator, X, y_true, sequence_ids=sequence_ids, lengths=lengths)
+    def __call__(self, estimator, X, y, sequence_ids=None, lengths=None):
+        return self.score(estimator, X, y, sequence_ids=sequence_ids, lengths=lengths)
 
-    def score(self, estimator, X, y_true, sequence_ids=None, lengths=None):
+    def score(self, estimator, X, y, sequence_ids=None, lengths=None):
         """Score ``estimator``'s predictions on ``X`` against ``y_true``.
 
         Parameters
@@ -608,7 +613,7 @@ class SequenceScorer(_MetadataRequester):
             A sklstruct estimator, or a Pipeline ending in one.
         X : list of array-like, or array-like of shape (n_tokens, n_features)
             Input in any form the estimator's ``predict`` accepts.
-        y_true : list of array-like, or array-like of shape (n_tokens,)
+        y : list of array-like, or array-like of shape (n_tokens,)
             True labels in the form of ``X``.
         sequence_ids : array-like of shape (n_tokens,), default=None
             Per-token sequence identifiers of a flat ``X``.
@@ -626,11 +631,11 @@ class SequenceScorer(_MetadataRequester):
                 raise ValueError("Give either lengths or sequence_ids, not both.")
             lengths = lengths_from_sequence_ids(sequence_ids, _num_samples(X))
         if lengths is None:
-            return self.metric(y_true, estimator.predict(X))
+            return self.metric(y, estimator.predict(X))
         y_pred = estimator.predict(X, lengths=lengths)
         if "lengths" in inspect.signature(self.metric).parameters:
-            return self.metric(y_true, y_pred, lengths=lengths)
-        return self.metric(y_true, y_pred)
+            return self.metric(y, y_pred, lengths=lengths)
+        return self.metric(y, y_pred)
 
 
 chunk_f1_scorer = SequenceScorer(chunk_f1_score)

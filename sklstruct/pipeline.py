@@ -43,6 +43,9 @@ class SequencePipeline(Pipeline):
     def _named_parts(self):
         check_is_fitted(self)
         model = self.steps[-1][1]
+        if getattr(model, "token_map_", None) is not None:
+            raise AttributeError("state_features_ needs a linear model: a kernel model's "
+                                 "weights are on its kernel basis, not on the features.")
         names = self.steps[-2][1].get_feature_names_out()
         return model, names
 
@@ -53,10 +56,9 @@ class SequencePipeline(Pipeline):
         vocabularies; :func:`sklstruct.inspection.state_features` lists only the top ones)."""
         model, names = self._named_parts()
         coef = model.coef_
-        labels = model.classes_ if coef.shape[0] == model.classes_.shape[0] \
-            else model.classes_[1:]
         return {(str(names[j]), label): float(coef[i, j])
-                for i, label in enumerate(labels.tolist()) for j in coef[i].nonzero()[0]}
+                for i, label in enumerate(model.classes_.tolist())
+                for j in coef[i].nonzero()[0]}
 
     def _final_input(self, X):
         for _, _, transformer in self._iter(with_final=False):
@@ -139,7 +141,8 @@ class SequencePipeline(Pipeline):
     def transition_features_(self):
         """Transition weights of (from label, to label) pairs of a chain model, a dict as
         sklearn-crfsuite's ``CRF.transition_features_``."""
-        model, _ = self._named_parts()
+        check_is_fitted(self)
+        model = self.steps[-1][1]
         transition = model.transition_
         labels = model.classes_.tolist()
         return {(a, b): float(transition[i, j]) for i, a in enumerate(labels)
@@ -158,7 +161,8 @@ def make_sequence_pipeline(estimator, vectorizer=None, **kwargs):
         Turns a list of sequences of feature dicts into a list of sparse matrices;
         ``SequenceVectorizer()`` by default.
     **kwargs
-        Passed to :func:`~sklearn.pipeline.make_pipeline` (``memory``, ``verbose``).
+        Passed to :func:`~sklearn.pipeline.make_pipeline` (``memory``, ``verbose``,
+        ``transform_input``).
 
     Returns
     -------
@@ -180,4 +184,5 @@ def make_sequence_pipeline(estimator, vectorizer=None, **kwargs):
     """
     pipeline = make_pipeline(SequenceVectorizer() if vectorizer is None else vectorizer,
                              estimator, **kwargs)
-    return SequencePipeline(pipeline.steps, memory=pipeline.memory, verbose=pipeline.verbose)
+    return SequencePipeline(pipeline.steps, transform_input=pipeline.transform_input,
+                            memory=pipeline.memory, verbose=pipeline.verbose)

@@ -46,7 +46,7 @@ def _flatten_sequences(X, allow_empty=False):
             f"Every token must be a dict of features; got {type(bad).__name__}."
         )
     for index, token in enumerate(tokens):
-        if None in token.values():
+        if any(value is None for value in token.values()):
             sequence = int(np.searchsorted(np.cumsum(lengths), index, side="right"))
             name = next(key for key, value in token.items() if value is None)
             raise ValueError(

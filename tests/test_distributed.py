@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.utils.validation import check_is_fitted
 
-from sklstruct import StructSVMCuttingPlane
+from sklstruct import MultiClass, StructSVMCuttingPlane
 from sklstruct.preprocessing import (HashingSequenceVectorizer, SequenceVectorizer,
                                      window_features)
 
@@ -167,6 +167,8 @@ def test_sharded_input_refuses_what_it_cannot_do(client, data):
         _model().fit(shards, y)
     with pytest.raises(ValueError, match="1-slack variant only"):
         StructSVMCuttingPlane(variant="n-slack").fit(shards)
+    with pytest.raises(ValueError, match="fit_intercept=False"):
+        StructSVMCuttingPlane(MultiClass()).fit(shards)
     with pytest.raises(ValueError, match="n_shards must be between"):
         ShardedSequences.scatter(X, y, n_shards=len(X) + 1, client=client)
     with pytest.raises(ValueError, match="requires y"):

@@ -14,7 +14,7 @@ from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad,
 from sklstruct.metrics import chunk_f1_score, chunk_f1_scorer, token_accuracy_scorer
 from sklstruct.pipeline import SequencePipeline, make_sequence_pipeline
 from sklstruct.preprocessing import SequenceVectorizer
-from sklstruct.utils import lengths_to_groups
+from sklstruct.utils import lengths_from_sequence_ids as lengths_from_ids, lengths_to_groups
 
 from .conftest import make_chain_data
 
@@ -291,3 +291,33 @@ def test_pipeline_predicts_on_empty_sequences_and_names_weights_with_plain_str(l
     assert all(type(a) is str for a, _ in pipe.transition_features_)
     from sklstruct.inspection import format_state_features
     assert "Top positive" in format_state_features(pipe, top=2)
+
+
+def test_review_findings():
+    import numpy as np
+    # array-valued features are not None
+    SequenceVectorizer().fit([[{"w": "a", "tags": np.array(["x", "y"])}]])
+    # sequence_ids that split a sequence are an error, not silent fragments
+    with pytest.raises(ValueError, match="together"):
+        lengths_from_ids([0, 1, 0, 1, 2, 2], 6)
+    # make_sequence_pipeline keeps transform_input
+    pipe = make_sequence_pipeline(StructSVMCuttingPlane(), transform_input=["sample_weight"])
+    assert pipe.transform_input == ["sample_weight"]
+    # a kernel model has no named state features; transitions need no names
+    X, y = make_chain_data(n_sequences=15, seed=9)
+    kernel = make_sequence_pipeline(StructSVMCuttingPlane(kernel="rbf", n_basis=5,
+                                                          random_state=0))
+    kernel.fit(token_dicts(X), y)
+    with pytest.raises(AttributeError, match="kernel"):
+        kernel.state_features_
+    assert len(kernel.transition_features_) == 9
+    # an exact-kernel multiclass model passes no constant feature to its kernel
+    seen = []
+
+    def linear_kernel(A, B):
+        seen.append(A.shape[1])
+        return A @ B.T
+
+    Xm, ym = binary_data(seed=3)
+    M3NExcessiveGap(kernel=linear_kernel, max_iter=5).fit(Xm, ym)
+    assert set(seen) == {5}

@@ -164,7 +164,7 @@ def lengths_from_sequence_ids(sequence_ids, n_tokens):
 
     Examples
     --------
-    >>> lengths_from_sequence_ids([4, 4, 7, 7, 7, 4], 6)
+    >>> lengths_from_sequence_ids([4, 4, 7, 7, 7, 5], 6)
     array([2, 3, 1])
     """
     ids = np.asarray(sequence_ids)
@@ -175,6 +175,10 @@ def lengths_from_sequence_ids(sequence_ids, n_tokens):
     if n_tokens == 0:
         return np.zeros(0, dtype=np.int64)
     starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+    if np.unique(ids[starts]).shape[0] != starts.shape[0]:
+        raise ValueError("sequence_ids must keep the tokens of a sequence together (an id "
+                         "reappears after other ids): split with a splitter that keeps rows "
+                         "in order, e.g. GroupKFold, or give every sequence its own id.")
     return np.diff(np.append(starts, n_tokens)).astype(np.int64)
 
 

@@ -51,7 +51,8 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         learn per-class intercepts as :class:`~sklearn.svm.LinearSVC` does: a constant
         feature of value 1 is appended to every sample, so the intercepts are regularised
         like the other weights (``intercept_``). Chain and grid models ignore it (they have
-        start, end and transition scores).
+        start, end and transition scores), and so do exact kernels (no constant feature is
+        passed to the kernel).
     kernel : {"linear", "rbf", "poly"} or callable, default="linear"
         Kernel on token feature vectors (section 4.3): with a non-linear kernel ``w`` is kept
         implicitly through the marginals of ``beta_k`` (Theorem 9) and the token kernel matrix
@@ -170,6 +171,9 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         if not self._linear:
             raise AttributeError("coef_ is only available with kernel='linear'.")
         return super().coef_
+
+    def _linear_scores(self):
+        return self._linear
 
     @property
     def intercept_(self):
