@@ -296,11 +296,24 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         schedule = CheckSchedule(self, certificate)
         primal = None
         calls, passes = 0, 0
-        converged = False
+        converged = precision_lost = False
+        # the last certified weights, those of the lowest certified primal and the best dual
+        # (in exact arithmetic the last are the best; see _run_compiled)
+        track = {"primal": np.inf, "w": None, "dual": -np.inf, "last_w": None}
+
+        def record(w, dual):
+            """Track a check; return whether its dual decreased (precision ran out)."""
+            if certificate.rows["primal"][-1] < track["primal"]:
+                track["primal"], track["w"] = certificate.rows["primal"][-1], w
+            decreased = dual < track["dual"] - 1e-8 * abs(track["dual"])
+            track["dual"], track["last_w"] = max(track["dual"], dual), w
+            return decreased
+
         if not free_certificate:
-            converged, calls = self._check(certificate, batch, Y, state.w.copy(), state.dual(),
-                                           0, calls, np.nan)
-        while not converged and passes < self.max_iter:
+            w, dual = state.w.copy(), state.dual()
+            converged, calls = self._check(certificate, batch, Y, w, dual, 0, calls, np.nan)
+            record(w, dual)
+        while not converged and not precision_lost and passes < self.max_iter:
             w_before, dual_before = state.w.copy(), state.dual()
             n_calls, fw_gap = state.run_pass(n_jobs=self.n_jobs)
             calls += n_calls
@@ -308,17 +321,29 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                 converged, calls = self._check(certificate, batch, Y, None, dual_before,
                                                passes, calls, fw_gap,
                                                primal=dual_before + fw_gap)
-                if converged:
-                    self.n_iter_ = passes
-                    return w_before
+                precision_lost = record(w_before, dual_before)
+                if converged or precision_lost:
+                    break
             passes += 1
             if not free_certificate and schedule.due(passes, fw_gap, primal):
-                converged, calls = self._check(certificate, batch, Y, state.w.copy(),
-                                               state.dual(), passes, calls, fw_gap)
+                w, dual = state.w.copy(), state.dual()
+                converged, calls = self._check(certificate, batch, Y, w, dual, passes, calls,
+                                               fw_gap)
                 primal = certificate.rows["primal"][-1]
                 schedule.checked(passes)
-        if free_certificate:  # the last row certifies the weights returned
-            converged, calls = self._check(certificate, batch, Y, state.w.copy(), state.dual(),
-                                           passes, calls, np.nan)
+                precision_lost = record(w, dual)
+        if free_certificate and not converged and not precision_lost:
+            # the last row certifies the weights returned
+            w, dual = state.w.copy(), state.dual()
+            converged, calls = self._check(certificate, batch, Y, w, dual, passes, calls,
+                                           np.nan)
+            precision_lost = record(w, dual)
         self.n_iter_ = passes
-        return state.w.copy()
+        if precision_lost:
+            certificate.precision_lost(
+                "the dual decreased: its ascent is below double precision at this scale of "
+                "C * ||x||^2; standardise the features or lower C")
+        if certificate.rows["primal"][-1] > track["primal"]:
+            certificate.amend_last(track["primal"], track["dual"])
+            return track["w"]
+        return track["last_w"]
