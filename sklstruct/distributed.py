@@ -66,7 +66,7 @@ from .learners.cutting_plane._one_slack import (
     solve_one_slack,
 )
 from .structures import MultiClass
-from .structures._base import hinge_terms
+from .structures._base import hinge_terms, structured_hinge
 from .utils._sequences import (
     SequenceBatch,
     check_lengths,
@@ -237,12 +237,9 @@ class _Shard:
 
     def hinge(self, w):
         """The weighted sum of the shard's exact hinge terms at ``w``."""
-        unary, pairwise = self.structure.potentials(self.batch, w)
-        Ybar, losses, scores = self.structure.loss_augmented_decode(
-            self.batch, unary, pairwise, self.Y, rescale=self.rescale, n_jobs=self.n_jobs,
-            token_loss=self.token_loss)
-        hinge = hinge_terms(losses, self.structure.score(self.batch, unary, pairwise, self.Y)
-                            - scores, self.rescale)
+        hinge, _, _ = structured_hinge(self.structure, self.batch, self.Y,
+                                       *self.structure.potentials(self.batch, w), self.rescale,
+                                       self.n_jobs, self.token_loss)
         return self._count((w,), float(self.data.sample_weight @ hinge))
 
 

@@ -1,4 +1,5 @@
-# Per-sequence chain routines of _chain.pyx, shared with the per-example kernels (_kernels.pyx).
+# Per-sequence chain routines of _chain.pyx, shared with the per-example kernels (_kernels.pyx)
+# and the k-best decoder (_topk.pyx).
 from sklstruct._typedefs cimport int32_t, int64_t, intp_t
 
 cdef void _transition_tables(const double* transition, intp_t n, double* tables) noexcept nogil
@@ -14,3 +15,12 @@ cdef double _viterbi_sequence(const double* unary, intp_t length, intp_t n_state
                               const double* transition_t, const double* start,
                               const double* end, double* delta, double* delta_next,
                               int32_t* backpointer, int64_t* labels) noexcept nogil
+
+
+cdef inline intp_t _max_length(const int64_t* offsets, intp_t n_sequences) noexcept nogil:
+    """The number of tokens of the longest sequence."""
+    cdef intp_t i, longest = 0
+    for i in range(n_sequences):
+        if offsets[i + 1] - offsets[i] > longest:
+            longest = offsets[i + 1] - offsets[i]
+    return longest

@@ -22,14 +22,6 @@ cdef double _TINY = 1e-280
 cdef double _NEGLIGIBLE = -40.0
 
 
-cdef inline intp_t _max_length(const int64_t* offsets, intp_t n_sequences) noexcept nogil:
-    cdef intp_t i, longest = 0
-    for i in range(n_sequences):
-        if offsets[i + 1] - offsets[i] > longest:
-            longest = offsets[i + 1] - offsets[i]
-    return longest
-
-
 cdef inline void _transpose(const double* matrix, intp_t n, double* out) noexcept nogil:
     cdef intp_t a, b
     for a in range(n):

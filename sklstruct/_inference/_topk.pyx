@@ -33,21 +33,13 @@ from libc.math cimport exp, log
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
 
-from sklstruct._inference._chain cimport _transition_tables, _viterbi_sequence
+from sklstruct._inference._chain cimport _max_length, _transition_tables, _viterbi_sequence
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
 # A rescaled sum of exponentials below this value is recomputed by an exact log-sum-exp.
 cdef double _TINY = 1e-280
 # In an exact log-sum-exp, terms this many nats below the largest are skipped (e^-40 = 4e-18).
 cdef double _NEGLIGIBLE = -40.0
-
-
-cdef inline intp_t _max_length(const int64_t* offsets, intp_t n_sequences) noexcept nogil:
-    cdef intp_t i, longest = 0
-    for i in range(n_sequences):
-        if offsets[i + 1] - offsets[i] > longest:
-            longest = offsets[i + 1] - offsets[i]
-    return longest
 
 
 cdef struct Candidate:
