@@ -7,3 +7,4 @@ ctypedef signed int int32_t
 ctypedef signed long long int64_t
 ctypedef double float64_t
 ctypedef Py_ssize_t intp_t
+ctypedef signed short int16_t

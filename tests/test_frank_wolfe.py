@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from sklstruct import ChainStructure, MultiClass, StructSVMCuttingPlane
+from sklstruct.learners._factored_dual import FactoredDualState
 from sklstruct.learners.simplicial._frank_wolfe import (BlockFrankWolfeState,
                                                        MultiPointFrankWolfeState)
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
@@ -78,36 +79,42 @@ def test_multi_point_pass_ascends_and_reaches_the_exact_optimum(structure):
             assert new_dual >= dual - 1e-12
             dual = new_dual
         assert np.all(state.n_vertices <= r)
-        # x = (1 - sum mu) a + sum mu_k z_k: the kept weights and the anchor rebuild x
+        # x = (1 - sum mu) a + sum mu_k z_k from the kept weights and the packed anchors:
+        # a distribution's statistics, whose weights are the certificate's
         assert np.all(state.vertex_weight >= 0)
         assert np.all(state.vertex_weight.sum(axis=1) <= 1.0 + 1e-9)
-        rebuilt = (1.0 - state.vertex_weight.sum(axis=1))[batch.sequence_index, None] \
-            * state.anchor_node
-        for k in range(r):
-            kept = state.n_vertices[batch.sequence_index] > k
-            rows = np.flatnonzero(kept)
-            rebuilt[rows, state.vertex_labels[rows, k]] += \
-                state.vertex_weight[batch.sequence_index[rows], k]
-        np.testing.assert_allclose(rebuilt, state.node_marg, atol=1e-9)
-        np.testing.assert_allclose(state.node_marg.sum(axis=1), 1.0, atol=1e-12)
+        node, pair = state.point_statistics()
+        np.testing.assert_allclose(node.sum(axis=1), 1.0, atol=1e-12)
+        assert node.min() >= -1e-12 and pair.min() >= -1e-12
+        reference = FactoredDualState(bound, batch, Y, C, node, pair)
+        np.testing.assert_allclose(reference.w, w, atol=1e-10)
+        np.testing.assert_allclose(reference.expected_loss, state.expected_loss, atol=1e-12)
+        if r == 3:  # anchors were folded and packed
+            assert (state.anchors.start >= 0).any()
         duals[r] = dual
     lower, upper, _ = exact_optimum(bound, batch, Y, C)
     assert duals[1] < duals[3] < duals[10] <= upper + 1e-9
     assert upper - duals[10] <= 1e-5 * upper
 
 
-def test_kept_token_gram_matrices_change_nothing(monkeypatch):
+@pytest.mark.parametrize("integer", [False, True])
+def test_kept_token_gram_matrices_change_nothing(monkeypatch, integer):
     """Keeping the examples' token Gram matrices between visits gives the same iterates as
-    recomputing them (the cached mode off, so the token products are used)."""
+    recomputing them (the cached mode off, so the token products are used); with integer
+    features they are kept in single precision, exactly."""
     from sklstruct.learners.simplicial import _frank_wolfe
 
     X, y = make_chain_data(n_sequences=12, n_states=3, n_features=5, max_length=7, seed=4)
+    if integer:
+        X = [np.rint(3 * x) for x in X]
     bound, batch, Y = _bound(ChainStructure(), X, y)
     weights = []
     for budget in (0, 128):
         monkeypatch.setattr(_frank_wolfe, "TOKEN_GRAM_MB", budget)
         state = MultiPointFrankWolfeState(bound, batch, Y, 0.5, 4, cached=False)
         assert (state.token_gram_ptr >= 0).all() == (budget > 0)
+        assert (state.token_gram32.size > 0) == (integer and budget > 0)
+        assert (state.token_gram.size > 0) == (not integer and budget > 0)
         for _ in range(30):
             state.run_pass()
         assert state.token_gram_ready.any() == (budget > 0)  # the token path was taken
@@ -131,3 +138,52 @@ def test_compiled_hinge_equals_the_structures_oracle(structure):
         w, _ = state.certificate()
         hinge, _, _ = structured_hinge(bound, batch, Y, *bound.potentials(batch, w), "margin")
         assert state.primal() == pytest.approx(0.5 * w @ w + 0.7 * hinge.sum(), rel=1e-12)
+
+
+def test_anchor_pool_growth_and_compaction_change_nothing():
+    """Anchors packed into a pool that starts tiny (so it grows and compacts many times) give
+    the same iterates as a roomy pool."""
+    from sklstruct.learners.simplicial._frank_wolfe import AnchorStore
+
+    X, y = make_chain_data(n_sequences=30, n_states=4, n_features=5, max_length=9, seed=11)
+    bound, batch, Y = _bound(ChainStructure(), X, y)
+    weights = []
+    for n_entries in (100000, 0):
+        state = MultiPointFrankWolfeState(bound, batch, Y, 2.0, 2, cached=False)
+        state.anchors = AnchorStore(batch.n_sequences, n_entries)
+        for _ in range(40):
+            state.run_pass()
+        weights.append(state.certificate()[0].copy())
+        live = state.anchors.start >= 0
+        assert live.sum() > 10
+        # live slots do not overlap and hold their entries
+        order = np.argsort(state.anchors.start[live])
+        ends = (state.anchors.start + state.anchors.capacity)[live][order]
+        assert np.all(ends[:-1] <= state.anchors.start[live][order][1:])
+        assert np.all(state.anchors.n_node + state.anchors.n_pair
+                      <= state.anchors.capacity)
+    assert state.anchors.keys.shape[0] < 100000
+    np.testing.assert_array_equal(weights[0], weights[1])
+
+
+def test_distinct_features_in_chunks_equal_each_examples_features():
+    import scipy.sparse as sp
+
+    from sklstruct.learners.simplicial._frank_wolfe import _distinct_features
+
+    rng = np.random.default_rng(0)
+    for trial in range(10):
+        lengths = rng.integers(1, 8, size=rng.integers(1, 30))
+        n_features = int(rng.integers(1, 12))
+        X = sp.random(lengths.sum(), n_features, density=rng.uniform(0, 1), format="csr",
+                      random_state=trial)
+        batch = SequenceBatch(X, offsets_from_lengths(lengths))
+        for chunk in (1, 3, 7, 10**6):
+            features, ptr = _distinct_features(batch, n_features, None, chunk)
+            for i in range(lengths.size):
+                rows = X[batch.offsets[i]:batch.offsets[i + 1]]
+                assert sorted(features[ptr[i]:ptr[i + 1]]) == sorted(np.unique(rows.indices))
+            # counting stops past the limit
+            assert _distinct_features(batch, n_features, ptr[-1], chunk) is not None
+            if ptr[-1]:
+                assert _distinct_features(batch, n_features, ptr[-1] - 1, chunk) is None

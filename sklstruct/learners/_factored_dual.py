@@ -1,46 +1,40 @@
 """Dual variables kept as per-example sufficient statistics.
 
-For example ``i`` the dual distribution over labellings is represented by its node marginals
-(rows of ``node_marg``), its expected pairwise statistics ``pair_marg[i]`` and its expected
-loss; ``v = C sum_i (Psi(x_i, y_i) - E_i[Psi])`` is kept explicitly, with ``W^T`` (the unary
-block) and ``pair_v`` (the pairwise block) as arrays that compiled per-example passes update in
-place. The model's weights ``w`` equal ``v`` except on the pairwise weights the structure
-constrains to be non-negative (``nonnegative_``), where ``w = [v]_+``; the dual is
-``C sum_i E_i[Delta] - 1/2 ||w||^2``. Memory: O(n_tokens * n_states + n_sequences *
-n_pairwise) plus the weights, never a table per labelling or per position pair.
-"""
+For example ``i`` the dual distribution over labellings is represented by statistics of it;
+:class:`DualWeights` is what every such representation shares: the expected loss per example
+and ``v = C sum_i (Psi(x_i, y_i) - E_i[Psi])``, kept explicitly as ``W^T`` (the unary block)
+and ``pair_v`` (the pairwise block), arrays that compiled per-example passes update in place.
+The model's weights ``w`` equal ``v`` except on the pairwise weights the structure constrains
+to be non-negative (``nonnegative_``), where ``w = [v]_+``; the dual is
+``C sum_i E_i[Delta] - 1/2 ||w||^2``.
+
+:class:`FactoredDualState` keeps node marginals (rows of ``node_marg``) and expected pairwise
+statistics ``pair_marg[i]``. Memory: O(n_tokens * n_states + n_sequences * n_pairwise) plus
+the weights, never a table per labelling or per position pair."""
 
 import numpy as np
 
 
-class FactoredDualState:
-    """Marginal statistics, weights and the arrays the compiled passes read.
+class DualWeights:
+    """Weights, loss and scratch arrays of a dual kept as per-example statistics.
 
-    Parameters
-    ----------
-    structure : bound structure with compiled kernels (``structure.example_kernels``)
-    batch : SequenceBatch
-    Y : ndarray of shape (n_tokens,)
-        Encoded true labels.
-    C : float
-    node_marg : ndarray of shape (n_tokens, n_states)
-    pair_marg : ndarray of shape (n_sequences, n_pairwise)
+    Subclasses bind them with :meth:`_bind`, keep ``expected_loss`` (per example) and
+    implement :meth:`_statistics_weights` (``W^T`` and ``pair_v`` from their statistics) and
+    :meth:`max_loss`.
     """
 
-    def __init__(self, structure, batch, Y, C, node_marg, pair_marg, scale2=None):
-        self.structure, self.batch, self.Y, self.C = structure, batch, Y, float(C)
+    def _bind(self, structure, batch, Y, C, scale2):
+        """The structure's kernels, the loss, the weights and the passes' scratch arrays."""
+        self.structure, self.batch, self.C = structure, batch, float(C)
+        self.Y = np.ascontiguousarray(Y, dtype=np.int64)
         self.kernels = structure.example_kernels(batch)
         if self.kernels is None:
             raise ValueError(f"{type(structure).__name__} has no compiled per-example "
                              "kernels.")
         S, d = structure.n_states_, structure.n_features_
-        self.token_loss = np.ascontiguousarray(structure.token_loss(Y), dtype=np.float64)
-        self.node_marg = np.ascontiguousarray(node_marg, dtype=np.float64)
-        self.pair_marg = np.ascontiguousarray(pair_marg, dtype=np.float64)
-        self.expected_loss = np.bincount(
-            batch.sequence_index, weights=(self.token_loss * self.node_marg).sum(axis=1),
-            minlength=batch.n_sequences)
-        self.true_pairwise = structure.pairwise_statistics(batch, Y)
+        # the weighted Hamming loss is computed by the passes from Y and these weights
+        self.loss_weights = np.ascontiguousarray(structure.loss_weights_, dtype=np.float64)
+        self.true_pairwise = structure.pairwise_statistics(batch, self.Y)
         self.w = np.zeros(structure.size_joint_feature_)
         self.WT, self.theta = structure.split_weights(self.w)
         self.constrained = np.asarray(structure.nonnegative_, dtype=np.intp) - S * d
@@ -57,7 +51,6 @@ class FactoredDualState:
         # squared scales of the joint features (the l1 learner's M-steps), or none
         self.scale2 = np.zeros(0) if scale2 is None else np.ascontiguousarray(scale2, float)
         self.order = np.arange(batch.n_sequences, dtype=np.int64)
-        self.certificate()
 
     def certificate(self, exact=True):
         """Return ``(w, dual)``.
@@ -68,13 +61,7 @@ class FactoredDualState:
         the statistics' weights by rounding only.
         """
         if exact:
-            # w = C sum_i (Psi(x_i, y_i) - E_i[Psi]): unary part C X^T (onehot(Y) - marginals)
-            difference = -self.node_marg
-            difference[np.arange(self.Y.shape[0]), self.Y] += 1.0
-            np.multiply(self.structure.unary_features(self.batch, difference), self.C,
-                        out=self.WT)
-            del difference
-            self.pair_v[:] = self.C * (self.true_pairwise - self.pair_marg.sum(axis=0))
+            self._statistics_weights()
             if self.scale2.size:  # the statistics' weights v; the effective weights s^2 v
                 self._v = self.w.copy()
                 self.w *= self.scale2
@@ -108,3 +95,42 @@ class FactoredDualState:
     def statistic_weights(self):
         """``v = C sum_i (Psi(x_i, y_i) - E_i[Psi])`` at the last (exact) certificate."""
         return self._v if self.scale2.size else self.w
+
+
+class FactoredDualState(DualWeights):
+    """Marginal statistics, weights and the arrays the compiled passes read.
+
+    Parameters
+    ----------
+    structure : bound structure with compiled kernels (``structure.example_kernels``)
+    batch : SequenceBatch
+    Y : ndarray of shape (n_tokens,)
+        Encoded true labels.
+    C : float
+    node_marg : ndarray of shape (n_tokens, n_states)
+    pair_marg : ndarray of shape (n_sequences, n_pairwise)
+    """
+
+    def __init__(self, structure, batch, Y, C, node_marg, pair_marg, scale2=None):
+        self._bind(structure, batch, Y, C, scale2)
+        self.token_loss = np.ascontiguousarray(structure.token_loss(self.Y), dtype=np.float64)
+        self.node_marg = np.ascontiguousarray(node_marg, dtype=np.float64)
+        self.pair_marg = np.ascontiguousarray(pair_marg, dtype=np.float64)
+        self.expected_loss = np.bincount(
+            batch.sequence_index, weights=(self.token_loss * self.node_marg).sum(axis=1),
+            minlength=batch.n_sequences)
+        self.certificate()
+
+    def _statistics_weights(self):
+        """``W^T`` and ``pair_v`` from the statistics: ``v = C sum_i (Psi(x_i, y_i) -
+        E_i[Psi])``, the unary part ``C X^T (onehot(Y) - marginals)``."""
+        difference = -self.node_marg
+        difference[np.arange(self.Y.shape[0]), self.Y] += 1.0
+        np.multiply(self.structure.unary_features(self.batch, difference), self.C, out=self.WT)
+        del difference
+        self.pair_v[:] = self.C * (self.true_pairwise - self.pair_marg.sum(axis=0))
+
+    def max_loss(self):
+        """``sum_t max_s L[t, s]``: the summed hinge at ``w = 0``."""
+        return float(self.token_loss.max(axis=1).sum())
+

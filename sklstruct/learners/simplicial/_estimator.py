@@ -241,7 +241,7 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         calls, passes = 0, 0
         if not np.any(w):  # w = 0: the primal is the largest loss, C sum_t max_s L[t, s]
             converged, calls = self._check(certificate, batch, Y, w, dual, 0, calls, np.nan,
-                                           primal=self.C * float(state.token_loss.max(1).sum()))
+                                           primal=self.C * state.max_loss())
         else:
             converged, calls = self._check(certificate, batch, Y, w, dual, 0,
                                            calls + batch.n_sequences, np.nan,

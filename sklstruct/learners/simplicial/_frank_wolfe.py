@@ -9,14 +9,29 @@ max-oracle call on the example and touches only the weights of its features.
 
 import numpy as np
 
-from .._factored_dual import FactoredDualState
+from ...structures._base import BaseStructure
+from .._factored_dual import DualWeights, FactoredDualState
 from ._frank_wolfe_fast import (TOKEN_GRAM_ENTRIES, frank_wolfe_pass, master_sweep,
-                                multi_point_pass)
+                                multi_point_pass, statistics_weights)
 
 # largest cache of per-example points (cached mode of MultiPointFrankWolfeState)
 CACHE_MB = 256
 # largest memory of kept token Gram matrices (uncached mode of MultiPointFrankWolfeState)
-TOKEN_GRAM_MB = 128
+TOKEN_GRAM_MB = 64
+
+
+def _weighted_hamming(structure):
+    """Whether the structure's loss is the default weighted Hamming loss."""
+    return type(structure).token_loss is BaseStructure.token_loss
+
+
+def supports_multi_point(structure, batch):
+    """Whether :class:`MultiPointFrankWolfeState`'s compiled pass takes the structure on the
+    batch: labels kept as int16, anchors' keys as int32."""
+    longest = int(np.diff(batch.offsets).max(initial=1))
+    return (structure.n_states_ <= np.iinfo(np.int16).max
+            and longest * structure.n_states_ < np.iinfo(np.int32).max
+            and structure.n_pairwise_ < np.iinfo(np.int32).max)
 
 
 class BlockFrankWolfeState(FactoredDualState):
@@ -32,11 +47,98 @@ class BlockFrankWolfeState(FactoredDualState):
         return frank_wolfe_pass(self, order)
 
 
-class MultiPointFrankWolfeState(BlockFrankWolfeState):
+def _distinct_features(batch, n_features, limit=None, chunk_entries=2**20):
+    """Every example's distinct features (``(features int32, ptr int64)``, CSR-like), counted
+    over chunks of about ``chunk_entries`` stored entries; ``None`` once their number exceeds
+    ``limit``."""
+    indptr, indices, _ = batch.csr_arrays
+    d, ends = np.int64(n_features), indptr[batch.offsets]
+    counts = np.zeros(batch.n_sequences, dtype=np.int64)
+    parts, total, first = [], 0, 0
+    while first < batch.n_sequences:
+        last = max(first + 1, int(np.searchsorted(ends, ends[first] + chunk_entries,
+                                                  side="right")) - 1)
+        last = min(last, batch.n_sequences)
+        lo, hi = ends[first], ends[last]
+        example = np.repeat(np.arange(last - first, dtype=np.int64),
+                            np.diff(ends[first:last + 1]))
+        key = np.unique(example * d + indices[lo:hi])
+        counts[first:last] = np.bincount(key // d, minlength=last - first)
+        total += key.shape[0]
+        if limit is not None and total > limit:
+            return None
+        parts.append((key % d).astype(np.int32))
+        first = last
+    ptr = np.zeros(batch.n_sequences + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)), ptr
+
+
+class AnchorStore:
+    """Every example's anchor as sparse entries in one pool.
+
+    Example ``i``'s anchor is the true labelling while ``start[i] < 0`` (no entries); then
+    ``n_node[i]`` node entries (key ``t * n_states + s``, ``t`` the token's position in the
+    example) followed by ``n_pair[i]`` pairwise entries (key: the pairwise coordinate), from
+    ``start[i]`` in ``keys`` and ``values``, within a slot of ``capacity[i]`` entries. An anchor
+    is a mixture of the labellings an example's master has used, so it has few non-zero
+    entries per token; the compiled pass unpacks the visited example's anchor into dense
+    workspace arrays and packs it back after a change. ``used[0]`` entries of the pool are
+    taken (by live or abandoned slots).
+    """
+
+    def __init__(self, n_sequences, n_entries):
+        self.start = np.full(n_sequences, -1, dtype=np.int64)
+        self.capacity = np.zeros(n_sequences, dtype=np.int64)
+        self.n_node = np.zeros(n_sequences, dtype=np.int64)
+        self.n_pair = np.zeros(n_sequences, dtype=np.int64)
+        self.keys = np.zeros(max(16, n_entries), dtype=np.int32)
+        self.values = np.zeros(max(16, n_entries))
+        self.used = np.zeros(1, dtype=np.int64)
+
+    @property
+    def nbytes(self):
+        return sum(a.nbytes for a in (self.start, self.capacity, self.n_node, self.n_pair,
+                                      self.keys, self.values))
+
+    def reserve(self, n_entries):
+        """Make room for a slot of ``n_entries`` after ``used[0]``: move the live slots to the
+        front when abandoned slots take at least half of the pool, and grow it (by half)
+        when that is not enough."""
+        live = self.start >= 0
+        live_entries = int(self.capacity[live].sum())
+        if live_entries <= self.used[0] // 2:
+            order = np.flatnonzero(live)
+            order = order[np.argsort(self.start[order], kind="stable")]
+            sizes = self.capacity[order]
+            new_start = np.zeros(order.shape[0], dtype=np.int64)
+            np.cumsum(sizes[:-1], out=new_start[1:])
+            source = np.repeat(self.start[order] - new_start, sizes) + np.arange(live_entries)
+            self.keys[:live_entries] = self.keys[source]
+            self.values[:live_entries] = self.values[source]
+            self.start[order] = new_start
+            self.used[0] = live_entries
+        needed = int(self.used[0]) + int(n_entries)
+        if needed > self.keys.shape[0]:
+            size = max(needed, self.keys.shape[0] + self.keys.shape[0] // 2)
+            keys, values = np.zeros(size, dtype=np.int32), np.zeros(size)
+            keys[:self.used[0]] = self.keys[:self.used[0]]
+            values[:self.used[0]] = self.values[:self.used[0]]
+            self.keys, self.values = keys, values
+
+
+class MultiPointFrankWolfeState(DualWeights):
     """Restricted simplicial decomposition with ``max_points`` points per example.
 
     Per visit: one max-oracle call, a master QP over the example's anchor and kept labellings
-    (the paper's footnote 1), and an update of the example's statistics and weights.
+    (the paper's footnote 1), and an update of the example's point weights and weights ``v``.
+    Example ``i``'s dual point is ``x_i = (1 - sum_k mu_k) a_i + sum_k mu_k z_k`` with ``a_i``
+    its anchor (an :class:`AnchorStore` entry: the true labelling at first) and ``z_k`` its
+    kept labellings (``max_points`` labels per token); its statistics are never stored
+    apart from these, so the memory above the data is about the anchors' non-zero entries
+    (12 bytes each), ``2 * max_points`` bytes per token for the labels, ``8 * max_points^2``
+    bytes per example for the masters' Gram terms, and the kept token Gram matrices
+    (``TOKEN_GRAM_MB``).
 
     In the cached mode every example keeps its anchor and points as dense rows over its own
     features (``(max_points + 1) x (n_example_features x n_states + n_pairwise)`` doubles), so
@@ -47,45 +149,111 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
     """
 
     def __init__(self, structure, batch, Y, C, max_points, cached="auto", scale2=None):
-        super().__init__(structure, batch, Y, C, scale2)
+        self._bind(structure, batch, Y, C, scale2)
+        S, n = structure.n_states_, batch.n_sequences
         if scale2 is not None:
             if self.constrained.size:
                 raise ValueError("scaled features with constrained weights are not supported.")
             cached = False  # (the cached rows hold unscaled statistics)
         if not 1 <= max_points <= 63:
-            raise ValueError(f"the compiled pass keeps 1 to {max_points} points per example, "
-                             "at most 63.")
-        self.vertex_labels = np.zeros((batch.n_tokens, max_points), dtype=np.int32)
-        self.vertex_loss = np.zeros((batch.n_sequences, max_points))
-        self.vertex_weight = np.zeros((batch.n_sequences, max_points))
-        self.n_vertices = np.zeros(batch.n_sequences, dtype=np.int64)
+            raise ValueError(f"the compiled pass keeps 1 to 63 points per example, not "
+                             f"{max_points}.")
+        if not supports_multi_point(structure, batch):
+            raise ValueError("the compiled pass keeps at most 32,767 states and "
+                             "2**31 - 1 entries of a sequence's node or pairwise statistics.")
+        # a loss other than the weighted Hamming loss is kept as its token loss matrix
+        self.token_loss = np.zeros((0, S)) if _weighted_hamming(structure) else \
+            np.ascontiguousarray(structure.token_loss(self.Y), dtype=np.float64)
+        self.anchors = AnchorStore(n, batch.n_tokens)
+        self.anchor_loss = np.zeros(n) if not self.token_loss.size else np.bincount(
+            batch.sequence_index, weights=self.token_loss[np.arange(batch.n_tokens), self.Y],
+            minlength=n)
+        self.expected_loss = self.anchor_loss.copy()
+        self.vertex_labels = np.zeros((batch.n_tokens, max_points), dtype=np.int16)
+        self.vertex_loss = np.zeros((n, max_points))
+        self.vertex_weight = np.zeros((n, max_points))
+        self.n_vertices = np.zeros(n, dtype=np.int64)
         self.feature_buffer = np.zeros(structure.n_features_)
         # the masters' token-Gram products, kept between visits (see _frank_wolfe_fast)
-        self.gram_points = np.zeros((batch.n_sequences, max_points, max_points))
-        self.gram_anchor = np.zeros((batch.n_sequences, max_points))
-        self.gram_anchor_self = np.zeros(batch.n_sequences)
-        self.gram_anchor_ok = np.zeros(batch.n_sequences, dtype=np.uint8)
-        self.gram_point_ok = np.zeros((batch.n_sequences, max_points), dtype=np.uint8)
-        # the anchor of every example: its starting point (the true labelling) at first
-        self.anchor_node = self.node_marg.copy()
-        self.anchor_pair = self.pair_marg.copy()
-        self.anchor_loss = self.expected_loss.copy()
+        self.gram_points = np.zeros((n, max_points, max_points))
+        self.gram_anchor = np.zeros((n, max_points))
+        self.gram_anchor_self = np.zeros(n)
+        self.gram_anchor_ok = np.zeros(n, dtype=np.uint8)
+        self.gram_point_ok = np.zeros((n, max_points), dtype=np.uint8)
         self._set_up_cache(max_points, cached)
         self._set_up_token_grams(keep=not self.cached and scale2 is None)
         self.last_gain = 0.0
+        self.certificate()
+
+    def point_statistics(self):
+        """Every example's point ``x_i``, dense: node measures (n_tokens, n_states) and
+        pairwise statistics (n_sequences, n_pairwise), for inspection and tests (the fit
+        never forms them)."""
+        batch, S, a = self.batch, self.structure.n_states_, self.anchors
+        node = self.structure.onehot(self.Y).astype(np.float64)
+        pair = np.asarray(self.structure.pairwise_statistics(batch, self.Y, per_sequence=True),
+                          dtype=np.float64).reshape(batch.n_sequences, -1).copy()
+        stored = np.flatnonzero(a.start >= 0)
+        node[np.isin(batch.sequence_index, stored)] = 0.0
+        pair[stored] = 0.0
+
+        def entries(first, counts):
+            within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+            return np.repeat(stored, counts), np.repeat(first, counts) + within
+
+        seq, at = entries(a.start[stored], a.n_node[stored])
+        node[batch.offsets[seq] + a.keys[at] // S, a.keys[at] % S] = a.values[at]
+        seq, at = entries(a.start[stored] + a.n_node[stored], a.n_pair[stored])
+        pair[seq, a.keys[at]] = a.values[at]
+        weight = 1.0 - self.vertex_weight.sum(axis=1)
+        node *= weight[batch.sequence_index, None]
+        pair *= weight[:, None]
+        tokens = np.arange(batch.n_tokens)
+        for k in range(self.vertex_labels.shape[1]):
+            mu = self.vertex_weight[:, k]
+            node[tokens, self.vertex_labels[:, k]] += mu[batch.sequence_index]
+            kept = np.flatnonzero(self.n_vertices > k)
+            if kept.size and pair.shape[1]:
+                rows = np.isin(batch.sequence_index, kept)
+                labels = self.vertex_labels[rows, k].astype(np.int64)
+                pair[kept] += mu[kept, None] * np.asarray(self.structure.pairwise_statistics(
+                    batch.take(kept), labels, per_sequence=True)
+                ).reshape(kept.size, -1)
+        return node, pair
+
+    def _statistics_weights(self):
+        self.WT[:] = 0.0
+        self.pair_v[:] = self.C * (self.true_pairwise - statistics_weights(self))
+
+    def max_loss(self):
+        if self.token_loss.size:
+            return float(self.token_loss.max(axis=1).sum())
+        if self.structure.n_states_ < 2:
+            return 0.0
+        return float(self.loss_weights[self.Y].sum())
 
     def _set_up_token_grams(self, keep):
-        """Room for the examples' token Gram matrices (``length^2`` doubles each, computed
+        """Room for the examples' token Gram matrices (``length^2`` entries each, computed
         at an example's first master and kept), for the examples in order while they fit in
         ``TOKEN_GRAM_MB`` and each within the pass's largest token Gram matrix;
-        ``token_gram_ptr`` is -1 for the others (their matrix is recomputed when needed)."""
+        ``token_gram_ptr`` is -1 for the others (their matrix is recomputed when needed).
+        The entries are kept in single precision (``token_gram32``) when that is exact:
+        integer features whose tokens' l1 norms stay below ``2**12``, so every entry is an
+        integer below ``2**24``; else in double precision (``token_gram``)."""
         sizes = self.batch.lengths.astype(np.int64) ** 2
         sizes[sizes > TOKEN_GRAM_ENTRIES] = 0
+        indptr, _, data = self.batch.csr_arrays
+        starts = indptr[:-1][np.diff(indptr) > 0]
+        single = keep and bool(np.all(data == np.rint(data))) and (
+            data.size == 0 or float(np.add.reduceat(np.abs(data), starts).max()) < 2**12)
+        itemsize = 4 if single else 8
         end = np.cumsum(sizes)
-        kept = (sizes > 0) & (end * 8 <= TOKEN_GRAM_MB * 2**20) if keep else \
+        kept = (sizes > 0) & (end * itemsize <= TOKEN_GRAM_MB * 2**20) if keep else \
             np.zeros(sizes.shape[0], dtype=bool)
         self.token_gram_ptr = np.where(kept, end - sizes, -1).astype(np.int64)
-        self.token_gram = np.zeros(int(sizes[kept].sum()))
+        size = int(sizes[kept].sum())
+        self.token_gram = np.zeros(0 if single else size)
+        self.token_gram32 = np.zeros(size if single else 0, dtype=np.float32)
         self.token_gram_ready = np.zeros(sizes.shape[0], dtype=np.uint8)
 
     def _set_up_cache(self, max_points, cached):
@@ -98,6 +266,13 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
                 if batch.n_tokens else np.zeros(batch.n_sequences, dtype=np.int64)
             if fullest.sum() > batch.n_tokens:
                 cached = False
+        if cached:
+            # with "auto", counting stops once the examples' distinct features outnumber
+            # the tokens: the cache cannot pay off then
+            distinct = _distinct_features(batch, self.structure.n_features_,
+                                          batch.n_tokens if cached == "auto" else None)
+            if distinct is None:
+                cached = False
         if not cached:
             self.cached = False
             self.cache_features = np.zeros(0, dtype=np.int32)
@@ -106,13 +281,7 @@ class MultiPointFrankWolfeState(BlockFrankWolfeState):
             self.cache = np.zeros(0)
             self.cache_ready = np.zeros(batch.n_sequences, dtype=np.uint8)
             return
-        example_of_entry = np.repeat(batch.sequence_index, np.diff(indptr))
-        key = np.unique(example_of_entry * np.int64(self.structure.n_features_) + indices)
-        d = np.int64(self.structure.n_features_)
-        self.cache_features = np.ascontiguousarray(key % d, dtype=np.int32)
-        self.cache_feature_ptr = np.zeros(batch.n_sequences + 1, dtype=np.int64)
-        np.cumsum(np.bincount(key // d, minlength=batch.n_sequences),
-                  out=self.cache_feature_ptr[1:])
+        self.cache_features, self.cache_feature_ptr = distinct
         n_features = np.diff(self.cache_feature_ptr)
         row_sizes = (max_points + 1) * (n_features * S + P)
         if cached == "auto":

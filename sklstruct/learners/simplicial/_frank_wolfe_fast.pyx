@@ -47,7 +47,7 @@ from libc.string cimport memset
 
 from sklstruct._inference._kernels cimport ExampleKernels
 from sklstruct._solvers._smo cimport smo_capped_simplices
-from sklstruct._typedefs cimport float64_t, int8_t, int32_t, int64_t, intp_t, uint8_t
+from sklstruct._typedefs cimport float64_t, int16_t, int32_t, int64_t, intp_t, uint8_t
 from sklstruct.learners._example_rows cimport (dot, release, sequence_sizes,
                                                signal_check_due, token_scores)
 
@@ -112,9 +112,9 @@ cdef double _line_search(double gap, double norm_sq, const double* d_k, const do
 
 cdef class _Pass:
     """The arrays of a dual state as typed views, and the per-example steps of the passes."""
-    cdef const int64_t[::1] indptr, offsets
+    cdef const int64_t[::1] indptr, offsets, Y
     cdef const int32_t[::1] indices
-    cdef const float64_t[::1] data
+    cdef const float64_t[::1] data, loss_weights
     cdef const float64_t[:, ::1] token_loss
     cdef float64_t[:, ::1] node_marg, pair_marg, WT, scratch
     cdef float64_t[::1] expected_loss, pair_v, theta, block_gap, scale2
@@ -124,36 +124,16 @@ cdef class _Pass:
     cdef ExampleKernels kernels
     cdef double C
     cdef intp_t S, P, n_k, max_len, max_nnz
-    # multi-point state
-    cdef int32_t[:, ::1] vertex_labels
-    cdef float64_t[:, ::1] vertex_loss, vertex_weight, anchor_node, anchor_pair
-    cdef int64_t[::1] n_vertices
-    cdef float64_t[::1] anchor_loss, feature_buffer
-    cdef intp_t r
-    # the token-Gram terms of every example's master, kept between visits: <Z_p, Z_l>_K,
-    # <A, Z_p>_K and <A, A>_K with validity flags
-    cdef float64_t[:, :, ::1] gram_points
-    cdef float64_t[:, ::1] gram_anchor
-    cdef float64_t[::1] gram_anchor_self
-    cdef uint8_t[::1] gram_anchor_ok
-    cdef uint8_t[:, ::1] gram_point_ok
-    cdef const int64_t[::1] token_gram_ptr
-    cdef float64_t[::1] token_gram
-    cdef uint8_t[::1] token_gram_ready
-    # cached mode: every example's anchor and points as dense rows over its own features
-    cdef bint cached
-    cdef const int64_t[::1] cache_feature_ptr, cache_ptr
-    cdef const int32_t[::1] cache_features
-    cdef float64_t[::1] cache
-    cdef uint8_t[::1] cache_ready
 
-    def __init__(self, state, bint multi_point):
+    def __init__(self, state, bint statistics=True):
+        """``statistics``: the state keeps node marginals and pairwise statistics
+        (:class:`~sklstruct.learners._factored_dual.FactoredDualState`)."""
         cdef intp_t max_len, max_nnz
         self.indptr, self.indices, self.data = state.batch.csr_arrays
         self.offsets = state.batch.offsets
+        self.Y = state.Y
+        self.loss_weights = state.loss_weights
         self.token_loss = state.token_loss
-        self.node_marg = state.node_marg
-        self.pair_marg = state.pair_marg
         self.expected_loss = state.expected_loss
         self.WT = state.WT
         self.pair_v = state.pair_v
@@ -165,11 +145,19 @@ cdef class _Pass:
         self.scale2 = state.scale2
         self.kernels = state.kernels
         self.C = state.C
-        self.S = self.node_marg.shape[1]
-        self.P = self.pair_marg.shape[1]
+        self.S = self.kernels.n_states
+        self.P = self.kernels.n_pairwise
         self.n_k = self.constrained.shape[0]
-        if self.kernels.n_pairwise != self.P or self.kernels.n_states != self.S:
-            raise ValueError("the structure's kernels do not match the dual state.")
+        if statistics:
+            self.node_marg = state.node_marg
+            self.pair_marg = state.pair_marg
+            if self.pair_marg.shape[1] != self.P or self.node_marg.shape[1] != self.S:
+                raise ValueError("the structure's kernels do not match the dual state.")
+        if self.Y.shape[0] != self.offsets[self.offsets.shape[0] - 1]:
+            raise ValueError("Y does not match the state's tokens.")
+        if self.token_loss.shape[0] not in (0, self.Y.shape[0]) or \
+                self.token_loss.shape[1] != self.S or self.loss_weights.shape[0] != self.S:
+            raise ValueError("the loss does not match the state's tokens and states.")
         if self.n_k > 64:
             raise ValueError("the compiled passes keep at most 64 constrained weights.")
         mask = np.ones(self.P, dtype=np.uint8)
@@ -179,34 +167,22 @@ cdef class _Pass:
                        &max_len, &max_nnz)
         self.max_len = max_len
         self.max_nnz = max_nnz
-        if multi_point:
-            self.vertex_labels = state.vertex_labels
-            self.vertex_loss = state.vertex_loss
-            self.vertex_weight = state.vertex_weight
-            self.n_vertices = state.n_vertices
-            self.anchor_node = state.anchor_node
-            self.anchor_pair = state.anchor_pair
-            self.anchor_loss = state.anchor_loss
-            self.feature_buffer = state.feature_buffer
-            self.gram_points = state.gram_points
-            self.gram_anchor = state.gram_anchor
-            self.gram_anchor_self = state.gram_anchor_self
-            self.gram_anchor_ok = state.gram_anchor_ok
-            self.gram_point_ok = state.gram_point_ok
-            self.token_gram_ptr = state.token_gram_ptr
-            self.token_gram = state.token_gram
-            self.token_gram_ready = state.token_gram_ready
-            self.r = self.vertex_labels.shape[1]
-            if not 1 <= self.r <= MAX_POINTS:
-                raise ValueError(f"the compiled pass keeps 1 to {MAX_POINTS} points per "
-                                 "example.")
-            self.cached = state.cached
-            if self.cached:
-                self.cache_feature_ptr = state.cache_feature_ptr
-                self.cache_features = state.cache_features
-                self.cache_ptr = state.cache_ptr
-                self.cache = state.cache
-                self.cache_ready = state.cache_ready
+
+    cdef void fill_loss(self, intp_t lo, intp_t length, double* out) noexcept nogil:
+        """The loss rows ``L[t, s]`` of tokens ``lo .. lo + length``: the state's
+        ``token_loss`` when it has one, else the weighted Hamming loss from ``Y``."""
+        cdef intp_t t, s, S = self.S
+        cdef double c
+        if self.token_loss.shape[0]:
+            for t in range(length):
+                for s in range(S):
+                    out[t * S + s] = self.token_loss[lo + t, s]
+            return
+        for t in range(length):
+            c = self.loss_weights[self.Y[lo + t]]
+            for s in range(S):
+                out[t * S + s] = c
+            out[t * S + self.Y[lo + t]] = 0.0
 
     cdef inline const int32_t* indices_ptr(self) noexcept nogil:
         return &self.indices[0] if self.indices.shape[0] > 0 else NULL
@@ -237,127 +213,6 @@ cdef class _Pass:
             if self.pair_v[self.constrained[r]] < 0.0:
                 self.theta[self.constrained[r]] = 0.0
 
-    cdef double token_gram_cost(self, intp_t i, intp_t lo, intp_t length,
-                                intp_t m) noexcept nogil:
-        """Work of :meth:`unary_gram_tokens` on example ``i`` given its cached terms."""
-        cdef intp_t pt, stale = 0
-        cdef double square = <double> length * length
-        for pt in range(m):
-            if not self.gram_point_ok[i, pt]:
-                stale += 1
-        if stale == 0 and self.gram_anchor_ok[i]:
-            return m * m
-        return ((0.0 if self.token_gram_ptr[i] >= 0 and self.token_gram_ready[i] else
-                 <double> length * (self.indptr[lo + length] - self.indptr[lo]))
-                + square * (2 * stale + (self.S + m if not self.gram_anchor_ok[i] else 0))
-                + <double> stale * m * length)
-
-    cdef void unary_gram_tokens(self, intp_t i, intp_t lo, intp_t length, intp_t m,
-                                double* K, double* by_state, double* G) noexcept nogil:
-        """``G[p, l] = C^2 <X^T (A - Z_p), X^T (A - Z_l)>`` (``A`` the anchor's node
-        measures, ``Z_p`` one-hot point labels) from the inner products of ``A`` and the
-        ``Z_p`` under the example's token Gram matrix ``K``; the products stay cached
-        between visits and only those of new points or a new anchor are computed
-        (``by_state`` holds ``n_states * length`` doubles). ``K`` is the example's kept
-        matrix when it has one (computed at the first need), else the workspace ``K``."""
-        cdef intp_t t, t2, pt, l, s
-        cdef int64_t q
-        cdef double kval, total, C2 = self.C * self.C
-        cdef bint anchor_ok = self.gram_anchor_ok[i], fresh = not anchor_ok
-        for pt in range(m):
-            if not self.gram_point_ok[i, pt]:
-                fresh = True
-        if self.token_gram_ptr[i] >= 0:  # the example's kept token Gram matrix
-            K = &self.token_gram[self.token_gram_ptr[i]]
-            if self.token_gram_ready[i]:
-                fresh = False
-            self.token_gram_ready[i] = 1
-        if fresh:  # the token Gram matrix
-            for t in range(length):
-                for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
-                    self.feature_buffer[self.indices[q]] += self.data[q]
-                for t2 in range(t, length):
-                    kval = 0.0
-                    for q in range(self.indptr[lo + t2], self.indptr[lo + t2 + 1]):
-                        kval += self.data[q] * self.feature_buffer[self.indices[q]]
-                    K[t * length + t2] = kval
-                    K[t2 * length + t] = kval
-                for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
-                    self.feature_buffer[self.indices[q]] = 0.0
-        if not anchor_ok:
-            total = 0.0
-            for t in range(length):
-                for t2 in range(length):
-                    total += K[t * length + t2] * dot(&self.anchor_node[lo + t, 0],
-                                                      &self.anchor_node[lo + t2, 0], self.S)
-            self.gram_anchor_self[i] = total
-        for pt in range(m):
-            if not anchor_ok or not self.gram_point_ok[i, pt]:
-                total = 0.0
-                for t in range(length):
-                    for t2 in range(length):
-                        total += K[t * length + t2] * \
-                            self.anchor_node[lo + t, self.vertex_labels[lo + t2, pt]]
-                self.gram_anchor[i, pt] = total
-        for pt in range(m):
-            if self.gram_point_ok[i, pt]:
-                continue
-            # by_state[s, t2] = sum of K[t, t2] over the tokens t that point pt labels s
-            for t2 in range(length * self.S):
-                by_state[t2] = 0.0
-            for t in range(length):
-                s = self.vertex_labels[lo + t, pt]
-                for t2 in range(length):
-                    by_state[s * length + t2] += K[t * length + t2]
-            for l in range(m):
-                total = 0.0
-                for t2 in range(length):
-                    total += by_state[self.vertex_labels[lo + t2, l] * length + t2]
-                self.gram_points[i, pt, l] = total
-                self.gram_points[i, l, pt] = total
-        for pt in range(m):
-            self.gram_point_ok[i, pt] = 1
-        self.gram_anchor_ok[i] = 1
-        for pt in range(m):
-            for l in range(pt, m):
-                G[pt * m + l] = C2 * (self.gram_anchor_self[i] - self.gram_anchor[i, pt]
-                                      - self.gram_anchor[i, l] + self.gram_points[i, pt, l])
-                G[l * m + pt] = G[pt * m + l]
-
-    cdef void unary_gram_features(self, intp_t lo, intp_t length, intp_t m,
-                                  const int32_t* touched, intp_t n_touched, double* stats,
-                                  double* G) noexcept nogil:
-        """The same Gram matrix from the unary statistics ``X^T (A - Z_p)`` restricted to
-        the example's features (``stats`` holds ``m`` blocks of n_touched x n_states)."""
-        cdef intp_t S = self.S, block = n_touched * S, k, t, s, pt, l, row
-        cdef int64_t q
-        cdef double x, C2 = self.C * self.C
-        for k in range(n_touched):
-            self.slot[touched[k]] = <int32_t> k
-        for k in range(m * block):
-            stats[k] = 0.0
-        for t in range(length):
-            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
-                row = self.slot[self.indices[q]] * S
-                x = self.data[q]
-                for pt in range(m):
-                    for s in range(S):
-                        stats[pt * block + row + s] += x * self.anchor_node[lo + t, s]
-                    stats[pt * block + row + self.vertex_labels[lo + t, pt]] -= x
-        for k in range(n_touched):
-            self.slot[touched[k]] = -1
-        if self.scale2.shape[0]:  # scaled features: the norm weighs weight (j, s) by s^2
-            for k in range(n_touched):
-                row = touched[k] * S
-                for s in range(S):
-                    x = sqrt(self.scale2[row + s])
-                    for pt in range(m):
-                        stats[pt * block + k * S + s] *= x
-        for pt in range(m):
-            for l in range(pt, m):
-                G[pt * m + l] = C2 * dot(stats + pt * block, stats + l * block, block)
-                G[l * m + pt] = G[pt * m + l]
-
 
 def frank_wolfe_pass(state, const int64_t[::1] order):
     """Visit the examples of ``order`` in turn (block-coordinate Frank-Wolfe with exact line
@@ -369,7 +224,7 @@ def frank_wolfe_pass(state, const int64_t[::1] order):
     effective weights ``w = s^2 v`` (which score the tokens), and measures steps in the norm
     ``||s v||``.
     """
-    cdef _Pass p = _Pass(state, False)
+    cdef _Pass p = _Pass(state)
     cdef intp_t S = p.S, P = p.P, n_k = p.n_k, n_unary = p.WT.shape[0] * S
     cdef bint scaled = p.scale2.shape[0] > 0
     if scaled and n_k:
@@ -558,12 +413,16 @@ cdef double _solve_master(const double* G, const double* D_k, const double* base
 cdef struct _Work:
     # per-example workspace of the multi-point passes
     double* scores
+    double* loss
+    double* anchor_node
+    double* anchor_pair
     double* gram_tokens
     double* unary_stats
     double* pair_dense
     double* entry_value
     intp_t* entry_index
     intp_t* entry_count
+    double* point_score
     int64_t* labels
     int64_t* point_labels
     int32_t* touched
@@ -571,34 +430,110 @@ cdef struct _Work:
 
 
 cdef class _MultiPoint(_Pass):
-    """The multi-point pass's steps on one example (see the module doc)."""
+    """The multi-point pass's steps on one example (see the module doc).
+
+    A visit unpacks the example's anchor into ``w.anchor_node`` (``length x n_states``) and
+    ``w.anchor_pair`` (``n_pairwise``), computes its kept points' pairwise entries (rows of
+    ``w.entry_index`` / ``w.entry_value``, ``stride`` apart; row ``r`` is scratch) and the
+    scores of the anchor and the points at the current weights, and packs the anchor back
+    when it changed."""
     cdef _Work w
-    cdef intp_t stride, gram_cap
+    cdef intp_t stride, gram_cap, r
+    cdef double anchor_score
+    cdef int16_t[:, ::1] vertex_labels
+    cdef float64_t[:, ::1] vertex_loss, vertex_weight
+    cdef int64_t[::1] n_vertices
+    cdef float64_t[::1] anchor_loss, feature_buffer
+    # the anchors (AnchorStore)
+    cdef object anchors
+    cdef int64_t[::1] anchor_start, anchor_capacity, anchor_n_node, anchor_n_pair, pool_used
+    cdef int32_t[::1] pool_keys
+    cdef float64_t[::1] pool_values
+    # the token-Gram terms of every example's master, kept between visits: <Z_p, Z_l>_K,
+    # <A, Z_p>_K and <A, A>_K with validity flags
+    cdef float64_t[:, :, ::1] gram_points
+    cdef float64_t[:, ::1] gram_anchor
+    cdef float64_t[::1] gram_anchor_self
+    cdef uint8_t[::1] gram_anchor_ok
+    cdef uint8_t[:, ::1] gram_point_ok
+    cdef const int64_t[::1] token_gram_ptr
+    cdef float64_t[::1] token_gram
+    cdef float[::1] token_gram32
+    cdef bint gram_single
+    cdef uint8_t[::1] token_gram_ready
+    # cached mode: every example's anchor and points as dense rows over its own features
+    cdef bint cached
+    cdef const int64_t[::1] cache_feature_ptr, cache_ptr
+    cdef const int32_t[::1] cache_features
+    cdef float64_t[::1] cache
+    cdef uint8_t[::1] cache_ready
 
     def __init__(self, state):
-        super().__init__(state, True)
+        super().__init__(state, False)
+        self.vertex_labels = state.vertex_labels
+        self.vertex_loss = state.vertex_loss
+        self.vertex_weight = state.vertex_weight
+        self.n_vertices = state.n_vertices
+        self.anchor_loss = state.anchor_loss
+        self.feature_buffer = state.feature_buffer
+        self.gram_points = state.gram_points
+        self.gram_anchor = state.gram_anchor
+        self.gram_anchor_self = state.gram_anchor_self
+        self.gram_anchor_ok = state.gram_anchor_ok
+        self.gram_point_ok = state.gram_point_ok
+        self.token_gram_ptr = state.token_gram_ptr
+        self.token_gram = state.token_gram
+        self.token_gram32 = state.token_gram32
+        self.gram_single = state.token_gram32.shape[0] > 0
+        self.token_gram_ready = state.token_gram_ready
+        self.anchors = state.anchors
+        self.anchor_start = self.anchors.start
+        self.anchor_capacity = self.anchors.capacity
+        self.anchor_n_node = self.anchors.n_node
+        self.anchor_n_pair = self.anchors.n_pair
+        self.pool_used = self.anchors.used
+        self.bind_pool()
+        self.r = self.vertex_labels.shape[1]
+        if not 1 <= self.r <= MAX_POINTS:
+            raise ValueError(f"the compiled pass keeps 1 to {MAX_POINTS} points per example.")
+        if self.S > 32767 or self.max_len * self.S > 2147483647 or self.P > 2147483647:
+            raise ValueError("the compiled pass keeps at most 32,767 states and 2**31 - 1 "
+                             "entries of a sequence's statistics.")
+        self.cached = state.cached
+        if self.cached:
+            self.cache_feature_ptr = state.cache_feature_ptr
+            self.cache_features = state.cache_features
+            self.cache_ptr = state.cache_ptr
+            self.cache = state.cache
+            self.cache_ready = state.cache_ready
         cdef intp_t S = self.S, P = self.P, r = self.r
         cdef intp_t n_feature_rows = min(self.max_nnz, self.WT.shape[0])
         self.stride = self.kernels.max_pairwise_entries + 1
         self.gram_cap = 0 if self.cached else min(self.max_len * self.max_len,
                                                   TOKEN_GRAM_CAP)
         self.w.scores = <double*> malloc(self.max_len * S * sizeof(double))
+        self.w.loss = <double*> malloc(self.max_len * S * sizeof(double))
+        self.w.anchor_node = <double*> malloc(self.max_len * S * sizeof(double))
+        self.w.anchor_pair = <double*> malloc((P + 1) * sizeof(double))
         self.w.gram_tokens = <double*> malloc(
             (self.gram_cap + self.max_len * S + 1) * sizeof(double))
         self.w.unary_stats = <double*> malloc(
             ((0 if self.cached else r * n_feature_rows * S) + 1) * sizeof(double))
         self.w.pair_dense = <double*> malloc((P + 1) * sizeof(double))
-        self.w.entry_value = <double*> malloc(r * self.stride * sizeof(double))
-        self.w.entry_index = <intp_t*> malloc(r * self.stride * sizeof(intp_t))
-        self.w.entry_count = <intp_t*> malloc(r * sizeof(intp_t))
+        self.w.entry_value = <double*> malloc((r + 1) * self.stride * sizeof(double))
+        self.w.entry_index = <intp_t*> malloc((r + 1) * self.stride * sizeof(intp_t))
+        self.w.entry_count = <intp_t*> malloc((r + 1) * sizeof(intp_t))
+        self.w.point_score = <double*> malloc((r + 1) * sizeof(double))
         self.w.labels = <int64_t*> malloc(self.max_len * sizeof(int64_t))
         self.w.point_labels = <int64_t*> malloc(self.max_len * sizeof(int64_t))
         self.w.touched = <int32_t*> malloc(self.max_nnz * sizeof(int32_t))
         self.w.master = <double*> malloc((4 * MAX_POINTS * MAX_POINTS + 8 * MAX_POINTS
                                           + 64 * MAX_POINTS + 64) * sizeof(double))
-        if (self.w.scores == NULL or self.w.gram_tokens == NULL or self.w.unary_stats == NULL
-                or self.w.pair_dense == NULL or self.w.entry_value == NULL
-                or self.w.entry_index == NULL or self.w.entry_count == NULL
+        if (self.w.scores == NULL or self.w.loss == NULL or self.w.anchor_node == NULL
+                or self.w.anchor_pair == NULL or self.w.gram_tokens == NULL
+                or self.w.unary_stats == NULL or self.w.pair_dense == NULL
+                or self.w.entry_value == NULL or self.w.entry_index == NULL
+                or self.w.entry_count == NULL or self.w.point_score == NULL
                 or self.w.labels == NULL or self.w.point_labels == NULL
                 or self.w.touched == NULL or self.w.master == NULL):
             raise MemoryError("could not allocate the simplicial decomposition workspace")
@@ -606,28 +541,128 @@ cdef class _MultiPoint(_Pass):
 
     def __dealloc__(self):
         free(self.w.scores)
+        free(self.w.loss)
+        free(self.w.anchor_node)
+        free(self.w.anchor_pair)
         free(self.w.gram_tokens)
         free(self.w.unary_stats)
         free(self.w.pair_dense)
         free(self.w.entry_value)
         free(self.w.entry_index)
         free(self.w.entry_count)
+        free(self.w.point_score)
         free(self.w.labels)
         free(self.w.point_labels)
         free(self.w.touched)
         free(self.w.master)
 
+    # --------------------------------------------------------------- anchors
+    def bind_pool(self):
+        """(Re)take the views of the anchors' pool (after :meth:`AnchorStore.reserve`)."""
+        self.pool_keys = self.anchors.keys
+        self.pool_values = self.anchors.values
+
+    cdef void load_anchor(self, intp_t i, intp_t lo, intp_t length) noexcept nogil:
+        """Unpack example ``i``'s anchor into ``w.anchor_node`` and ``w.anchor_pair``."""
+        cdef intp_t S = self.S, t, e, n
+        cdef int64_t k, a = self.anchor_start[i], n_node = self.anchor_n_node[i]
+        cdef double* A = self.w.anchor_node
+        cdef double* Ap = self.w.anchor_pair
+        cdef intp_t* index = self.w.entry_index + self.r * self.stride
+        cdef double* value = self.w.entry_value + self.r * self.stride
+        memset(A, 0, length * S * sizeof(double))
+        memset(Ap, 0, (self.P + 1) * sizeof(double))
+        if a < 0:  # the true labelling
+            for t in range(length):
+                A[t * S + self.Y[lo + t]] = 1.0
+            n = self.kernels.pairwise_entries(i, &self.Y[lo], index, value)
+            for e in range(n):
+                Ap[index[e]] += value[e]
+            return
+        for k in range(a, a + n_node):
+            A[self.pool_keys[k]] = self.pool_values[k]
+        for k in range(a + n_node, a + n_node + self.anchor_n_pair[i]):
+            Ap[self.pool_keys[k]] = self.pool_values[k]
+
+    cdef int store_anchor(self, intp_t i, intp_t length) except -1 nogil:
+        """Pack the workspace's anchor back as example ``i``'s (its non-zero entries)."""
+        cdef intp_t q, n_node = 0, n_pair = 0, n_entries = length * self.S
+        cdef int64_t k, need
+        cdef const double* A = self.w.anchor_node
+        cdef const double* Ap = self.w.anchor_pair
+        for q in range(n_entries):
+            if A[q] != 0.0:
+                n_node += 1
+        for q in range(self.P):
+            if Ap[q] != 0.0:
+                n_pair += 1
+        need = n_node + n_pair
+        if self.anchor_start[i] < 0 or self.anchor_capacity[i] < need:
+            self.anchor_start[i] = -1  # (abandons the old slot)
+            need += need // 4 + 2  # room to grow in place
+            if self.pool_used[0] + need > self.pool_keys.shape[0]:
+                with gil:
+                    self.anchors.reserve(need)
+                    self.bind_pool()
+            self.anchor_start[i] = self.pool_used[0]
+            self.anchor_capacity[i] = need
+            self.pool_used[0] += need
+        k = self.anchor_start[i]
+        for q in range(n_entries):
+            if A[q] != 0.0:
+                self.pool_keys[k] = <int32_t> q
+                self.pool_values[k] = A[q]
+                k += 1
+        for q in range(self.P):
+            if Ap[q] != 0.0:
+                self.pool_keys[k] = <int32_t> q
+                self.pool_values[k] = Ap[q]
+                k += 1
+        self.anchor_n_node[i] = n_node
+        self.anchor_n_pair[i] = n_pair
+        return 0
+
     # --------------------------------------------------------------- points
+    cdef void point_entries(self, intp_t i, intp_t lo, intp_t length,
+                            intp_t pt) noexcept nogil:
+        """Point ``pt``'s pairwise entries (row ``pt`` of the entries) and its score at the
+        current weights (``w.scores``) into ``w.point_score[pt]``."""
+        cdef intp_t t, e, n
+        cdef double total = 0.0
+        cdef int64_t* labels = self.w.point_labels
+        cdef intp_t* index = self.w.entry_index + pt * self.stride
+        cdef double* value = self.w.entry_value + pt * self.stride
+        for t in range(length):
+            labels[t] = self.vertex_labels[lo + t, pt]
+            total += self.w.scores[t * self.S + labels[t]]
+        n = self.kernels.pairwise_entries(i, labels, index, value)
+        for e in range(n):
+            total += self.theta[index[e]] * value[e]
+        self.w.entry_count[pt] = n
+        self.w.point_score[pt] = total
+
+    cdef double anchor_weight(self, intp_t i) noexcept nogil:
+        """``1 - sum_k mu_k``: the anchor's weight in example ``i``'s point."""
+        cdef intp_t pt
+        cdef double weight = 1.0
+        for pt in range(self.n_vertices[i]):
+            weight -= self.vertex_weight[i, pt]
+        return weight
+
     cdef intp_t add_point(self, intp_t i, intp_t lo, intp_t length, const int64_t* labels,
                           double loss_bar) noexcept nogil:
         """Keep the labelling as a point of example ``i`` unless it has it; return its slot.
 
         A full example drops its lowest-weight point and makes the current ``x`` its anchor
-        (the paper's footnote 1). Returns ``-1 - slot`` for a point that was already kept.
+        (the paper's footnote 1; the workspace's anchor and ``anchor_score`` become ``x``'s,
+        which the caller packs back). Returns ``-1 - slot`` for a point that was already
+        kept.
         """
-        cdef intp_t m = self.n_vertices[i], slot = -1, pt, t, s, q2, K
+        cdef intp_t S = self.S, m = self.n_vertices[i], slot = -1, pt, t, q, e, K
         cdef bint duplicate
-        cdef double anchor_weight
+        cdef double weight, mu
+        cdef double* A = self.w.anchor_node
+        cdef double* Ap = self.w.anchor_pair
         cdef double* row0
         for pt in range(m):
             duplicate = True
@@ -645,28 +680,35 @@ cdef class _MultiPoint(_Pass):
             for pt in range(1, m):
                 if self.vertex_weight[i, pt] < self.vertex_weight[i, slot]:
                     slot = pt
-            for t in range(length):
-                for s in range(self.S):
-                    self.anchor_node[lo + t, s] = self.node_marg[lo + t, s]
-            for q2 in range(self.P):
-                self.anchor_pair[i, q2] = self.pair_marg[i, q2]
+            # the anchor becomes x = (1 - sum mu) a + sum mu_p z_p
+            weight = self.anchor_weight(i)
+            for q in range(length * S):
+                A[q] *= weight
+            for q in range(self.P):
+                Ap[q] *= weight
+            self.anchor_score *= weight
+            for pt in range(m):
+                mu = self.vertex_weight[i, pt]
+                for t in range(length):
+                    A[t * S + self.vertex_labels[lo + t, pt]] += mu
+                for e in range(self.w.entry_count[pt]):
+                    Ap[self.w.entry_index[pt * self.stride + e]] += \
+                        mu * self.w.entry_value[pt * self.stride + e]
+                self.anchor_score += mu * self.w.point_score[pt]
             self.anchor_loss[i] = self.expected_loss[i]
-            if self.cached:  # x = (1 - sum mu) a + sum mu_p z_p, row by row
+            if self.cached:  # the same combination of the cached rows
                 K = self.row_size(i)
                 row0 = &self.cache[self.cache_ptr[i]]
-                anchor_weight = 1.0
+                for q in range(K):
+                    row0[q] *= weight
                 for pt in range(m):
-                    anchor_weight -= self.vertex_weight[i, pt]
-                for q2 in range(K):
-                    row0[q2] *= anchor_weight
-                for pt in range(m):
-                    for q2 in range(K):
-                        row0[q2] += self.vertex_weight[i, pt] * row0[(1 + pt) * K + q2]
+                    for q in range(K):
+                        row0[q] += self.vertex_weight[i, pt] * row0[(1 + pt) * K + q]
             for pt in range(m):
                 self.vertex_weight[i, pt] = 0.0
             self.gram_anchor_ok[i] = 0
         for t in range(length):
-            self.vertex_labels[lo + t, slot] = <int32_t> labels[t]
+            self.vertex_labels[lo + t, slot] = <int16_t> labels[t]
         self.vertex_loss[i, slot] = loss_bar
         self.vertex_weight[i, slot] = 0.0
         self.gram_point_ok[i, slot] = 0
@@ -682,10 +724,10 @@ cdef class _MultiPoint(_Pass):
             self.slot[self.cache_features[q]] = \
                 <int32_t> (q - self.cache_feature_ptr[i]) if on else -1
 
-    cdef void cache_row(self, intp_t i, intp_t lo, intp_t length, const double* node,
-                        intp_t node_stride, const int64_t* labels, double* row) noexcept nogil:
+    cdef void cache_row(self, intp_t i, intp_t lo, intp_t length, intp_t pt,
+                        double* row) noexcept nogil:
         """Statistics ``X_i^T M`` (on the example's features) and the pairwise statistics of
-        a labelling (``labels``) or of node measures ``node`` with the anchor's pairwise part."""
+        point ``pt`` (its labels and entries), or of the workspace's anchor for ``pt < 0``."""
         cdef intp_t S = self.S, T = self.cache_feature_ptr[i + 1] - self.cache_feature_ptr[i]
         cdef intp_t t, s, e, q2, base
         cdef int64_t q
@@ -696,19 +738,155 @@ cdef class _MultiPoint(_Pass):
             for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
                 base = self.slot[self.indices[q]] * S
                 x = self.data[q]
-                if labels != NULL:
-                    row[base + labels[t]] += x
+                if pt >= 0:
+                    row[base + self.vertex_labels[lo + t, pt]] += x
                 else:
                     for s in range(S):
-                        row[base + s] += x * node[t * node_stride + s]
-        if labels != NULL:
-            e = self.kernels.pairwise_entries(i, labels, self.w.entry_index,
-                                              self.w.entry_value)
-            for q2 in range(e):
-                row[T * S + self.w.entry_index[q2]] += self.w.entry_value[q2]
+                        row[base + s] += x * self.w.anchor_node[t * S + s]
+        if pt >= 0:
+            for e in range(self.w.entry_count[pt]):
+                row[T * S + self.w.entry_index[pt * self.stride + e]] += \
+                    self.w.entry_value[pt * self.stride + e]
         else:
             for q2 in range(self.P):
-                row[T * S + q2] = self.anchor_pair[i, q2]
+                row[T * S + q2] = self.w.anchor_pair[q2]
+
+
+    cdef double token_gram_cost(self, intp_t i, intp_t lo, intp_t length,
+                                intp_t m) noexcept nogil:
+        """Work of :meth:`unary_gram_tokens` on example ``i`` given its cached terms."""
+        cdef intp_t pt, stale = 0
+        cdef double square = <double> length * length
+        for pt in range(m):
+            if not self.gram_point_ok[i, pt]:
+                stale += 1
+        if stale == 0 and self.gram_anchor_ok[i]:
+            return m * m
+        return ((0.0 if self.token_gram_ptr[i] >= 0 and self.token_gram_ready[i] else
+                 <double> length * (self.indptr[lo + length] - self.indptr[lo]))
+                + square * (2 * stale + (self.S + m if not self.gram_anchor_ok[i] else 0))
+                + <double> stale * m * length)
+
+    cdef void unary_gram_tokens(self, intp_t i, intp_t lo, intp_t length, intp_t m,
+                                double* K, double* by_state, double* G) noexcept nogil:
+        """``G[p, l] = C^2 <X^T (A - Z_p), X^T (A - Z_l)>`` (``A`` the anchor's node
+        measures, ``Z_p`` one-hot point labels) from the inner products of ``A`` and the
+        ``Z_p`` under the example's token Gram matrix ``K``; the products stay cached
+        between visits and only those of new points or a new anchor are computed
+        (``by_state`` holds ``n_states * length`` doubles). ``K`` is the workspace; the
+        example's kept matrix (when it has one; computed at the first need) is read into
+        it. Kept matrices are single precision when that is exact (``gram_single``: small
+        integer features).""" 
+        cdef intp_t t, t2, pt, l, s
+        cdef int64_t q
+        cdef double kval, total, C2 = self.C * self.C
+        cdef bint anchor_ok = self.gram_anchor_ok[i], needed = not anchor_ok
+        cdef int64_t e, kept = self.token_gram_ptr[i]
+        for pt in range(m):
+            if not self.gram_point_ok[i, pt]:
+                needed = True
+        if not needed:
+            pass
+        elif kept >= 0 and self.token_gram_ready[i]:  # the example's kept matrix
+            if self.gram_single:
+                for e in range(length * length):
+                    K[e] = self.token_gram32[kept + e]
+            else:
+                for e in range(length * length):
+                    K[e] = self.token_gram[kept + e]
+        else:  # the token Gram matrix (kept when the example has room)
+            for t in range(length):
+                for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                    self.feature_buffer[self.indices[q]] += self.data[q]
+                for t2 in range(t, length):
+                    kval = 0.0
+                    for q in range(self.indptr[lo + t2], self.indptr[lo + t2 + 1]):
+                        kval += self.data[q] * self.feature_buffer[self.indices[q]]
+                    K[t * length + t2] = kval
+                    K[t2 * length + t] = kval
+                for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                    self.feature_buffer[self.indices[q]] = 0.0
+            if kept >= 0:
+                if self.gram_single:
+                    for e in range(length * length):
+                        self.token_gram32[kept + e] = <float> K[e]
+                else:
+                    for e in range(length * length):
+                        self.token_gram[kept + e] = K[e]
+                self.token_gram_ready[i] = 1
+        if not anchor_ok:
+            total = 0.0
+            for t in range(length):
+                for t2 in range(length):
+                    total += K[t * length + t2] * dot(self.w.anchor_node + t * self.S,
+                                                      self.w.anchor_node + t2 * self.S, self.S)
+            self.gram_anchor_self[i] = total
+        for pt in range(m):
+            if not anchor_ok or not self.gram_point_ok[i, pt]:
+                total = 0.0
+                for t in range(length):
+                    for t2 in range(length):
+                        total += K[t * length + t2] * \
+                            self.w.anchor_node[t * self.S + self.vertex_labels[lo + t2, pt]]
+                self.gram_anchor[i, pt] = total
+        for pt in range(m):
+            if self.gram_point_ok[i, pt]:
+                continue
+            # by_state[s, t2] = sum of K[t, t2] over the tokens t that point pt labels s
+            for t2 in range(length * self.S):
+                by_state[t2] = 0.0
+            for t in range(length):
+                s = self.vertex_labels[lo + t, pt]
+                for t2 in range(length):
+                    by_state[s * length + t2] += K[t * length + t2]
+            for l in range(m):
+                total = 0.0
+                for t2 in range(length):
+                    total += by_state[self.vertex_labels[lo + t2, l] * length + t2]
+                self.gram_points[i, pt, l] = total
+                self.gram_points[i, l, pt] = total
+        for pt in range(m):
+            self.gram_point_ok[i, pt] = 1
+        self.gram_anchor_ok[i] = 1
+        for pt in range(m):
+            for l in range(pt, m):
+                G[pt * m + l] = C2 * (self.gram_anchor_self[i] - self.gram_anchor[i, pt]
+                                      - self.gram_anchor[i, l] + self.gram_points[i, pt, l])
+                G[l * m + pt] = G[pt * m + l]
+
+    cdef void unary_gram_features(self, intp_t lo, intp_t length, intp_t m,
+                                  const int32_t* touched, intp_t n_touched, double* stats,
+                                  double* G) noexcept nogil:
+        """The same Gram matrix from the unary statistics ``X^T (A - Z_p)`` restricted to
+        the example's features (``stats`` holds ``m`` blocks of n_touched x n_states)."""
+        cdef intp_t S = self.S, block = n_touched * S, k, t, s, pt, l, row
+        cdef int64_t q
+        cdef double x, C2 = self.C * self.C
+        for k in range(n_touched):
+            self.slot[touched[k]] = <int32_t> k
+        for k in range(m * block):
+            stats[k] = 0.0
+        for t in range(length):
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                row = self.slot[self.indices[q]] * S
+                x = self.data[q]
+                for pt in range(m):
+                    for s in range(S):
+                        stats[pt * block + row + s] += x * self.w.anchor_node[t * S + s]
+                    stats[pt * block + row + self.vertex_labels[lo + t, pt]] -= x
+        for k in range(n_touched):
+            self.slot[touched[k]] = -1
+        if self.scale2.shape[0]:  # scaled features: the norm weighs weight (j, s) by s^2
+            for k in range(n_touched):
+                row = touched[k] * S
+                for s in range(S):
+                    x = sqrt(self.scale2[row + s])
+                    for pt in range(m):
+                        stats[pt * block + k * S + s] *= x
+        for pt in range(m):
+            for l in range(pt, m):
+                G[pt * m + l] = C2 * dot(stats + pt * block, stats + l * block, block)
+                G[l * m + pt] = G[pt * m + l]
 
     # --------------------------------------------------------------- masters
     cdef double master_cached(self, intp_t i, intp_t lo, intp_t length,
@@ -758,10 +936,10 @@ cdef class _MultiPoint(_Pass):
         for q2 in range(n_k):
             v_k[q2] = self.pair_v[self.constrained[q2]]
         gain = _solve_master(G, D_k, base, mu_old, m, v_k, n_k, tol, work, mu_best)
-        # apply: v += sum_p dmu_p C (row0 - row_p), the statistics by the same combination
+        # apply: v += sum_p dmu_p C (row0 - row_p)
         for pt in range(m):
             work[pt] = mu_best[pt] - mu_old[pt]
-        if not self.apply_weights(i, lo, length, m, work, mu_best):
+        if not self.apply_weights(i, m, work, mu_best):
             return 0.0
         for pt in range(m):
             step = work[pt]
@@ -774,76 +952,51 @@ cdef class _MultiPoint(_Pass):
                     self.WT[j, s] -= C * step * (row[q2 * S + s] - row0[q2 * S + s])
             for q2 in range(P):
                 self.pair_v[q2] -= C * step * (row[T * S + q2] - row0[T * S + q2])
-                self.pair_marg[i, q2] += step * (row[T * S + q2] - row0[T * S + q2])
         self.clip()
         return gain
 
-    cdef bint apply_weights(self, intp_t i, intp_t lo, intp_t length, intp_t m,
-                            const double* dmu, const double* mu) noexcept nogil:
-        """Move the point weights to ``mu`` and the node marginals and expected loss by the
-        change ``dmu``; return whether anything moved."""
-        cdef intp_t pt, t, s
-        cdef double mass = 0.0, v
+    cdef bint apply_weights(self, intp_t i, intp_t m, const double* dmu,
+                            const double* mu) noexcept nogil:
+        """Move the point weights to ``mu`` (a change ``dmu``) and the expected loss with
+        them; return whether anything moved."""
+        cdef intp_t pt
+        cdef double v
         cdef bint changed = False
         for pt in range(m):
-            mass += dmu[pt]
             if dmu[pt] != 0.0:
                 changed = True
             self.vertex_weight[i, pt] = mu[pt]
         if not changed:
             return False
-        for t in range(length):
-            for s in range(self.S):
-                self.node_marg[lo + t, s] -= mass * self.anchor_node[lo + t, s]
-            for pt in range(m):
-                self.node_marg[lo + t, self.vertex_labels[lo + t, pt]] += dmu[pt]
-        v = -mass * self.anchor_loss[i]
+        v = self.anchor_weight(i) * self.anchor_loss[i]
         for pt in range(m):
-            v += dmu[pt] * self.vertex_loss[i, pt]
-        self.expected_loss[i] += v
+            v += mu[pt] * self.vertex_loss[i, pt]
+        self.expected_loss[i] = v
         return True
 
     cdef double master_uncached(self, intp_t i, intp_t lo, intp_t length, intp_t n_touched,
                                 double tol) noexcept nogil:
         """Example ``i``'s master with the Gram matrix from its tokens (token or feature
-        statistics, whichever is cheaper) and the current token scores in ``w.scores``;
-        apply it and return the gain."""
+        statistics, whichever is cheaper), the current token scores in ``w.scores`` and the
+        points' entries and scores of the visit; apply it and return the gain."""
         cdef intp_t S = self.S, P = self.P, n_k = self.n_k, m = self.n_vertices[i]
         cdef intp_t stride = self.stride, pt, l, t, s, q2, e, kk, nnz_i
         cdef int64_t q
         cdef int32_t j
         cdef double* scores = self.w.scores
+        cdef const double* A = self.w.anchor_node
+        cdef const double* Ap = self.w.anchor_pair
         cdef double* G = self.w.master
         cdef double* D_k = G + MAX_POINTS * MAX_POINTS
         cdef double* base = D_k + 64 * MAX_POINTS
         cdef double* mu_old = base + MAX_POINTS
         cdef double* mu_best = mu_old + MAX_POINTS
         cdef double* work = mu_best + MAX_POINTS
-        cdef double vertex_score[MAX_POINTS]
         cdef double anchor_dot[MAX_POINTS]
         cdef double v_k[64]
-        cdef double total, anchor_score, anchor_free_sq, token_cost, feature_cost, gain, v
+        cdef double total, anchor_free_sq, token_cost, feature_cost, gain, v
         cdef double mass = 0.0, C = self.C
         cdef bint scaled = self.scale2.shape[0] > 0
-        # the points' pairwise entries and scores, the anchor's score
-        for pt in range(m):
-            for t in range(length):
-                self.w.point_labels[t] = self.vertex_labels[lo + t, pt]
-            self.w.entry_count[pt] = self.kernels.pairwise_entries(
-                i, self.w.point_labels, self.w.entry_index + pt * stride,
-                self.w.entry_value + pt * stride)
-            total = 0.0
-            for t in range(length):
-                total += scores[t * S + self.w.point_labels[t]]
-            for e in range(self.w.entry_count[pt]):
-                total += self.theta[self.w.entry_index[pt * stride + e]] \
-                    * self.w.entry_value[pt * stride + e]
-            vertex_score[pt] = total
-        anchor_score = 0.0
-        for t in range(length):
-            anchor_score += dot(scores + t * S, &self.anchor_node[lo + t, 0], S)
-        for q2 in range(P):
-            anchor_score += self.theta[q2] * self.anchor_pair[i, q2]
         # the Gram matrix of the directions d_k = C (E_a[Psi] - Psi(z_k)) over the
         # unconstrained coordinates; the constrained coordinates of d_k in D_k
         nnz_i = self.indptr[lo + length] - self.indptr[lo]
@@ -859,21 +1012,20 @@ cdef class _MultiPoint(_Pass):
         anchor_free_sq = 0.0
         for q2 in range(P):
             if self.free_mask[q2]:
-                anchor_free_sq += self.anchor_pair[i, q2] * self.anchor_pair[i, q2] \
-                    * self.pair_scale(q2)
+                anchor_free_sq += Ap[q2] * Ap[q2] * self.pair_scale(q2)
         for pt in range(m):
             anchor_dot[pt] = 0.0
             for e in range(self.w.entry_count[pt]):
                 kk = self.w.entry_index[pt * stride + e]
                 if self.free_mask[kk]:
-                    anchor_dot[pt] += self.anchor_pair[i, kk] * self.w.entry_value[pt * stride + e] \
+                    anchor_dot[pt] += Ap[kk] * self.w.entry_value[pt * stride + e] \
                         * self.pair_scale(kk)
         for pt in range(m):
             for e in range(self.w.entry_count[pt]):
                 self.w.pair_dense[self.w.entry_index[pt * stride + e]] += \
                     self.w.entry_value[pt * stride + e]
             for q2 in range(n_k):
-                D_k[pt * 64 + q2] = C * (self.anchor_pair[i, self.constrained[q2]]
+                D_k[pt * 64 + q2] = C * (Ap[self.constrained[q2]]
                                          - self.w.pair_dense[self.constrained[q2]])
             for l in range(pt, m):
                 total = anchor_free_sq - anchor_dot[pt] - anchor_dot[l]
@@ -892,22 +1044,22 @@ cdef class _MultiPoint(_Pass):
         for pt in range(m):
             mu_old[pt] = self.vertex_weight[i, pt]
             base[pt] = C * (self.vertex_loss[i, pt] - self.anchor_loss[i]
-                            + vertex_score[pt] - anchor_score)
+                            + self.w.point_score[pt] - self.anchor_score)
             for q2 in range(n_k):
                 if self.pair_v[self.constrained[q2]] > 0.0:
                     base[pt] += self.pair_v[self.constrained[q2]] * D_k[pt * 64 + q2]
         for q2 in range(n_k):
             v_k[q2] = self.pair_v[self.constrained[q2]]
         gain = _solve_master(G, D_k, base, mu_old, m, v_k, n_k, tol, work, mu_best)
-        # move the statistics and v by sum_k (mu_k - weight_k) (z_k - a)
+        # move v by sum_k (mu_k - weight_k) C (a - z_k)
         for pt in range(m):
             work[pt] = mu_best[pt] - mu_old[pt]
             mass += work[pt]
-        if not self.apply_weights(i, lo, length, m, work, mu_best):
+        if not self.apply_weights(i, m, work, mu_best):
             return 0.0
         for t in range(length):
             for s in range(S):
-                scores[t * S + s] = -mass * self.anchor_node[lo + t, s]  # change of x
+                scores[t * S + s] = -mass * A[t * S + s]  # the change of x
             for pt in range(m):
                 scores[t * S + self.vertex_labels[lo + t, pt]] += work[pt]
             for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
@@ -920,60 +1072,109 @@ cdef class _MultiPoint(_Pass):
                     for s in range(S):
                         self.WT[j, s] -= v * scores[t * S + s]
         for q2 in range(P):
-            self.pair_v[q2] += C * mass * self.anchor_pair[i, q2] * self.pair_scale(q2)
-            self.pair_marg[i, q2] -= mass * self.anchor_pair[i, q2]
+            self.pair_v[q2] += C * mass * Ap[q2] * self.pair_scale(q2)
         for pt in range(m):
             for e in range(self.w.entry_count[pt]):
                 kk = self.w.entry_index[pt * stride + e]
                 self.pair_v[kk] -= C * work[pt] * self.w.entry_value[pt * stride + e] \
                     * self.pair_scale(kk)
-                self.pair_marg[i, kk] += work[pt] * self.w.entry_value[pt * stride + e]
         self.clip()
         return gain
 
     # --------------------------------------------------------------- one visit
-    cdef double visit(self, intp_t i, double* gain) noexcept nogil:
-        """One oracle call and master on example ``i``; returns its Frank-Wolfe gap."""
-        cdef intp_t S = self.S, P = self.P, lo = self.offsets[i], t, k2, q2, e, slot, K
+    cdef int visit(self, intp_t i, double* gap_out, double* gain) except -1 nogil:
+        """One oracle call and master on example ``i``; its Frank-Wolfe gap into
+        ``gap_out``, the master's gain added to ``gain``."""
+        cdef intp_t S = self.S, lo = self.offsets[i], t, pt, e, slot, K
         cdef intp_t length = self.offsets[i + 1] - lo, n_touched
-        cdef double loss_bar = 0.0, total = 0.0, gap
+        cdef intp_t* index = self.w.entry_index + self.r * self.stride
+        cdef double* value = self.w.entry_value + self.r * self.stride
+        cdef double loss_bar = 0.0, total = 0.0, x_score, gap
         cdef double* scores = self.w.scores
         cdef int64_t* labels = self.w.labels
+        cdef bint folded
         n_touched = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
                                  self.WT_ptr(), S, lo, length, scores, &self.slot[0],
                                  self.w.touched)
         release(&self.slot[0], self.w.touched, n_touched)
-        self.kernels.max_oracle(i, scores, &self.token_loss[lo, 0], self.theta_ptr(), labels)
-        # the example's Frank-Wolfe gap at the current point x
+        self.fill_loss(lo, length, self.w.loss)
+        self.kernels.max_oracle(i, scores, self.w.loss, self.theta_ptr(), labels)
+        # the scores of the anchor and the points, and of x, their mixture
+        self.load_anchor(i, lo, length)
+        total = 0.0
         for t in range(length):
-            loss_bar += self.token_loss[lo + t, labels[t]]
+            total += dot(scores + t * S, self.w.anchor_node + t * S, S)
+        for e in range(self.P):
+            total += self.theta[e] * self.w.anchor_pair[e]
+        self.anchor_score = total
+        x_score = self.anchor_weight(i) * total
+        for pt in range(self.n_vertices[i]):
+            self.point_entries(i, lo, length, pt)
+            x_score += self.vertex_weight[i, pt] * self.w.point_score[pt]
+        # the example's Frank-Wolfe gap at x
+        total = 0.0
+        for t in range(length):
+            loss_bar += self.w.loss[t * S + labels[t]]
             total += scores[t * S + labels[t]]
-            total -= dot(scores + t * S, &self.node_marg[lo + t, 0], S)
-        e = self.kernels.pairwise_entries(i, labels, self.w.entry_index, self.w.entry_value)
-        for q2 in range(e):
-            total += self.theta[self.w.entry_index[q2]] * self.w.entry_value[q2]
-        for q2 in range(P):
-            total -= self.theta[q2] * self.pair_marg[i, q2]
-        gap = self.C * (loss_bar - self.expected_loss[i] + total)
+        for e in range(self.kernels.pairwise_entries(i, labels, index, value)):
+            total += self.theta[index[e]] * value[e]
+        gap = self.C * (loss_bar - self.expected_loss[i] + total - x_score)
         self.block_gap[i] = gap
+        gap_out[0] = gap
+        folded = self.n_vertices[i] == self.r
         if self.cached:
             self.set_slots(i, True)
             if not self.cache_ready[i]:  # the anchor's row, from its node measures
-                self.cache_row(i, lo, length, &self.anchor_node[lo, 0], S, NULL,
-                               &self.cache[self.cache_ptr[i]])
+                self.cache_row(i, lo, length, -1, &self.cache[self.cache_ptr[i]])
                 self.cache_ready[i] = 1
-            slot = self.add_point(i, lo, length, labels, loss_bar)
-            if slot >= 0:
+        slot = self.add_point(i, lo, length, labels, loss_bar)
+        folded = folded and slot >= 0
+        if slot >= 0:
+            self.point_entries(i, lo, length, slot)
+            if self.cached:
                 K = self.row_size(i)
-                self.cache_row(i, lo, length, NULL, 0, labels,
+                self.cache_row(i, lo, length, slot,
                                &self.cache[self.cache_ptr[i] + (1 + slot) * K])
+        if self.cached:
             self.set_slots(i, False)
             gain[0] += self.master_cached(i, lo, length, 1e-6 * fabs(gap) + 1e-300)
         else:
-            self.add_point(i, lo, length, labels, loss_bar)
             gain[0] += self.master_uncached(i, lo, length, n_touched,
                                             1e-6 * fabs(gap) + 1e-300)
-        return gap
+        if folded:
+            self.store_anchor(i, length)
+        return 0
+
+    cdef double add_statistics(self, intp_t i, double* pair_sum) noexcept nogil:
+        """Add ``C X_i^T (onehot(y_i) - x_i)`` to ``W^T`` and ``x_i``'s pairwise statistics
+        to ``pair_sum``; return ``x_i``'s expected loss."""
+        cdef intp_t S = self.S, lo = self.offsets[i], length = self.offsets[i + 1] - lo
+        cdef intp_t t, s, pt, e, m = self.n_vertices[i]
+        cdef int64_t q
+        cdef int32_t j
+        cdef double v, weight = self.anchor_weight(i), loss = weight * self.anchor_loss[i]
+        cdef double* d = self.w.scores
+        self.load_anchor(i, lo, length)
+        for t in range(length):
+            for s in range(S):
+                d[s] = -weight * self.w.anchor_node[t * S + s]
+            for pt in range(m):
+                d[self.vertex_labels[lo + t, pt]] -= self.vertex_weight[i, pt]
+            d[self.Y[lo + t]] += 1.0
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                j = self.indices[q]
+                v = self.C * self.data[q]
+                for s in range(S):
+                    self.WT[j, s] += v * d[s]
+        for e in range(self.P):
+            pair_sum[e] += weight * self.w.anchor_pair[e]
+        for pt in range(m):
+            self.point_entries(i, lo, length, pt)
+            for e in range(self.w.entry_count[pt]):
+                pair_sum[self.w.entry_index[pt * self.stride + e]] += \
+                    self.vertex_weight[i, pt] * self.w.entry_value[pt * self.stride + e]
+            loss += self.vertex_weight[i, pt] * self.vertex_loss[i, pt]
+        return loss
 
 
 def multi_point_pass(state, const int64_t[::1] order):
@@ -981,14 +1182,14 @@ def multi_point_pass(state, const int64_t[::1] order):
     simplex per example); return the sum of their Frank-Wolfe gaps and the dual's increase."""
     cdef _MultiPoint p = _MultiPoint(state)
     cdef intp_t k, i, since_check = 0
-    cdef double gap, total_gap = 0.0, gain = 0.0
+    cdef double gap = 0.0, total_gap = 0.0, gain = 0.0
     with nogil:
         for k in range(order.shape[0]):
             i = order[k]
             if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
                 with gil:
                     PyErr_CheckSignals()
-            gap = p.visit(i, &gain)
+            p.visit(i, &gap, &gain)
             if gap > 0.0:
                 total_gap += gap
     return total_gap, gain
@@ -1014,6 +1215,25 @@ def master_sweep(state, const int64_t[::1] order):
     return gain
 
 
+def statistics_weights(state):
+    """Add ``v``'s unary block ``C sum_i X_i^T (onehot(y_i) - x_i)`` to ``state.WT`` (zero
+    beforehand), set every example's expected loss from its point, and return the summed
+    pairwise statistics ``sum_i E_{x_i}[Psi_pairwise]`` (one streaming pass over the
+    examples, no array per token)."""
+    cdef _MultiPoint p = _MultiPoint(state)
+    cdef intp_t i, since_check = 0
+    pair_sum_array = np.zeros(p.P)
+    cdef double[::1] pair_sum = pair_sum_array
+    cdef double* pair_sum_ptr = &pair_sum[0] if p.P > 0 else NULL
+    with nogil:
+        for i in range(p.offsets.shape[0] - 1):
+            if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
+                with gil:
+                    PyErr_CheckSignals()
+            p.expected_loss[i] = p.add_statistics(i, pair_sum_ptr)
+    return pair_sum_array
+
+
 def structured_hinge_pass(state, const int64_t[::1] Y):
     """Per-example margin-rescaled structured hinge at the state's weights (``WT`` and
     ``theta``): each example's token scores, loss-augmented oracle and the truth's score,
@@ -1024,11 +1244,13 @@ def structured_hinge_pass(state, const int64_t[::1] Y):
     cdef double total
     hinge = np.zeros(n)
     scores_array = np.zeros(p.max_len * S)
+    loss_array = np.zeros(p.max_len * S)
     labels_array = np.zeros(p.max_len, dtype=np.int64)
     touched_array = np.zeros(p.max_nnz, dtype=np.int32)
     index_array = np.zeros(p.kernels.max_pairwise_entries + 1, dtype=np.intp)
     value_array = np.zeros(p.kernels.max_pairwise_entries + 1)
     cdef float64_t[::1] out = hinge, scores = scores_array, value = value_array
+    cdef float64_t[::1] loss = loss_array
     cdef int64_t[::1] labels = labels_array
     cdef int32_t[::1] touched = touched_array
     cdef intp_t[::1] index = index_array
@@ -1045,10 +1267,11 @@ def structured_hinge_pass(state, const int64_t[::1] Y):
             n_touched = token_scores(&p.indptr[0], p.indices_ptr(), p.data_ptr(), p.WT_ptr(),
                                      S, lo, length, &scores[0], &p.slot[0], &touched[0])
             release(&p.slot[0], &touched[0], n_touched)
-            p.kernels.max_oracle(i, &scores[0], &p.token_loss[lo, 0], theta, &labels[0])
+            p.fill_loss(lo, length, &loss[0])
+            p.kernels.max_oracle(i, &scores[0], &loss[0], theta, &labels[0])
             total = 0.0
             for t in range(length):
-                total += p.token_loss[lo + t, labels[t]] + scores[t * S + labels[t]] \
+                total += loss[t * S + labels[t]] + scores[t * S + labels[t]] \
                     - scores[t * S + Y[lo + t]]
             for e in range(p.kernels.pairwise_entries(i, &labels[0], &index[0], &value[0])):
                 total += theta[index[e]] * value[e]
