@@ -7,7 +7,8 @@ from sklearn.utils import check_random_state
 
 from ...base import BaseStructuredClassifier, Certificate, CheckSchedule
 from ...utils._sklearn_compat import Interval, StrOptions
-from ._frank_wolfe import BlockFrankWolfeState, MultiPointFrankWolfeState
+from ._frank_wolfe import (BlockFrankWolfeState, MultiPointFrankWolfeState,
+                           supports_multi_point)
 from ._general import SimplicialDecompositionState
 
 
@@ -123,9 +124,14 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
 
     Notes
     -----
-    Memory: the compiled passes keep node marginals (n_tokens x n_states), pairwise statistics
-    (n_sequences x n_pairwise) and the weights; with ``max_points > 1`` also an anchor of the
-    same size and ``max_points`` labels per token. The general solver keeps the points of a
+    Memory: with ``max_points > 1`` the compiled pass keeps, besides the weights, each
+    example's anchor as its non-zero node and pairwise entries (12 bytes each; an anchor mixes
+    the few labellings its master used), ``max_points`` labels per token (int16), the
+    masters' Gram terms (``max_points^2`` doubles per sequence) and token Gram matrices up to
+    64 MB (single precision when exact); about 0.3 KB per token above the data at 1M tokens
+    with 20 states (``benchmarks/bench_scaling.py``). With ``max_points=1`` it keeps node
+    marginals (n_tokens x n_states), pairwise statistics (n_sequences x n_pairwise) and the
+    loss matrix (n_tokens x n_states). The general solver keeps the points of a
     block as dense vectors in weight space when all of them fit in 256 MB
     (``n_blocks x (max_points + 1) x n_weights`` doubles), else per token: an anchor
     (n_tokens x n_states) and ``max_points`` labellings with their losses and pairwise
@@ -186,6 +192,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         constrained = np.asarray(structure.nonnegative_)
         if constrained.size > 64 or np.any(
                 constrained < structure.n_states_ * structure.n_features_):
+            return None
+        if self.max_points > 1 and not supports_multi_point(structure, batch):
             return None
         return structure.example_kernels(batch)
 

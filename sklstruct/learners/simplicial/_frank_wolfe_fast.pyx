@@ -1,38 +1,45 @@
 """Compiled per-example passes of restricted simplicial decomposition (Yu and Rousu 2007).
 
-Example ``i``'s dual variables are a distribution over its labellings, kept as sufficient
-statistics (:class:`sklstruct.learners._factored_dual.FactoredDualState`): node marginals (rows
-of ``node_marg``), expected pairwise statistics ``pair_marg[i]`` and the expected loss. The
-weights are ``v = C sum_i (Psi(x_i, y_i) - E_i[Psi])``; ``W^T`` (the unary block) and
-``pair_v`` (the pairwise block) are kept explicitly, and the model's weights ``w`` equal ``v``
-except on pairwise coordinates constrained to be non-negative, where ``w = [v]_+`` (the
-reduced dual of the paper's problem (15): ``D = sum_i gamma_i - 1/2 ||w||^2``).
+Example ``i``'s dual variables are a distribution over its labellings, represented by its
+statistics: node marginals, expected pairwise statistics and the expected loss. The weights
+are ``v = C sum_i (Psi(x_i, y_i) - E_i[Psi])``; ``W^T`` (the unary block) and ``pair_v`` (the
+pairwise block) are kept explicitly, and the model's weights ``w`` equal ``v`` except on
+pairwise coordinates constrained to be non-negative, where ``w = [v]_+`` (the reduced dual of
+the paper's problem (15): ``D = sum_i gamma_i - 1/2 ||w||^2``).
 
 Everything about the structure comes from its compiled kernels (``state.kernels``, see
 :mod:`sklstruct._inference._kernels`): the most violating labelling of an example from token
 scores, the per-token loss matrix and the pairwise weights, and the pairwise statistics of a
 labelling as sparse entries.
 
-:func:`frank_wolfe_pass` (dimension limit 1): visiting example ``i``, the max-oracle at the
-current ``w`` gives the vertex ``ybar``; with ``d = C (Psi(ybar) - E_i[Psi])`` the block's
-Frank-Wolfe gap is ``g = C (Delta(ybar) - E_i[Delta]) + w . d``, and the exact line search
-over ``(1 - gamma) alpha_i + gamma delta_ybar`` (piecewise quadratic where weights are
-clipped at zero) moves the statistics and ``v`` (only the rows of ``W^T`` of the example's
-features).
+:func:`frank_wolfe_pass` (dimension limit 1) keeps the statistics themselves
+(:class:`sklstruct.learners._factored_dual.FactoredDualState`: rows of ``node_marg``,
+``pair_marg[i]``): visiting example ``i``, the max-oracle at the current ``w`` gives the
+vertex ``ybar``; with ``d = C (Psi(ybar) - E_i[Psi])`` the block's Frank-Wolfe gap is
+``g = C (Delta(ybar) - E_i[Delta]) + w . d``, and the exact line search over
+``(1 - gamma) alpha_i + gamma delta_ybar`` (piecewise quadratic where weights are clipped at
+zero) moves the statistics and ``v`` (only the rows of ``W^T`` of the example's features).
 
-:func:`multi_point_pass` (dimension limit ``r``): the example also keeps at most ``r``
-labellings (``vertex_labels[t, k]``) with their losses, an anchor ``a`` (a past point: node
-measures ``anchor_node``, pairwise statistics and loss) and weights ``mu_k`` with
-``x = (1 - sum_k mu_k) a + sum_k mu_k z_k``. A visit adds the oracle's labelling (when full, the
-lowest-weight one is dropped and ``x`` becomes the anchor: the paper's footnote 1) and solves
-the master problem over the convex hull of the anchor and the labellings, a QP in ``mu`` whose
-Gram matrix comes either from the example's token Gram matrix (``length^2`` entries, cheap for
-short sequences with many features) or from the points' unary statistics on the example's
-features (``(r + 1) x n_touched x n_states``, cheap for long sequences with few features); the
-cheaper is chosen per example, and the token Gram matrix never beyond ``TOKEN_GRAM_CAP`` entries
-(kept between visits in the state's ``token_gram`` for the examples that fit its budget).
-With constrained coordinates the master is solved by active-set rounds on the sign pattern of
-``v`` on them (exact when the pattern settles; otherwise the best tried point that ascends).
+:func:`multi_point_pass` (dimension limit ``r``) keeps no per-token statistics: example
+``i``'s point is ``x = (1 - sum_k mu_k) a + sum_k mu_k z_k``, from at most ``r`` labellings
+(``vertex_labels[t, k]``, int16) with their losses and weights ``mu_k``, and an anchor ``a``
+(a past point; the true labelling at first) packed as its non-zero node and pairwise entries
+(:class:`~sklstruct.learners.simplicial._frank_wolfe.AnchorStore`) with its loss. A visit
+unpacks the anchor, computes the scores of the anchor and the points, adds the oracle's
+labelling (when full, the lowest-weight one is dropped and ``x`` becomes the anchor: the
+paper's footnote 1) and solves the master problem over the convex hull of the anchor and the
+labellings, a QP in ``mu`` whose Gram matrix comes either from the example's token Gram matrix
+(``length^2`` entries, cheap for short sequences with many features) or from the points' unary
+statistics on the example's features (``(r + 1) x n_touched x n_states``, cheap for long
+sequences with few features); the cheaper is chosen per example, and the token Gram matrix
+never beyond ``TOKEN_GRAM_CAP`` entries (kept between visits in the state's ``token_gram`` or,
+when exact, ``token_gram32`` for the examples that fit its budget). With constrained
+coordinates the master is solved by active-set rounds on the sign pattern of ``v`` on them
+(exact when the pattern settles; otherwise the best tried point that ascends).
+:func:`statistics_weights` recomputes ``v`` from the points in one streaming pass.
+
+The loss is the state's ``token_loss`` matrix when it has one, else the weighted Hamming loss
+computed from ``Y`` and ``loss_weights`` for the visited example.
 
 Both passes check for Ctrl-C every few thousand tokens (KeyboardInterrupt; the state is then
 consistent up to the examples visited).
