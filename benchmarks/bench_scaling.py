@@ -5,7 +5,9 @@ per token, labels from a random linear model plus a transition bonus) of ``--siz
 each size is fitted by ``M3NSimplicialDecomposition(C=0.1)`` (or ``--estimator``) in its own
 process, which reports the fit's wall time, the process's resident memory before the fit
 (the data) and its peak, the memory above the data per token, the passes and the certified
-gap. Fit time and memory should grow linearly with the tokens (at a fixed number of passes).
+gap. Fit time and memory should grow linearly with the tokens (at a fixed number of passes):
+the table also gives, against the previous size, the ratio of the fit time per token and the
+memory per added token above the data.
 
     python benchmarks/bench_scaling.py --sizes 10000 100000 1000000 [--json out.json]
 """
@@ -82,13 +84,18 @@ def main():
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0
                     else {"tokens": n, "error": out.stderr.strip()[-300:]})
         print(json.dumps(rows[-1]), flush=True)
-    for row in rows[1:]:
-        if "fit_s" in row and "fit_s" in rows[0]:
-            row["time_ratio_per_token"] = (row["fit_s"] / row["tokens"]) / (
-                rows[0]["fit_s"] / rows[0]["tokens"])
+    # per token, against the previous size: the fit time's ratio and the memory the added
+    # tokens took (which leaves out the fit's fixed memory: code, workspaces)
+    for previous, row in zip(rows, rows[1:]):
+        if "fit_s" in row and "fit_s" in previous:
+            row["time_per_token_vs_previous"] = (row["fit_s"] / row["tokens"]) / (
+                previous["fit_s"] / previous["tokens"])
+            above = [r["peak_RSS_MB"] - r["rss_before_MB"] for r in (previous, row)]
+            row["KB_per_added_token"] = (above[1] - above[0]) * 1024 / (
+                row["tokens"] - previous["tokens"])
     print_table(rows, ["tokens", "fit_s", "rss_before_MB", "peak_RSS_MB",
-                       "KB_per_token_above_data", "passes", "rel_gap",
-                       "time_ratio_per_token"])
+                       "KB_per_token_above_data", "KB_per_added_token", "passes", "rel_gap",
+                       "time_per_token_vs_previous"])
     write_json(args.json, rows)
 
 

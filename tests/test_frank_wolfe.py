@@ -68,8 +68,8 @@ def test_multi_point_pass_ascends_and_reaches_the_exact_optimum(structure):
     for _ in range(1000):
         plain.run_pass()
     duals = {1: plain.certificate()[1]}
-    for r in (3, 10):
-        state = MultiPointFrankWolfeState(bound, batch, Y, C, r)
+    for r, cached in ((3, False), (10, False), (3, True)):
+        state = MultiPointFrankWolfeState(bound, batch, Y, C, r, cached=cached)
         dual = 0.0
         for _ in range(1000):
             state.run_pass()
@@ -83,6 +83,10 @@ def test_multi_point_pass_ascends_and_reaches_the_exact_optimum(structure):
         # a distribution's statistics, whose weights are the certificate's
         assert np.all(state.vertex_weight >= 0)
         assert np.all(state.vertex_weight.sum(axis=1) <= 1.0 + 1e-9)
+        if cached:
+            assert state.cached
+            duals["cached"] = dual
+            continue
         node, pair = state.point_statistics()
         np.testing.assert_allclose(node.sum(axis=1), 1.0, atol=1e-12)
         assert node.min() >= -1e-12 and pair.min() >= -1e-12
@@ -94,6 +98,9 @@ def test_multi_point_pass_ascends_and_reaches_the_exact_optimum(structure):
         duals[r] = dual
     lower, upper, _ = exact_optimum(bound, batch, Y, C)
     assert duals[1] < duals[3] < duals[10] <= upper + 1e-9
+    # the cached rows reach the same point by other arithmetic
+    assert duals[1] < duals["cached"] <= upper + 1e-9
+    assert abs(duals["cached"] - duals[3]) <= 1e-5 * upper
     assert upper - duals[10] <= 1e-5 * upper
 
 

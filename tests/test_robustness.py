@@ -3,6 +3,7 @@ label types, empty sequences at prediction, the size of a pickled model."""
 
 import itertools
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -184,3 +185,30 @@ def test_simplicial_decomposition_never_diverges_at_huge_feature_scales(scale, p
     assert objective <= at_zero
     assert objective == pytest.approx(model.history_["primal"][-1], rel=1e-9)
     assert np.max(model.history_["dual"]) <= objective
+
+
+def test_simplicial_decomposition_keeps_no_array_per_token_and_state():
+    """The compiled multi-point pass keeps packed anchors, labels and Gram terms, no
+    n_tokens x n_states array: a fit with 50 states peaks below the size of two (node
+    marginals, anchors and the loss matrix took three, and the pairwise statistics of points
+    and anchors 1.7 times that)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    n_sequences, length, n_states = 1500, 10, 50
+    n_tokens = n_sequences * length
+    X = sp.random(n_tokens, 40, density=0.1, format="csr", random_state=0)
+    y = np.asarray(X @ rng.normal(size=(40, n_states))).argmax(axis=1)
+    # two points per example, so that anchors are folded and packed
+    model = M3NSimplicialDecomposition(C=1.0, max_points=2, tol=1e-4, max_iter=8,
+                                       random_state=0)
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X, y, lengths=np.full(n_sequences, length))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert model.n_iter_ >= 4
+    assert peak < 2 * 8 * n_tokens * n_states

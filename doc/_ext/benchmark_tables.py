@@ -13,7 +13,9 @@ build time, so that no figure is copied by hand::
 
 Each line names a file of ``benchmarks/results/defaults/`` (one run of the script), optionally
 followed by the label to give its sklstruct rows (when the run passed ``--params``). Rows of
-the same system are merged: the table gives the median over runs and the range. The ratio to
+the same system are merged: the table gives the median over runs and the range; a sklstruct
+system (a label) is read only from the last listed file that has it, since earlier files
+measured an earlier version of it, while the peers' rows are merged over all files. The ratio to
 sklearn-crfsuite's passive-aggressive trainer is taken within each run (each file, against
 the nearest crfsuite-pa row before it), as the script's processes share a machine.
 """
@@ -66,8 +68,14 @@ def _fit_format(seconds):
 def read_runs(dataset, entries):
     """Merge the rows of the listed files: label -> dict of lists, in first-seen order."""
     systems = {}
-    for name, label in entries:
-        rows = json.loads((RESULTS / name).read_text())
+    runs = [(name, label, json.loads((RESULTS / name).read_text())) for name, label in entries]
+    # each sklstruct system from the last file that has it
+    latest = {}
+    for name, label, rows in runs:
+        for row in rows:
+            if row["system"] not in PEERS:
+                latest[label or f"``{row['system']}()``"] = name
+    for name, label, rows in runs:
         pa_fit = None
         pa_any = [r["fit_s"] for r in rows if r.get("system") == "crfsuite-pa" and "fit_s" in r]
         for row in rows:
@@ -78,6 +86,8 @@ def read_runs(dataset, entries):
             if system == "crfsuite-pa" and "fit_s" in row:
                 pa_fit = row["fit_s"]
             key = PEERS.get(system) or label or f"``{system}()``"
+            if system not in PEERS and latest[key] != name:
+                continue
             entry = systems.setdefault(key, {"peer": system in PEERS, "fit": [], "ratio": [],
                                              "quality": [], "peak": [], "before": [],
                                              "gap": [], "stopped": [], "files": []})

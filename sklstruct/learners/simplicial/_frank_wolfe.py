@@ -103,11 +103,11 @@ class AnchorStore:
 
     def reserve(self, n_entries):
         """Make room for a slot of ``n_entries`` after ``used[0]``: move the live slots to the
-        front when abandoned slots take at least half of the pool, and grow it (by half)
-        when that is not enough."""
+        front when abandoned slots take a quarter of the pool's used part or more, and grow
+        the pool to 1.5 times what is then needed when that is not enough."""
         live = self.start >= 0
         live_entries = int(self.capacity[live].sum())
-        if live_entries <= self.used[0] // 2:
+        if 4 * (int(self.used[0]) - live_entries) >= int(self.used[0]):
             order = np.flatnonzero(live)
             order = order[np.argsort(self.start[order], kind="stable")]
             sizes = self.capacity[order]
@@ -120,7 +120,7 @@ class AnchorStore:
             self.used[0] = live_entries
         needed = int(self.used[0]) + int(n_entries)
         if needed > self.keys.shape[0]:
-            size = max(needed, self.keys.shape[0] + self.keys.shape[0] // 2)
+            size = needed + needed // 2
             keys, values = np.zeros(size, dtype=np.int32), np.zeros(size)
             keys[:self.used[0]] = self.keys[:self.used[0]]
             values[:self.used[0]] = self.values[:self.used[0]]
@@ -188,7 +188,10 @@ class MultiPointFrankWolfeState(DualWeights):
     def point_statistics(self):
         """Every example's point ``x_i``, dense: node measures (n_tokens, n_states) and
         pairwise statistics (n_sequences, n_pairwise), for inspection and tests (the fit
-        never forms them)."""
+        never forms them). Not in the cached mode, whose anchors are rows over the
+        examples' features."""
+        if self.cached:
+            raise ValueError("the cached mode keeps no per-token anchors.")
         batch, S, a = self.batch, self.structure.n_states_, self.anchors
         node = self.structure.onehot(self.Y).astype(np.float64)
         pair = np.asarray(self.structure.pairwise_statistics(batch, self.Y, per_sequence=True),

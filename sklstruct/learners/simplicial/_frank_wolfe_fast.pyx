@@ -661,9 +661,9 @@ cdef class _MultiPoint(_Pass):
         """Keep the labelling as a point of example ``i`` unless it has it; return its slot.
 
         A full example drops its lowest-weight point and makes the current ``x`` its anchor
-        (the paper's footnote 1; the workspace's anchor and ``anchor_score`` become ``x``'s,
-        which the caller packs back). Returns ``-1 - slot`` for a point that was already
-        kept.
+        (the paper's footnote 1; ``anchor_score`` and the workspace's anchor, which the caller
+        packs back, or in the cached mode the anchor's row, become ``x``'s). Returns
+        ``-1 - slot`` for a point that was already kept.
         """
         cdef intp_t S = self.S, m = self.n_vertices[i], slot = -1, pt, t, q, e, K
         cdef bint duplicate
@@ -689,19 +689,21 @@ cdef class _MultiPoint(_Pass):
                     slot = pt
             # the anchor becomes x = (1 - sum mu) a + sum mu_p z_p
             weight = self.anchor_weight(i)
-            for q in range(length * S):
-                A[q] *= weight
-            for q in range(self.P):
-                Ap[q] *= weight
             self.anchor_score *= weight
             for pt in range(m):
-                mu = self.vertex_weight[i, pt]
-                for t in range(length):
-                    A[t * S + self.vertex_labels[lo + t, pt]] += mu
-                for e in range(self.w.entry_count[pt]):
-                    Ap[self.w.entry_index[pt * self.stride + e]] += \
-                        mu * self.w.entry_value[pt * self.stride + e]
-                self.anchor_score += mu * self.w.point_score[pt]
+                self.anchor_score += self.vertex_weight[i, pt] * self.w.point_score[pt]
+            if not self.cached:
+                for q in range(length * S):
+                    A[q] *= weight
+                for q in range(self.P):
+                    Ap[q] *= weight
+                for pt in range(m):
+                    mu = self.vertex_weight[i, pt]
+                    for t in range(length):
+                        A[t * S + self.vertex_labels[lo + t, pt]] += mu
+                    for e in range(self.w.entry_count[pt]):
+                        Ap[self.w.entry_index[pt * self.stride + e]] += \
+                            mu * self.w.entry_value[pt * self.stride + e]
             self.anchor_loss[i] = self.expected_loss[i]
             if self.cached:  # the same combination of the cached rows
                 K = self.row_size(i)
@@ -723,6 +725,20 @@ cdef class _MultiPoint(_Pass):
 
     cdef inline intp_t row_size(self, intp_t i) noexcept nogil:
         return (self.cache_feature_ptr[i + 1] - self.cache_feature_ptr[i]) * self.S + self.P
+
+    cdef double row_score(self, intp_t i, intp_t k) noexcept nogil:
+        """The score at the current weights of cached row ``k`` of example ``i`` (0: the
+        anchor, ``1 + p``: point ``p``)."""
+        cdef intp_t S = self.S, T = self.cache_feature_ptr[i + 1] - self.cache_feature_ptr[i]
+        cdef intp_t q2
+        cdef const double* row = &self.cache[self.cache_ptr[i] + k * self.row_size(i)]
+        cdef double total = 0.0
+        for q2 in range(T):
+            total += dot(&self.WT[self.cache_features[self.cache_feature_ptr[i] + q2], 0],
+                         row + q2 * S, S)
+        for q2 in range(self.P):
+            total += self.theta[q2] * row[T * S + q2]
+        return total
 
     cdef void set_slots(self, intp_t i, bint on) noexcept nogil:
         """Map example ``i``'s features to their rows in its cache (or back to -1)."""
@@ -1099,24 +1115,32 @@ cdef class _MultiPoint(_Pass):
         cdef double loss_bar = 0.0, total = 0.0, x_score, gap
         cdef double* scores = self.w.scores
         cdef int64_t* labels = self.w.labels
-        cdef bint folded
+        cdef bint folded, from_rows
         n_touched = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
                                  self.WT_ptr(), S, lo, length, scores, &self.slot[0],
                                  self.w.touched)
         release(&self.slot[0], self.w.touched, n_touched)
         self.fill_loss(lo, length, self.w.loss)
         self.kernels.max_oracle(i, scores, self.w.loss, self.theta_ptr(), labels)
-        # the scores of the anchor and the points, and of x, their mixture
-        self.load_anchor(i, lo, length)
-        total = 0.0
-        for t in range(length):
-            total += dot(scores + t * S, self.w.anchor_node + t * S, S)
-        for e in range(self.P):
-            total += self.theta[e] * self.w.anchor_pair[e]
-        self.anchor_score = total
-        x_score = self.anchor_weight(i) * total
+        # the scores of the anchor and the points, and of x, their mixture: from the cached
+        # rows once the example has them, else from the unpacked anchor and the labels
+        from_rows = self.cached and self.cache_ready[i]
+        if from_rows:
+            self.anchor_score = self.row_score(i, 0)
+            for pt in range(self.n_vertices[i]):
+                self.w.point_score[pt] = self.row_score(i, 1 + pt)
+        else:
+            self.load_anchor(i, lo, length)
+            total = 0.0
+            for t in range(length):
+                total += dot(scores + t * S, self.w.anchor_node + t * S, S)
+            for e in range(self.P):
+                total += self.theta[e] * self.w.anchor_pair[e]
+            self.anchor_score = total
+            for pt in range(self.n_vertices[i]):
+                self.point_entries(i, lo, length, pt)
+        x_score = self.anchor_weight(i) * self.anchor_score
         for pt in range(self.n_vertices[i]):
-            self.point_entries(i, lo, length, pt)
             x_score += self.vertex_weight[i, pt] * self.w.point_score[pt]
         # the example's Frank-Wolfe gap at x
         total = 0.0
@@ -1148,7 +1172,7 @@ cdef class _MultiPoint(_Pass):
         else:
             gain[0] += self.master_uncached(i, lo, length, n_touched,
                                             1e-6 * fabs(gap) + 1e-300)
-        if folded:
+        if folded and not self.cached:  # (the cached rows hold the anchor)
             self.store_anchor(i, length)
         return 0
 
@@ -1161,6 +1185,8 @@ cdef class _MultiPoint(_Pass):
         cdef int32_t j
         cdef double v, weight = self.anchor_weight(i), loss = weight * self.anchor_loss[i]
         cdef double* d = self.w.scores
+        if self.cached and self.cache_ready[i]:
+            return self.add_row_statistics(i, pair_sum)
         self.load_anchor(i, lo, length)
         for t in range(length):
             for s in range(S):
@@ -1181,6 +1207,33 @@ cdef class _MultiPoint(_Pass):
                 pair_sum[self.w.entry_index[pt * self.stride + e]] += \
                     self.vertex_weight[i, pt] * self.w.entry_value[pt * self.stride + e]
             loss += self.vertex_weight[i, pt] * self.vertex_loss[i, pt]
+        return loss
+
+
+    cdef double add_row_statistics(self, intp_t i, double* pair_sum) noexcept nogil:
+        """:meth:`add_statistics` from example ``i``'s cached rows (``X_i^T x_i`` on its
+        features and ``x_i``'s pairwise statistics: the weighted sum of its rows)."""
+        cdef intp_t S = self.S, lo = self.offsets[i], length = self.offsets[i + 1] - lo
+        cdef intp_t T = self.cache_feature_ptr[i + 1] - self.cache_feature_ptr[i]
+        cdef intp_t K = self.row_size(i), t, s, k, q2, m = self.n_vertices[i]
+        cdef int64_t q
+        cdef int32_t j
+        cdef const double* row = &self.cache[self.cache_ptr[i]]
+        cdef double mu, C = self.C, loss = 0.0
+        for t in range(length):
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                self.WT[self.indices[q], self.Y[lo + t]] += C * self.data[q]
+        for k in range(m + 1):
+            mu = self.anchor_weight(i) if k == 0 else self.vertex_weight[i, k - 1]
+            loss += mu * (self.anchor_loss[i] if k == 0 else self.vertex_loss[i, k - 1])
+            if mu == 0.0:
+                continue
+            for q2 in range(T):
+                j = self.cache_features[self.cache_feature_ptr[i] + q2]
+                for s in range(S):
+                    self.WT[j, s] -= C * mu * row[k * K + q2 * S + s]
+            for q2 in range(self.P):
+                pair_sum[q2] += mu * row[k * K + T * S + q2]
         return loss
 
 
