@@ -49,7 +49,7 @@ import numpy as np
 
 from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport fabs, sqrt
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
 
 from sklstruct._inference._kernels cimport ExampleKernels
@@ -421,6 +421,8 @@ cdef struct _Work:
     # per-example workspace of the multi-point passes
     double* scores
     double* loss
+    double* zeros
+    double* saved
     double* anchor_node
     double* anchor_pair
     double* gram_tokens
@@ -520,6 +522,8 @@ cdef class _MultiPoint(_Pass):
                                                   TOKEN_GRAM_CAP)
         self.w.scores = <double*> malloc(self.max_len * S * sizeof(double))
         self.w.loss = <double*> malloc(self.max_len * S * sizeof(double))
+        self.w.zeros = <double*> calloc(self.max_len * S, sizeof(double))
+        self.w.saved = <double*> malloc(self.max_len * sizeof(double))
         self.w.anchor_node = <double*> malloc(self.max_len * S * sizeof(double))
         self.w.anchor_pair = <double*> malloc((P + 1) * sizeof(double))
         self.w.gram_tokens = <double*> malloc(
@@ -536,7 +540,8 @@ cdef class _MultiPoint(_Pass):
         self.w.touched = <int32_t*> malloc(self.max_nnz * sizeof(int32_t))
         self.w.master = <double*> malloc((4 * MAX_POINTS * MAX_POINTS + 8 * MAX_POINTS
                                           + 64 * MAX_POINTS + 64) * sizeof(double))
-        if (self.w.scores == NULL or self.w.loss == NULL or self.w.anchor_node == NULL
+        if (self.w.scores == NULL or self.w.loss == NULL or self.w.zeros == NULL
+                or self.w.saved == NULL or self.w.anchor_node == NULL
                 or self.w.anchor_pair == NULL or self.w.gram_tokens == NULL
                 or self.w.unary_stats == NULL or self.w.pair_dense == NULL
                 or self.w.entry_value == NULL or self.w.entry_index == NULL
@@ -549,6 +554,8 @@ cdef class _MultiPoint(_Pass):
     def __dealloc__(self):
         free(self.w.scores)
         free(self.w.loss)
+        free(self.w.zeros)
+        free(self.w.saved)
         free(self.w.anchor_node)
         free(self.w.anchor_pair)
         free(self.w.gram_tokens)
@@ -562,6 +569,34 @@ cdef class _MultiPoint(_Pass):
         free(self.w.point_labels)
         free(self.w.touched)
         free(self.w.master)
+
+    cdef double loss_augmented_oracle(self, intp_t i, intp_t lo, intp_t length,
+                                      double* scores, int64_t* labels) noexcept nogil:
+        """The most violating labelling of example ``i`` at the token scores into
+        ``labels``; returns its loss. The weighted Hamming loss ``c_t [s != y_t]`` is
+        ``c_t - c_t [s = y_t]``, so the oracle runs on the scores with ``c_t`` taken from the
+        true states (restored afterwards) and a zero loss matrix: no loss matrix is
+        formed."""
+        cdef intp_t S = self.S, t
+        cdef int64_t y
+        cdef double loss = 0.0
+        if self.token_loss.shape[0]:
+            self.fill_loss(lo, length, self.w.loss)
+            self.kernels.max_oracle(i, scores, self.w.loss, self.theta_ptr(), labels)
+            for t in range(length):
+                loss += self.w.loss[t * S + labels[t]]
+            return loss
+        for t in range(length):
+            y = self.Y[lo + t]
+            self.w.saved[t] = scores[t * S + y]
+            scores[t * S + y] -= self.loss_weights[y]
+        self.kernels.max_oracle(i, scores, self.w.zeros, self.theta_ptr(), labels)
+        for t in range(length):
+            y = self.Y[lo + t]
+            scores[t * S + y] = self.w.saved[t]
+            if labels[t] != y:
+                loss += self.loss_weights[y]
+        return loss
 
     # --------------------------------------------------------------- anchors
     def bind_pool(self):
@@ -1120,8 +1155,7 @@ cdef class _MultiPoint(_Pass):
                                  self.WT_ptr(), S, lo, length, scores, &self.slot[0],
                                  self.w.touched)
         release(&self.slot[0], self.w.touched, n_touched)
-        self.fill_loss(lo, length, self.w.loss)
-        self.kernels.max_oracle(i, scores, self.w.loss, self.theta_ptr(), labels)
+        loss_bar = self.loss_augmented_oracle(i, lo, length, scores, labels)
         # the scores of the anchor and the points, and of x, their mixture: from the cached
         # rows once the example has them, else from the unpacked anchor and the labels
         from_rows = self.cached and self.cache_ready[i]
@@ -1145,7 +1179,6 @@ cdef class _MultiPoint(_Pass):
         # the example's Frank-Wolfe gap at x
         total = 0.0
         for t in range(length):
-            loss_bar += self.w.loss[t * S + labels[t]]
             total += scores[t * S + labels[t]]
         for e in range(self.kernels.pairwise_entries(i, labels, index, value)):
             total += self.theta[index[e]] * value[e]
