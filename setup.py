@@ -18,6 +18,11 @@ MODULES = [
     "sklstruct.learners.simplicial._frank_wolfe_fast",
 ]
 DEBUG = os.environ.get("SKLSTRUCT_CYTHON_DEBUG", "0") == "1"
+# Cython regenerates a .c file only when its .pyx is newer, not when the directives change:
+# the mode of the last generation is kept here, and a change of mode regenerates them all
+MODE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "build", "cython-mode")
+MODE = "debug" if DEBUG else "release"
+previous_mode = open(MODE_FILE).read() if os.path.exists(MODE_FILE) else None
 
 extensions = [
     Extension(
@@ -42,5 +47,9 @@ setup(
             "cdivision": True,
         },
         nthreads=os.cpu_count() or 1,
+        force=previous_mode != MODE,
     )
 )
+os.makedirs(os.path.dirname(MODE_FILE), exist_ok=True)
+with open(MODE_FILE, "w") as f:
+    f.write(MODE)
