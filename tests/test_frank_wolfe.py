@@ -59,7 +59,19 @@ def test_multiclass_matches_the_cutting_plane_learner():
     assert primal - dual <= 1e-3 * primal
 
 
-@pytest.mark.parametrize("structure", [ChainStructure(), ChainStructure(start_end=False)])
+class _AsymmetricLoss(ChainStructure):
+    """A chain whose loss of predicting state ``s`` instead of the truth is ``1 + s / 2``
+    (not a weighted Hamming loss: the passes keep its token loss matrix)."""
+
+    def token_loss(self, Y):
+        loss = np.repeat(1.0 + 0.5 * np.arange(self.n_states_)[None, :], Y.shape[0], axis=0)
+        loss[np.arange(Y.shape[0]), Y] = 0.0
+        return loss
+
+
+@pytest.mark.parametrize("structure", [ChainStructure(), ChainStructure(start_end=False),
+                                       ChainStructure(class_weight=[1.0, 2.0, 0.5]),
+                                       _AsymmetricLoss()])
 def test_multi_point_pass_ascends_and_reaches_the_exact_optimum(structure):
     X, y = make_chain_data(n_sequences=8, n_states=3, n_features=3, max_length=4, seed=7)
     bound, batch, Y = _bound(structure, X, y)
@@ -95,6 +107,8 @@ def test_multi_point_pass_ascends_and_reaches_the_exact_optimum(structure):
         np.testing.assert_allclose(reference.expected_loss, state.expected_loss, atol=1e-12)
         if r == 3:  # anchors were folded and packed
             assert (state.anchors.start >= 0).any()
+        # the loss matrix is kept only for a loss that is not the weighted Hamming loss
+        assert (state.token_loss.size > 0) == isinstance(structure, _AsymmetricLoss)
         duals[r] = dual
     lower, upper, _ = exact_optimum(bound, batch, Y, C)
     assert duals[1] < duals[3] < duals[10] <= upper + 1e-9

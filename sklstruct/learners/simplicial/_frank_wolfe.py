@@ -96,11 +96,6 @@ class AnchorStore:
         self.values = np.zeros(max(16, n_entries))
         self.used = np.zeros(1, dtype=np.int64)
 
-    @property
-    def nbytes(self):
-        return sum(a.nbytes for a in (self.start, self.capacity, self.n_node, self.n_pair,
-                                      self.keys, self.values))
-
     def reserve(self, n_entries):
         """Make room for a slot of ``n_entries`` after ``used[0]``: move the live slots to the
         front when abandoned slots take a quarter of the pool's used part or more, and grow
