@@ -22,7 +22,10 @@ DEBUG = os.environ.get("SKLSTRUCT_CYTHON_DEBUG", "0") == "1"
 # the mode of the last generation is kept here, and a change of mode regenerates them all
 MODE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "build", "cython-mode")
 MODE = "debug" if DEBUG else "release"
-previous_mode = open(MODE_FILE).read() if os.path.exists(MODE_FILE) else None
+previous_mode = None
+if os.path.exists(MODE_FILE):
+    with open(MODE_FILE) as f:
+        previous_mode = f.read()
 
 extensions = [
     Extension(

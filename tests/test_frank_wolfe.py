@@ -208,3 +208,16 @@ def test_distinct_features_in_chunks_equal_each_examples_features():
             assert _distinct_features(batch, n_features, ptr[-1], chunk) is not None
             if ptr[-1]:
                 assert _distinct_features(batch, n_features, ptr[-1] - 1, chunk) is None
+
+
+def test_a_cached_state_refuses_to_be_rescaled():
+    X, y = make_chain_data(n_sequences=8, n_states=3, n_features=3, max_length=4, seed=7)
+    bound, batch, Y = _bound(ChainStructure(), X, y)
+    state = MultiPointFrankWolfeState(bound, batch, Y, 0.5, 3, cached=True)
+    assert state.cached
+    with pytest.raises(ValueError, match="cached mode"):
+        state.rescale(np.full(bound.size_joint_feature_, 4.0))
+    scaled = MultiPointFrankWolfeState(bound, batch, Y, 0.5, 3, cached=True,
+                                       scale2=np.ones(bound.size_joint_feature_))
+    assert not scaled.cached
+    scaled.rescale(np.full(bound.size_joint_feature_, 4.0))

@@ -10,7 +10,7 @@ from ...base import BaseStructuredClassifier, Certificate
 from ...structures._scaled import scaled_structure
 from ...utils._sklearn_compat import Interval, StrOptions
 from ..cutting_plane import StructSVMCuttingPlane
-from ..simplicial._frank_wolfe import MultiPointFrankWolfeState
+from ..simplicial._frank_wolfe import MultiPointFrankWolfeState, supports_multi_point
 from ._solvers import LPCuttingPlane, constraint_directions, projected_subgradient
 
 _DEFAULT_MAX_ITER = {"em": 15, "subgradient": 1000, "cutting_plane": 500}
@@ -282,7 +282,7 @@ class L1M3N(BaseStructuredClassifier):
         lam, C = float(self.em_lambda), float(self.C)
         beta = np.full(size, np.sqrt(lam))
         compiled = structure.example_kernels(batch) is not None and \
-            len(structure.nonnegative_) == 0
+            len(structure.nonnegative_) == 0 and supports_multi_point(structure, batch)
         state = MultiPointFrankWolfeState(structure, batch, Y, C / (2.0 * lam), 5,
                                           scale2=beta ** 2) if compiled else None
         rng = np.random.RandomState(0)  # the M-steps' visiting orders

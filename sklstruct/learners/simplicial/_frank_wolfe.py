@@ -131,9 +131,9 @@ class MultiPointFrankWolfeState(DualWeights):
     its anchor (an :class:`AnchorStore` entry: the true labelling at first) and ``z_k`` its
     kept labellings (``max_points`` labels per token); its statistics are never stored
     apart from these, so the memory above the data is about the anchors' non-zero entries
-    (12 bytes each), ``2 * max_points`` bytes per token for the labels, ``8 * max_points^2``
-    bytes per example for the masters' Gram terms, and the kept token Gram matrices
-    (``TOKEN_GRAM_MB``).
+    (12 bytes each, in a pool with room to grow: up to about twice the live entries),
+    ``2 * max_points`` bytes per token for the labels, ``8 * max_points^2`` bytes per example
+    for the masters' Gram terms, and the kept token Gram matrices (``TOKEN_GRAM_MB``).
 
     In the cached mode every example keeps its anchor and points as dense rows over its own
     features (``(max_points + 1) x (n_example_features x n_states + n_pairwise)`` doubles), so
@@ -159,7 +159,6 @@ class MultiPointFrankWolfeState(DualWeights):
         # a loss other than the weighted Hamming loss is kept as its token loss matrix
         self.token_loss = np.zeros((0, S)) if _weighted_hamming(structure) else \
             np.ascontiguousarray(structure.token_loss(self.Y), dtype=np.float64)
-        self.anchors = AnchorStore(n, batch.n_tokens)
         self.anchor_loss = np.zeros(n) if not self.token_loss.size else np.bincount(
             batch.sequence_index, weights=self.token_loss[np.arange(batch.n_tokens), self.Y],
             minlength=n)
@@ -177,6 +176,8 @@ class MultiPointFrankWolfeState(DualWeights):
         self.gram_point_ok = np.zeros((n, max_points), dtype=np.uint8)
         self._set_up_cache(max_points, cached)
         self._set_up_token_grams(keep=not self.cached and scale2 is None)
+        # (the cached rows hold the anchors in the cached mode)
+        self.anchors = AnchorStore(n, 0 if self.cached else batch.n_tokens)
         self.last_gain = 0.0
         self.certificate()
 
@@ -218,6 +219,12 @@ class MultiPointFrankWolfeState(DualWeights):
                     batch.take(kept), labels, per_sequence=True)
                 ).reshape(kept.size, -1)
         return node, pair
+
+    def rescale(self, scale2):
+        if self.cached:
+            raise ValueError("the cached mode keeps unscaled rows: make the state with "
+                             "scale2 to rescale it.")
+        return super().rescale(scale2)
 
     def _statistics_weights(self):
         self.WT[:] = 0.0

@@ -640,13 +640,12 @@ cdef class _MultiPoint(_Pass):
                 n_pair += 1
         need = n_node + n_pair
         if self.anchor_start[i] < 0 or self.anchor_capacity[i] < need:
-            self.anchor_start[i] = -1  # (abandons the old slot)
             need += need // 4 + 2  # room to grow in place
             if self.pool_used[0] + need > self.pool_keys.shape[0]:
                 with gil:
                     self.anchors.reserve(need)
                     self.bind_pool()
-            self.anchor_start[i] = self.pool_used[0]
+            self.anchor_start[i] = self.pool_used[0]  # (abandons the old slot)
             self.anchor_capacity[i] = need
             self.pool_used[0] += need
         k = self.anchor_start[i]
@@ -665,10 +664,10 @@ cdef class _MultiPoint(_Pass):
         return 0
 
     # --------------------------------------------------------------- points
-    cdef void point_entries(self, intp_t i, intp_t lo, intp_t length,
-                            intp_t pt) noexcept nogil:
-        """Point ``pt``'s pairwise entries (row ``pt`` of the entries) and its score at the
-        current weights (``w.scores``) into ``w.point_score[pt]``."""
+    cdef void point_entries(self, intp_t i, intp_t lo, intp_t length, intp_t pt,
+                            bint scored=True) noexcept nogil:
+        """Point ``pt``'s pairwise entries (row ``pt`` of the entries) and, when ``scored``,
+        its score at the current weights (``w.scores``) into ``w.point_score[pt]``."""
         cdef intp_t t, e, n
         cdef double total = 0.0
         cdef int64_t* labels = self.w.point_labels
@@ -676,11 +675,14 @@ cdef class _MultiPoint(_Pass):
         cdef double* value = self.w.entry_value + pt * self.stride
         for t in range(length):
             labels[t] = self.vertex_labels[lo + t, pt]
-            total += self.w.scores[t * self.S + labels[t]]
         n = self.kernels.pairwise_entries(i, labels, index, value)
+        self.w.entry_count[pt] = n
+        if not scored:
+            return
+        for t in range(length):
+            total += self.w.scores[t * self.S + labels[t]]
         for e in range(n):
             total += self.theta[index[e]] * value[e]
-        self.w.entry_count[pt] = n
         self.w.point_score[pt] = total
 
     cdef double anchor_weight(self, intp_t i) noexcept nogil:
@@ -1235,7 +1237,7 @@ cdef class _MultiPoint(_Pass):
         for e in range(self.P):
             pair_sum[e] += weight * self.w.anchor_pair[e]
         for pt in range(m):
-            self.point_entries(i, lo, length, pt)
+            self.point_entries(i, lo, length, pt, False)
             for e in range(self.w.entry_count[pt]):
                 pair_sum[self.w.entry_index[pt * self.stride + e]] += \
                     self.vertex_weight[i, pt] * self.w.entry_value[pt * self.stride + e]
