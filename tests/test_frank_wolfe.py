@@ -221,3 +221,23 @@ def test_a_cached_state_refuses_to_be_rescaled():
                                        scale2=np.ones(bound.size_joint_feature_))
     assert not scaled.cached
     scaled.rescale(np.full(bound.size_joint_feature_, 4.0))
+
+
+@pytest.mark.parametrize("max_points", [2, 5])
+def test_masters_from_token_and_feature_statistics_agree(max_points):
+    """The masters' Gram matrices from the token Gram matrix and from the feature statistics
+    are the same matrices: over the first passes the iterates agree to the masters' solver
+    tolerance (later, a point dropped at a near tie can differ, and the paths part)."""
+    X, y = make_chain_data(n_sequences=15, n_states=4, n_features=6, max_length=9, seed=5)
+    bound, batch, Y = _bound(ChainStructure(), X, y)
+    weights = {}
+    for how in ("tokens", "features"):
+        state = MultiPointFrankWolfeState(bound, batch, Y, 2.0, max_points, cached=False)
+        state.master_gram = how
+        rng = np.random.RandomState(0)
+        for _ in range(5):
+            state.run_pass(rng.permutation(batch.n_sequences))
+        assert state.n_vertices.max() >= 2
+        weights[how] = state.certificate()[0].copy()
+    assert np.abs(weights["tokens"]).max() > 0.1
+    np.testing.assert_allclose(weights["tokens"], weights["features"], atol=1e-5)

@@ -179,6 +179,9 @@ class MultiPointFrankWolfeState(DualWeights):
         # (the cached rows hold the anchors in the cached mode)
         self.anchors = AnchorStore(n, 0 if self.cached else batch.n_tokens)
         self.last_gain = 0.0
+        # how the uncached masters get their Gram matrices: "auto" (the cheaper per example),
+        # "tokens" (where possible) or "features"
+        self.master_gram = "auto"
         self.certificate()
 
     def point_statistics(self):
