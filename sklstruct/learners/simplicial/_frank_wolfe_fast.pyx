@@ -918,6 +918,21 @@ cdef class _MultiPoint(_Pass):
                                       - self.gram_anchor[i, l] + self.gram_points[i, pt, l])
                 G[l * m + pt] = G[pt * m + l]
 
+    cdef double point_product(self, intp_t lo, intp_t length, intp_t pt,
+                              const double* block) noexcept nogil:
+        """``<X^T Z_pt, B>`` in the norm weighted by the squared scales, for a block ``B``
+        over the example's features (slots): a sum over its stored entries."""
+        cdef intp_t t, z
+        cdef int64_t q
+        cdef double total = 0.0
+        cdef bint scaled = self.scale2.shape[0] > 0
+        for t in range(length):
+            z = self.vertex_labels[lo + t, pt]
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                total += self.data[q] * block[self.slot[self.indices[q]] * self.S + z] * (
+                    self.scale2[self.indices[q] * self.S + z] if scaled else 1.0)
+        return total
+
     cdef void unary_gram_features(self, intp_t lo, intp_t length, intp_t m,
                                   const int32_t* touched, intp_t n_touched, double* stats,
                                   double* G) noexcept nogil:
@@ -930,7 +945,7 @@ cdef class _MultiPoint(_Pass):
         blocks."""
         cdef intp_t S = self.S, block = n_touched * S, k, t, s, pt, l, at, z
         cdef int64_t q
-        cdef double x, total, C2 = self.C * self.C
+        cdef double x, C2 = self.C * self.C
         cdef double* a = stats
         cdef double* zl = stats + block
         cdef bint scaled = self.scale2.shape[0] > 0
@@ -951,28 +966,15 @@ cdef class _MultiPoint(_Pass):
                 x = a[k * S + s]
                 anchor_self += x * x * (self.scale2[touched[k] * S + s] if scaled else 1.0)
         for pt in range(m):
-            total = 0.0
-            for t in range(length):
-                z = self.vertex_labels[lo + t, pt]
-                for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
-                    at = self.slot[self.indices[q]] * S + z
-                    total += self.data[q] * a[at] * (
-                        self.scale2[self.indices[q] * S + z] if scaled else 1.0)
-            anchor_point[pt] = total
+            anchor_point[pt] = self.point_product(lo, length, pt, a)
         for l in range(m):
             for t in range(length):
                 z = self.vertex_labels[lo + t, l]
                 for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
                     zl[self.slot[self.indices[q]] * S + z] += self.data[q]
             for pt in range(l + 1):
-                total = 0.0
-                for t in range(length):
-                    z = self.vertex_labels[lo + t, pt]
-                    for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
-                        at = self.slot[self.indices[q]] * S + z
-                        total += self.data[q] * zl[at] * (
-                            self.scale2[self.indices[q] * S + z] if scaled else 1.0)
-                G[pt * m + l] = C2 * (anchor_self - anchor_point[pt] - anchor_point[l] + total)
+                G[pt * m + l] = C2 * (anchor_self - anchor_point[pt] - anchor_point[l]
+                                      + self.point_product(lo, length, pt, zl))
                 G[l * m + pt] = G[pt * m + l]
             for t in range(length):
                 z = self.vertex_labels[lo + t, l]
