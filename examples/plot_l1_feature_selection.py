@@ -27,8 +27,9 @@ n_relevant = 30
 # Three models
 # ------------
 # An l2 model (``M3NSimplicialDecomposition``), ``L1M3N`` with its cutting-plane solver (the
-# paper's Algorithm 1, which solves the l1 problem at this ``C``) and ``L1M3N`` with its
-# default EM solver (the adaptive M3N: ``em_lambda`` sets the sparsity).
+# paper's Algorithm 1, which solves the l1 problem at this ``C``) and ``L1M3N``'s EM solver
+# with a fixed ``em_lambda`` (the paper's adaptive M3N, whose ``em_lambda`` sets the
+# sparsity; the default ``em_lambda=None`` solves the l1 problem at this ``C`` instead).
 
 models = {
     "l2: M3NSimplicialDecomposition(C=0.1)": M3NSimplicialDecomposition(C=0.1,

@@ -73,9 +73,14 @@ def test_l2_learners_reach_the_exact_optimum(structure, learner):
 @pytest.mark.parametrize("solver", ["cutting_plane", "em", "subgradient"])
 def test_l1_learner_trains(structure, solver):
     X, y = _data()
-    params = dict(radius=2.0) if solver == "subgradient" else {}
+    params = {"subgradient": dict(radius=2.0), "em": dict(tol=1e-8, max_iter=200)}.get(solver, {})
     model = _fit(L1M3N(STRUCTURES[structure](), C=0.7, solver=solver, **params), X, y)
     assert np.all(np.isfinite(model.w_)) and len(model.predict(X)) == len(X)
+    if solver == "em":  # the default EM solves P1 at C, on compiled and Python oracles alike
+        batch, y_flat, _ = model._validate_input(X, y, reset=False)
+        Y = model._encode_known(np.asarray(y_flat))
+        optimum, _ = _exact_p1(model.structure_, batch, Y, 0.7)
+        assert optimum - 1e-9 <= model.objective(X, y) <= optimum * (1 + 1e-4)
     if solver == "cutting_plane":
         batch, y_flat, _ = model._validate_input(X, y, reset=False)
         Y = model._encode_known(np.asarray(y_flat))

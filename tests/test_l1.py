@@ -92,6 +92,47 @@ def test_em_fixed_point_solves_p1_at_the_mapped_C(em_lambda):
     assert optimum - 1e-9 <= ours <= optimum * (1 + 1e-3)
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("C", [0.05, 0.3])
+def test_default_em_solves_p1_at_this_C_with_a_valid_certificate(seed, C):
+    """em_lambda=None: the EM reaches the exact optimum of P1 at the estimator's C, with the
+    optimum's support, and every recorded lower bound is below the optimum and closes on it."""
+    X, y, batch = _problem(seed)
+    model = L1M3N(ChainStructure(), C=C, tol=1e-10, max_iter=300).fit(X, y)
+    Y = model._encode_known(np.concatenate(y))
+    optimum, w_optimum = _exact_p1(model.structure_, batch, Y, C)
+    h = model.history_
+    assert np.all(h["C_P1"] == C)
+    assert h["primal"][-1] == pytest.approx(_p1(model, batch, Y, model.w_, C), rel=1e-12)
+    assert optimum - 1e-9 <= h["primal"][-1] <= optimum * (1 + 1e-6)
+    assert np.all(h["dual"] <= optimum + 1e-9)  # a lower bound at every iteration
+    assert h["dual"][-1] >= optimum * (1 - 1e-4)
+    np.testing.assert_array_equal(model.w_ != 0, np.abs(w_optimum) > 1e-9)
+
+
+def test_default_em_multiclass_matches_the_exact_lp():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 8))
+    y = (X[:, 2] > 0).astype(int) + (X[:, 5] > 0.5)
+    model = L1M3N(C=0.2, tol=1e-10, max_iter=300, fit_intercept=False).fit(X, y)
+    batch = SequenceBatch(X, np.arange(41, dtype=np.int64))
+    optimum, _ = _exact_p1(model.structure_, batch, model._encode_known(y), 0.2)
+    assert model.objective(X, y) == pytest.approx(optimum, rel=1e-6)
+    assert model.history_["dual"][-1] <= optimum + 1e-9
+
+
+def test_variational_scales_zero_small_weights_and_let_violators_re_enter():
+    model = L1M3N(threshold=0.1)
+
+    class _State:
+        statistic_weights = np.array([0.5, 0.9, 0.2, -0.7, 0.1])
+
+    w, beta = model._variational_scales(np.array([2.0, 0.1, -0.5, 0.0, 0.0]), _State())
+    np.testing.assert_array_equal(w, [2.0, 0.0, -0.5, 0.0, 0.0])
+    # sqrt(2 |w|) on the support; zeros with |v| > 1/2 re-enter at sqrt(2 * 0.1 * 2)
+    np.testing.assert_allclose(beta, [2.0, np.sqrt(0.4), 1.0, np.sqrt(0.4), 0.0])
+
+
 def test_subgradient_reaches_the_p1_prime_optimum_at_the_mapped_radius():
     """P1 with C has the solution of P1' with radius ||w*_C||_1 (tolerance 1e-2 absolute)."""
     X, y, batch = _problem(1)

@@ -52,7 +52,7 @@ def test_verbose_prints_the_same_columns_for_every_learner(model, capsys):
     last = LINE.match(lines[-1])
     # the last line is the last check, whose figures are the certificate in history_
     assert float(last["primal"]) == pytest.approx(history["primal"][-1], rel=1e-5)
-    # (L1M3N's EM and subgradient steps have no dual bound: NaN on both sides)
+    # (L1M3N's subgradient steps have no dual bound: NaN on both sides)
     assert float(last["dual"]) == pytest.approx(history["dual"][-1], rel=1e-5, abs=1e-12,
                                                 nan_ok=True)
     assert int(last["calls"]) == int(history["oracle_calls"][-1])
