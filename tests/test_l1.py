@@ -127,10 +127,11 @@ def test_variational_scales_zero_small_weights_and_let_violators_re_enter():
     class _State:
         statistic_weights = np.array([0.5, 0.9, 0.2, -0.7, 0.1])
 
-    w, beta = model._variational_scales(np.array([2.0, 0.1, -0.5, 0.0, 0.0]), _State())
+    w = np.array([2.0, 0.1, -0.5, 0.0, 0.0])
+    scale2 = model._variational_scales(w, _State())
     np.testing.assert_array_equal(w, [2.0, 0.0, -0.5, 0.0, 0.0])
-    # sqrt(2 |w|) on the support; zeros with |v| > 1/2 re-enter at sqrt(2 * 0.1 * 2)
-    np.testing.assert_allclose(beta, [2.0, np.sqrt(0.4), 1.0, np.sqrt(0.4), 0.0])
+    # 2 |w| on the support; zeros with |v| > 1/2 re-enter at 2 * 0.1 * 2
+    np.testing.assert_allclose(scale2, [4.0, 0.4, 1.0, 0.4, 0.0])
 
 
 def test_subgradient_reaches_the_p1_prime_optimum_at_the_mapped_radius():

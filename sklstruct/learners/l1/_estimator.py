@@ -284,13 +284,14 @@ class L1M3N(BaseStructuredClassifier):
             g = m_step._fit_batch(batch, Y, np.ones(batch.n_sequences))
         return g, int(m_step.history_["oracle_calls"][-1])
 
-    def _m_step_frank_wolfe(self, batch, beta, state, target, rng):
-        """The M-step by the compiled restricted simplicial decomposition passes on the dual,
-        warm-started from the last M-step's dual point (the dual distributions do not depend
-        on ``beta``), until its relative duality gap is at most ``target``, within a pass
-        budget that grows as ``tol`` tightens (``max(100, min(2000, 0.1 / tol))``); returns
-        ``(g, oracle calls)``."""
-        state.rescale(beta ** 2)
+    def _m_step_frank_wolfe(self, batch, scale2, state, target, rng):
+        """The M-step by the compiled restricted simplicial decomposition passes on the dual
+        with squared scales ``scale2``, warm-started from the last M-step's dual point (the
+        dual distributions do not depend on the scales), until its relative duality gap is at
+        most ``target``, within a pass budget that grows as ``tol`` tightens
+        (``max(100, min(2000, 0.1 / tol))``); returns the oracle calls (the solution is the
+        state's: ``v = state.statistic_weights``, ``w = state.w = scale2 * v``)."""
+        state.rescale(scale2)
         calls, primal = 0, np.inf
         budget = int(max(100, min(2000, 0.1 / self.tol)))
         for passes in range(1, budget + 1):
@@ -302,26 +303,31 @@ class L1M3N(BaseStructuredClassifier):
                 calls += batch.n_sequences
                 if primal - dual <= target * abs(primal):
                     break
-        return beta * state.statistic_weights, calls
+        return calls
 
     def _variational_scales(self, w, state):
-        """``em_lambda=None``: zero the weights below ``threshold * max |w|``; the next
-        M-step's scales ``beta_k = sqrt(2 |w_k|)``, and ``sqrt(2 threshold max |w|)`` for a zero
-        weight whose dual statistic ``|v_k|`` exceeds 1/2 (it re-enters)."""
-        largest = float(np.abs(w).max(initial=0.0))
-        w = np.where(np.abs(w) > self.threshold * largest, w, 0.0)
-        beta = np.sqrt(2.0 * np.abs(w))
+        """``em_lambda=None``: set the weights with ``|w_k| <= threshold * max |w|`` to 0 (in
+        place); return the next M-step's squared scales ``2 |w_k|``, and
+        ``2 threshold max |w|`` for a zero weight whose dual statistic ``|v_k|`` exceeds 1/2
+        (it re-enters)."""
+        scale2 = np.abs(w)
+        largest = float(scale2.max(initial=0.0))
+        dropped = scale2 <= self.threshold * largest
+        w[dropped] = 0.0
+        scale2[dropped] = 0.0
+        scale2 *= 2.0
         if state is not None and largest > 0:
-            re_enter = (w == 0.0) & (np.abs(state.statistic_weights) > 0.5)
-            beta[re_enter] = np.sqrt(2.0 * self.threshold * largest)
-        return w, beta
+            v = state.statistic_weights
+            scale2[dropped & ((v > 0.5) | (v < -0.5))] = 2.0 * self.threshold * largest
+        return scale2
 
     def _l1_dual_bound(self, state, objective, certificate):
         """A lower bound on min P1 from the M-step's dual point (see ``solver="em"``):
         ``max(E min(1, 1 / (2 ||v||_inf)), E - R (||v||_inf - 1/2)_+)`` with ``R`` twice the
         smallest P1 seen."""
         expected = float(self.C) * float(state.expected_loss.sum())
-        largest = float(np.abs(state.statistic_weights).max(initial=0.0))
+        v = state.statistic_weights
+        largest = max(float(v.max(initial=0.0)), -float(v.min(initial=0.0)))
         primals = certificate.rows["primal"]
         radius = 2.0 * min([objective] + primals)
         scaled = expected * min(1.0, 0.5 / largest) if largest > 0 else expected
@@ -333,38 +339,48 @@ class L1M3N(BaseStructuredClassifier):
         size = structure.size_joint_feature_
         C = float(self.C)
         variational = self.em_lambda is None
+        # the M-step: min_g 1/2 ||g||^2 + m_step_C sum_i H_i(beta * g), scale2 = beta^2
         if variational:  # the first M-step is the l2 problem at C
-            m_step_C, beta = C, np.ones(size)
+            m_step_C, scale2 = C, np.ones(size)
         else:
             lam = float(self.em_lambda)
             m_step_C, beta = C / (2.0 * lam), np.full(size, np.sqrt(lam))
+            scale2 = beta ** 2
         compiled = structure.example_kernels(batch) is not None and \
             len(structure.nonnegative_) == 0 and supports_multi_point(structure, batch)
         state = MultiPointFrankWolfeState(structure, batch, Y, m_step_C, 5,
-                                          scale2=beta ** 2) if compiled else None
+                                          scale2=scale2) if compiled else None
         rng = np.random.RandomState(0)  # the M-steps' visiting orders
         calls, objective, change, lower = 0, np.inf, np.inf, -np.inf
         for iteration in range(1, max_iter + 1):
+            if variational:
+                beta = None if compiled else np.sqrt(scale2)
             if compiled:  # the M-step's precision follows the EM's progress
                 target = max(self.tol, min(0.1, 0.1 * change))
-                gamma, m_calls = self._m_step_frank_wolfe(batch, beta, state, target, rng)
+                calls += self._m_step_frank_wolfe(batch, scale2, state, target, rng)
+                # the effective weights scale2 * v (the state's array: the next M-step
+                # recomputes it from the statistics), or the paper's g = beta * v
+                w = state.w if variational else None
+                gamma = None if variational else beta * state.statistic_weights
             else:
                 gamma, m_calls = self._m_step_scaled_structure(batch, Y, beta, m_step_C)
-            calls += m_calls
-            w = beta * gamma
+                calls += m_calls
+                w = beta * gamma if variational else None
             if variational:
-                w, new_beta = self._variational_scales(w, state)
+                scale2 = self._variational_scales(w, state)
             else:
                 norm = float(np.linalg.norm(gamma))
                 new_beta = np.sqrt(size) * np.abs(gamma) / norm if norm > 0 \
                     else np.zeros(size)
                 new_beta[new_beta < self.threshold] = 0.0
-                w = np.where(new_beta > 0, w, 0.0)
+                w = np.where(new_beta > 0, beta * gamma, 0.0)
+                beta = new_beta
+                scale2 = beta ** 2
             hinge, _, _ = self._hinge(batch, Y, w)
             new_objective = self._p1(w, hinge)
             change = abs(objective - new_objective) / abs(new_objective) \
                 if np.isfinite(objective) else np.inf
-            objective, beta = new_objective, new_beta
+            objective = new_objective
             if variational and state is not None:
                 lower = max(lower, self._l1_dual_bound(state, objective, certificate))
             l1 = float(np.abs(w).sum())
@@ -376,5 +392,5 @@ class L1M3N(BaseStructuredClassifier):
                 break
         certificate.finish(iteration, what=f"a relative change of the objective <= "
                                            f"tol={self.tol}")
-        self.beta_ = beta
+        self.beta_ = np.sqrt(scale2) if variational else beta
         return w
