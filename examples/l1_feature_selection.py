@@ -2,7 +2,9 @@
 
 Synthetic chains (``make_sparse_chain``: 100 input features, of which only the first 30 carry
 information) are labelled by L1M3N and by the L2 cutting-plane learner. L1M3N sets the weights
-of most irrelevant features to exact zeros; the L2 model uses all of them. ``SelectFromModel``
+of most irrelevant features to exact zeros; the L2 model uses all of them. The cutting plane and
+the default EM solve the same l1 problem (at C=0.01; the EM to its tolerance, with more small
+weights); the paper's EM with a fixed lambda solves it at a C of its own. ``SelectFromModel``
 then keeps the selected features in a Pipeline.
 """
 
@@ -21,7 +23,8 @@ def main():
     models = {
         "StructSVMCuttingPlane (l2), C=0.1": StructSVMCuttingPlane(C=0.1),
         "L1M3N cutting_plane, C=0.01": L1M3N(solver="cutting_plane", C=0.01),
-        "L1M3N em, lambda=1000": L1M3N(solver="em", C=1.0, em_lambda=1000.0),
+        "L1M3N em (default), C=0.01": L1M3N(C=0.01),
+        "L1M3N em, paper's lambda=1000": L1M3N(solver="em", C=1.0, em_lambda=1000.0),
     }
     for name, model in models.items():
         model.fit(X_train, y_train)

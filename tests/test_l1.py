@@ -134,6 +134,30 @@ def test_variational_scales_zero_small_weights_and_let_violators_re_enter():
     np.testing.assert_allclose(scale2, [4.0, 0.4, 1.0, 0.4, 0.0])
 
 
+def test_default_em_prunes_weights_without_raising_p1():
+    """The EM's last step sets small weights to zero only when P1 does not increase, and the
+    last record of history_ certifies the returned weights."""
+    X, y = make_sparse_chain(100, random_state=0)
+    model = L1M3N(C=0.01).fit(X, y)
+    batch, y_flat, _ = model._validate_input(X, y, reset=False)
+    Y = model._encode_known(np.asarray(y_flat))
+    h = model.history_
+    assert h["primal"][-1] == pytest.approx(_p1(model, batch, Y, model.w_, 0.01), rel=1e-12)
+    assert h["n_nonzero"][-1] == np.count_nonzero(model.w_)
+    assert h["dual"][-1] <= h["primal"][-1]
+    # noise on the zero weights: pruning removes it and never returns a worse P1
+    rng = np.random.default_rng(0)
+    noisy = model.w_ + np.where(model.w_ == 0, 1e-4 * rng.standard_normal(model.w_.size), 0)
+    noisy_p1 = _p1(model, batch, Y, noisy, 0.01)
+    pruned, value = model._pruned(batch, Y, noisy, noisy_p1)
+    assert value == pytest.approx(_p1(model, batch, Y, pruned, 0.01), rel=1e-12)
+    assert value <= noisy_p1
+    assert np.count_nonzero(pruned) <= np.count_nonzero(model.w_)
+    # nothing to gain: the weights come back unchanged
+    same, same_value = model._pruned(batch, Y, noisy, -np.inf)
+    assert same is noisy and same_value == -np.inf
+
+
 def test_subgradient_reaches_the_p1_prime_optimum_at_the_mapped_radius():
     """P1 with C has the solution of P1' with radius ||w*_C||_1 (tolerance 1e-2 absolute)."""
     X, y, batch = _problem(1)
