@@ -121,17 +121,42 @@ def test_default_em_multiclass_matches_the_exact_lp():
     assert model.history_["dual"][-1] <= optimum + 1e-9
 
 
-def test_variational_scales_zero_small_weights_and_let_violators_re_enter():
-    model = L1M3N(threshold=0.1)
+def test_variational_step_drops_shrinking_small_weights_and_lets_violators_re_enter():
+    X, y, batch = _problem(3)
+    model = L1M3N(ChainStructure(), C=0.3, tol=1e-8, max_iter=100).fit(X, y)
+    Y = model._encode_known(np.concatenate(y))
+    K, largest = model.w_.size, np.abs(model.w_).max()
+    zeros = np.flatnonzero(model.w_ == 0)
+    rng = np.random.default_rng(0)
+    noisy = model.w_.copy()
+    noisy[zeros] = 1e-4 * largest * rng.uniform(0.5, 1.0, zeros.size)
 
-    class _State:
-        statistic_weights = np.array([0.5, 0.9, 0.2, -0.7, 0.1])
+    class _State:  # the M-step's dual statistic v
+        statistic_weights = np.zeros(K)
 
-    w = np.array([2.0, 0.1, -0.5, 0.0, 0.0])
-    scale2 = model._variational_scales(w, _State())
-    np.testing.assert_array_equal(w, [2.0, 0.0, -0.5, 0.0, 0.0])
-    # 2 |w| on the support; zeros with |v| > 1/2 re-enter at 2 * 0.1 * 2
-    np.testing.assert_allclose(scale2, [4.0, 0.4, 1.0, 0.4, 0.0])
+    v = _State.statistic_weights
+    v[zeros[0]], v[zeros[1]] = 0.6, -0.3  # zeros[0] grows, zeros[1] shrinks
+    model.set_params(threshold=1e-3)
+    w, objective, scale2 = model._variational_step(batch, Y, noisy.copy(), _State(),
+                                                   reference=2 * largest)
+    assert objective == pytest.approx(_p1(model, batch, Y, w, 0.3), rel=1e-12)
+    # small and shrinking (|v| < 1/2): dropped; small but growing: kept
+    assert w[zeros[1]] == 0 and w[zeros[0]] == noisy[zeros[0]]
+    np.testing.assert_allclose(scale2[w != 0], 2 * np.abs(w[w != 0]))
+    # a zero weight with |v| > 1/2 re-enters at 2 threshold reference
+    v[zeros[1]] = -0.8
+    w, _, scale2 = model._variational_step(batch, Y, model.w_.copy(), _State(),
+                                           reference=2 * largest)
+    assert w[zeros[1]] == 0 and scale2[zeros[1]] == pytest.approx(2 * 1e-3 * 2 * largest)
+    # without a dual statistic a drop is made only when P1 does not rise: the noise goes,
+    # and dropping every weight (threshold 1) does not happen
+    w, objective, _ = model._variational_step(batch, Y, noisy.copy(), None, reference=largest)
+    assert np.all(w[zeros] == 0)
+    assert objective == pytest.approx(_p1(model, batch, Y, w, 0.3), rel=1e-12)
+    assert objective <= _p1(model, batch, Y, noisy, 0.3)
+    model.set_params(threshold=1.0)
+    w, objective, _ = model._variational_step(batch, Y, model.w_.copy(), None, reference=largest)
+    np.testing.assert_array_equal(w, model.w_)
 
 
 def test_default_em_prunes_weights_without_raising_p1():

@@ -62,19 +62,25 @@ class L1M3N(BaseStructuredClassifier):
         minimises ``1/4 sum_k w_k^2 / eta_k + C sum_i H_i(w)`` with ``eta = |w|`` of the
         previous iterate (``beta_k^2 = 2 |w_k|``, ``C_m = C``; the first M-step is the l2
         problem), a majorise-minimise step that never increases P1 when the M-step is exact.
-        Weights with ``|w_k| <= threshold * max |w|`` become exact zeros; a zero weight whose
-        dual statistic ``v_k`` (below) leaves ``[-1/2, 1/2]`` re-enters with
-        ``eta_k = threshold * max |w|``, so a fixed point satisfies the optimality conditions
-        of P1 (``v_k = sign(w_k) / 2`` on the support, ``|v_k| <= 1/2`` off it). Every M-step's
-        dual point ``a`` (distributions over labellings) certifies P1: with
-        ``v = C sum_i (Psi(x_i, y_i) - E_a[Psi])``, ``E = C sum_i E_a[Delta]`` and ``R`` twice
-        the smallest P1 seen (a bound on ``||w*||_1``), ``min P1 >= max(E min(1, 1 / (2
-        ||v||_inf)), E - R (||v||_inf - 1/2)_+)`` (``history_["dual"]``, the best bound so far).
-        The bound is loose while weights are still moving to or from zero (their ``v_k``
-        barely affects the M-step), so the change of P1 usually stops the fit first. Small
-        weights reach zero only slowly (each M-step multiplies them by ``2 |v_k| < 1``), so
-        the last iterate's weights below ``eps * max |w|`` are set to zero for the largest
-        ``eps`` in 0.1, 0.03, 0.01, 0.003, 0.001 that does not increase P1.
+        The M-step's dual statistic ``v = C sum_i (Psi(x_i, y_i) - E_a[Psi])`` (``a`` its
+        dual point, distributions over labellings) gives the next weights ``w_k = 2 |w_k|
+        v_k``: a weight with ``|v_k| < 1/2`` shrinks, and once ``|w_k| <= threshold * max
+        |w|`` it becomes an exact zero (after the first M-step, whose scales are not
+        ``2 |w|``, and with structures without compiled kernels, a drop is made only when it
+        does not increase P1); a zero weight whose ``|v_k|`` exceeds 1/2 re-enters with
+        ``eta_k = threshold`` times the largest weight of the fit. So a fixed point satisfies
+        the optimality conditions of P1 (``v_k = sign(w_k) / 2`` on the support,
+        ``|v_k| <= 1/2`` off it). Keep ``threshold`` small: large values make weights near
+        it alternate between dropping and re-entering. Every M-step's dual point certifies
+        P1: with ``E = C sum_i E_a[Delta]`` and ``R`` twice the smallest P1 seen (a bound on
+        ``||w*||_1``), ``min P1 >= max(E min(1, 1 / (2 ||v||_inf)), E - R (||v||_inf -
+        1/2)_+)`` (``history_["dual"]``, the best bound so far; none for structures without
+        compiled kernels). The bound is loose while weights are still moving to or from zero
+        (their ``v_k`` barely affects the M-step), so the change of P1 usually stops the fit
+        first. The fit returns the iterate with the smallest P1 (the M-steps are inexact),
+        with the weights below ``eps * max |w|`` set to zero for the largest ``eps`` in 1,
+        0.1, 0.03, 0.01, 0.003, 0.001 that does not increase P1 (small weights reach zero
+        only slowly: each M-step multiplies them by ``2 |v_k| < 1``).
 
         ``em_lambda`` a float is the paper's adaptive M3N with fixed ``lambda``: problem (5),
         ``min_g lambda ||g||^2 + C sum_i xi_i``, i.e. ``C_m = C / (2 lambda)``, with
@@ -308,29 +314,45 @@ class L1M3N(BaseStructuredClassifier):
                     break
         return calls
 
-    def _variational_scales(self, w, state):
-        """``em_lambda=None``: set the weights with ``|w_k| <= threshold * max |w|`` to 0 (in
-        place); return the next M-step's squared scales ``2 |w_k|``, and
-        ``2 threshold max |w|`` for a zero weight whose dual statistic ``|v_k|`` exceeds 1/2
-        (it re-enters)."""
-        scale2 = np.abs(w)
-        largest = float(scale2.max(initial=0.0))
-        dropped = scale2 <= self.threshold * largest
-        w[dropped] = 0.0
-        scale2[dropped] = 0.0
-        scale2 *= 2.0
-        if state is not None and largest > 0:
-            v = state.statistic_weights
-            scale2[dropped & ((v > 0.5) | (v < -0.5))] = 2.0 * self.threshold * largest
-        return scale2
+    def _variational_step(self, batch, Y, w, state, reference):
+        """``em_lambda=None``, after an M-step with weights ``w``: the weights with
+        ``|w_k| <= threshold * max |w|`` are set to 0 when they are shrinking (their dual
+        statistic ``|v_k| < 1/2``: the next M-step would multiply them by ``2 |v_k|``), or,
+        without a dual statistic (``state`` None: the first M-step, whose scales are not
+        ``2 |w|``, or structures without compiled kernels), when that does not increase P1.
+        Returns ``(w, P1 at w, the next M-step's squared scales)``: ``2 |w_k|``, and
+        ``2 threshold reference`` for a zero weight whose ``|v_k|`` exceeds 1/2 (it
+        re-enters; ``reference`` the largest ``|w_k|`` of the fit so far)."""
+        magnitude = np.abs(w)
+        small = (magnitude <= self.threshold * float(magnitude.max(initial=0.0))) & \
+            (magnitude > 0)
+        v = state.statistic_weights if state is not None else None
+        if v is not None:
+            small &= (v < 0.5) & (v > -0.5)
+            w = np.where(small, 0.0, w)
+        hinge, _, _ = self._hinge(batch, Y, w)
+        objective = self._p1(w, hinge)
+        if v is None and small.any():
+            trial = np.where(small, 0.0, w)
+            hinge, _, _ = self._hinge(batch, Y, trial)
+            value = self._p1(trial, hinge)
+            if value <= objective:
+                w, objective = trial, value
+            else:
+                small[:] = False
+        magnitude[small] = 0.0
+        scale2 = np.multiply(magnitude, 2.0, out=magnitude)
+        if v is not None and reference > 0:
+            scale2[(w == 0.0) & ((v > 0.5) | (v < -0.5))] = 2.0 * self.threshold * reference
+        return w, objective, scale2
 
     def _pruned(self, batch, Y, w, objective):
         """The sparsest of ``w`` with its weights below ``eps * max |w|`` set to 0, for
-        ``eps`` in 0.1, 0.03, 0.01, 0.003, 0.001, whose P1 is at most ``objective`` (P1 at
-        ``w``), with its P1; ``(w, objective)`` when none is."""
+        ``eps`` in 1 (all weights), 0.1, 0.03, 0.01, 0.003, 0.001, whose P1 is at most
+        ``objective`` (P1 at ``w``), with its P1; ``(w, objective)`` when none is."""
         magnitude = np.abs(w)
         largest = float(magnitude.max(initial=0.0))
-        for eps in (0.1, 0.03, 0.01, 0.003, 0.001):
+        for eps in (1.0, 0.1, 0.03, 0.01, 0.003, 0.001):
             small = (magnitude <= eps * largest) & (magnitude > 0)
             if not small.any():
                 continue
@@ -372,6 +394,8 @@ class L1M3N(BaseStructuredClassifier):
                                           scale2=scale2) if compiled else None
         rng = np.random.RandomState(0)  # the M-steps' visiting orders
         calls, objective, change, lower = 0, np.inf, np.inf, -np.inf
+        # em_lambda=None: the iterate with the smallest P1, the largest weight seen
+        best, reference = (None, np.inf), 0.0
         for iteration in range(1, max_iter + 1):
             if variational:
                 beta = None if compiled else np.sqrt(scale2)
@@ -387,7 +411,9 @@ class L1M3N(BaseStructuredClassifier):
                 calls += m_calls
                 w = beta * gamma if variational else None
             if variational:
-                scale2 = self._variational_scales(w, state)
+                reference = max(reference, float(np.abs(w).max(initial=0.0)))
+                w, new_objective, scale2 = self._variational_step(
+                    batch, Y, w, state if iteration > 1 else None, reference)
             else:
                 norm = float(np.linalg.norm(gamma))
                 new_beta = np.sqrt(size) * np.abs(gamma) / norm if norm > 0 \
@@ -396,8 +422,8 @@ class L1M3N(BaseStructuredClassifier):
                 w = np.where(new_beta > 0, beta * gamma, 0.0)
                 beta = new_beta
                 scale2 = beta ** 2
-            hinge, _, _ = self._hinge(batch, Y, w)
-            new_objective = self._p1(w, hinge)
+                hinge, _, _ = self._hinge(batch, Y, w)
+                new_objective = self._p1(w, hinge)
             change = abs(objective - new_objective) / abs(new_objective) \
                 if np.isfinite(objective) else np.inf
             objective = new_objective
@@ -406,12 +432,16 @@ class L1M3N(BaseStructuredClassifier):
             l1 = float(np.abs(w).sum())
             C_p1 = C if variational else (C * size / (4.0 * lam * l1) if l1 > 0 else np.inf)
             converged = change <= self.tol or objective - lower <= self.tol * abs(objective)
-            if variational and (converged or iteration == max_iter or (
-                    self.max_time is not None and certificate.elapsed() >= self.max_time)):
-                # the last iterate: exact zeros for the weights still on their way to zero
-                w, objective = self._pruned(batch, Y, w, objective)
+            if variational:
+                if objective < best[1]:
+                    best = (w.copy(), objective)
+                if converged or iteration == max_iter or (
+                        self.max_time is not None and certificate.elapsed() >= self.max_time):
+                    # the last iterate: the best one seen, with exact zeros for the weights
+                    # still on their way to zero (M-steps are inexact: P1 may rise a little)
+                    w, objective = self._pruned(batch, Y, *best)
             if certificate.check(iteration, objective, lower if np.isfinite(lower) else np.nan,
-                                 calls, w=w, converged=converged,
+                                 calls, w=w.copy() if self.callback else w, converged=converged,
                                  n_nonzero=np.count_nonzero(w), C_P1=C_p1):
                 break
         certificate.finish(iteration, what=f"a relative change of the objective <= "
