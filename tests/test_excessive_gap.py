@@ -40,15 +40,16 @@ def _batch(X, y, model):
     return batch, model._encode_known(np.concatenate(y))
 
 
+@pytest.mark.parametrize("init_bias", [0.0, 2.0])
 @pytest.mark.parametrize("seed", range(4))
-def test_theorem_4_bound_and_condition_11_hold_at_every_iteration(seed):
+def test_theorem_4_bound_and_condition_11_hold_at_every_iteration(seed, init_bias):
     rng = np.random.default_rng(seed)
     structure = [ChainStructure(), ChainStructure(start_end=False)][seed % 2]
     X, y = make_chain_data(n_sequences=int(rng.integers(3, 7)), n_states=2 + seed % 2,
                            n_features=3, max_length=4, seed=50 + seed)
     C = float(rng.uniform(0.2, 2.0))
     model = _fit_quietly(M3NExcessiveGap(structure, C=C, smoothing="worst_case", tol=1e-12,
-                                         max_iter=300), X, y)
+                                         max_iter=300, init_bias=init_bias), X, y)
     batch, Y = _batch(X, y, model)
     n = batch.n_sequences
     # the estimator's mu_1 is at least the seed's L / sigma = max ||psi||^2 / lambda
@@ -63,9 +64,11 @@ def test_theorem_4_bound_and_condition_11_hold_at_every_iteration(seed):
     assert np.all(h["gap"] >= -1e-9)
 
 
-def test_adaptive_smoothing_keeps_condition_11_and_equation_12():
+@pytest.mark.parametrize("init_bias", [0.0, 3.0])
+def test_adaptive_smoothing_keeps_condition_11_and_equation_12(init_bias):
     X, y = make_chain_data(n_sequences=30, seed=2)
-    model = _fit_quietly(M3NExcessiveGap(C=1.0, tol=1e-12, max_iter=400), X, y)
+    model = _fit_quietly(M3NExcessiveGap(C=1.0, tol=1e-12, max_iter=400, init_bias=init_bias),
+                         X, y)
     h = model.history_
     scale = np.abs(h["dual"]).max()
     assert np.all(h["smoothed_primal"] <= h["dual"] + 1e-9 * scale)
@@ -74,12 +77,15 @@ def test_adaptive_smoothing_keeps_condition_11_and_equation_12():
     assert model.n_mu_increases_ > 0  # it starts below the worst case and had to correct
 
 
-def test_factored_iterates_equal_algorithm_1_on_the_explicit_dual():
-    """Algorithm 2 (marginals) reproduces Algorithm 1 (all labelings): same w_k and D(alpha_k)."""
+@pytest.mark.parametrize("init_bias", [0.0, 1.5])
+def test_factored_iterates_equal_algorithm_1_on_the_explicit_dual(init_bias):
+    """Algorithm 2 (marginals) reproduces Algorithm 1 (all labelings): same w_k and D(alpha_k),
+    from the uniform prox centre or one biased towards the true labels (alpha_0 proportional to
+    exp(init_bias * matches) = exp(-init_bias * Hamming loss) up to normalisation)."""
     X, y = make_chain_data(n_sequences=4, n_states=2, n_features=2, max_length=3, seed=3)
     C, steps = 0.7, 30
     model = _fit_quietly(M3NExcessiveGap(ChainStructure(), C=C, smoothing="worst_case",
-                                         tol=1e-12, max_iter=steps), X, y)
+                                         tol=1e-12, max_iter=steps, init_bias=init_bias), X, y)
     batch, Y = _batch(X, y, model)
     psi, loss = _explicit(model.structure_, batch, Y)
     n, lam, mu = batch.n_sequences, 1.0 / (batch.n_sequences * C), model.mu_init_
@@ -98,14 +104,17 @@ def test_factored_iterates_equal_algorithm_1_on_the_explicit_dual():
     def primal(w):
         return 0.5 * lam * w @ w + sum(np.max(c - p @ w) for c, p in zip(loss, psi)) / n
 
-    def best_response(w, mu):  # eq. (38)
-        return [softmax((c - p @ w) / mu) / n for c, p in zip(loss, psi)]
+    centre = [softmax(-init_bias * c) for c in loss]
+
+    def best_response(w, mu):  # eq. (38), with the prox centre's log-probabilities
+        return [softmax((c - p @ w) / mu + np.log(a0)) / n
+                for c, p, a0 in zip(loss, psi, centre)]
 
     def bregman(alpha, g):  # eq. (39)
         return [a * np.exp(-gi - np.max(-gi)) / np.sum(a * np.exp(-gi - np.max(-gi))) / n
                 for a, gi in zip(alpha, g)]
 
-    alpha0 = [np.full(len(c), 1.0 / (n * len(c))) for c in loss]
+    alpha0 = [a0 / n for a0 in centre]
     w = w_of(alpha0)
     alpha = bregman(alpha0, [-g / mu for g in grad(alpha0)])
     primals, duals = [], []
