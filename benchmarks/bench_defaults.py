@@ -19,6 +19,9 @@ prepared data (features are built once and cached in ``--cache``); the row repor
 wall time, the process's resident memory before the fit and its peak (``ru_maxrss``),
 test quality, the certified relative duality gap and the objective.
 
+A system may carry its own parameters, ``NAME{JSON}`` (on top of ``--params``; the row then
+has a ``params`` field), so that settings are compared within one run.
+
 ``--curve`` records, at every check of a sklstruct fit, the time (without the time spent
 scoring), the relative gap and the test quality (``benchmarks/results/defaults/``).
 
@@ -280,9 +283,15 @@ def main():
         return worker(args.worker, args.dataset, args.folder, args.C, params, args.curve)
     folder = prepare(args.dataset, args.data_home, args.cache)
     rows = []
-    for system in args.systems:
+    for entry in args.systems:
+        # "NAME" or "NAME{JSON}": that system's own parameters on top of --params
+        system, brace, own = entry.partition("{")
+        system_params = dict(params, **json.loads(brace + own)) if brace else params
         rows.append(run(system, args.dataset, folder, args.C,
-                        params if system in ESTIMATORS else {}, args.curve, args.timeout))
+                        system_params if system in ESTIMATORS else {}, args.curve,
+                        args.timeout))
+        if brace:
+            rows[-1]["params"] = system_params
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "curve"}), flush=True)
     quality = "chunk_F1" if args.dataset == "conll2000" else "letter_accuracy"
     print_table(rows, ["system", "fit_s", "rss_before_MB", "peak_RSS_MB", quality, "rel_gap",
