@@ -106,7 +106,7 @@ def test_theorem_1_factored_updates_equal_eg_qp_on_the_explicit_dual():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model = M3NExpGrad(ChainStructure(), C=C, algorithm="batch", eta=eta, step="fixed",
-                           tol=1e-12, max_iter=steps, check_every=1).fit(X, y)
+                           init_bias=0.0, tol=1e-12, max_iter=steps, check_every=1).fit(X, y)
     batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
     Y = model._encode_known(np.concatenate(y))
     directions, losses, groups = enumerate_constraints(model.structure_, batch, Y)
@@ -123,6 +123,23 @@ def test_theorem_1_factored_updates_equal_eg_qp_on_the_explicit_dual():
     np.testing.assert_allclose(-values[: steps + 1], model.history_["dual"], rtol=1e-9,
                                atol=1e-9)
     np.testing.assert_allclose(C * alpha @ directions, model.w_, atol=1e-8)
+
+
+def test_auto_init_bias_follows_the_number_of_weights_per_token():
+    """init_bias="auto": 5 when the model has more weights than the data has tokens, else 0;
+    the initial dual point is then the Gibbs distribution with that bias (its dual value)."""
+    rng = np.random.default_rng(0)
+    wide = [rng.normal(size=(3, 40)) for _ in range(5)]      # 2 x 40 + 8 weights, 15 tokens
+    narrow = [rng.normal(size=(30, 2)) for _ in range(5)]    # 2 x 2 + 8 weights, 150 tokens
+    labels = [np.arange(len(x)) % 2 for x in narrow]
+    for X, y, expected in [(wide, [np.arange(3) % 2] * 5, 5.0), (narrow, labels, 0.0)]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            auto = M3NExpGrad(C=0.5, max_iter=1).fit(X, y)
+            fixed = M3NExpGrad(C=0.5, max_iter=1, init_bias=expected).fit(X, y)
+        assert auto.init_bias_ == expected
+        np.testing.assert_allclose(auto.history_["dual"], fixed.history_["dual"])
+        np.testing.assert_allclose(auto.w_, fixed.w_)
 
 
 def test_warm_start_with_a_fixed_default_step_keeps_the_rates():
