@@ -429,8 +429,11 @@ class L1M3N(BaseStructuredClassifier):
             objective = new_objective
             if variational and state is not None:
                 lower = max(lower, self._l1_dual_bound(state, objective, certificate))
-            l1 = float(np.abs(w).sum())
-            C_p1 = C if variational else (C * size / (4.0 * lam * l1) if l1 > 0 else np.inf)
+            if variational:
+                C_p1 = C
+            else:
+                l1 = float(np.abs(w).sum())
+                C_p1 = C * size / (4.0 * lam * l1) if l1 > 0 else np.inf
             converged = change <= self.tol or objective - lower <= self.tol * abs(objective)
             if variational:
                 if objective < best[1]:
