@@ -42,8 +42,7 @@ class L1M3N(BaseStructuredClassifier):
         the l1 ball (Duchi et al. 2008), keeping the best iterate. The solution of P1 with a
         given ``C`` solves P1' with ``radius = ||w*_C||_1``; there is no duality-gap certificate
         (``history_["gap"]`` is NaN). ``C`` only sets the default ``radius``: the l1 norm
-        of the l2-regularised model at this ``C`` (:class:`M3NSimplicialDecomposition`
-        with ``tol=0.1, random_state=0``; ``radius_``).
+        of the l1 model at this ``C`` (``solver="em"`` stopped at ``tol=0.1``; ``radius_``).
     ``solver="em"`` (Algorithm 3, and its form that solves P1 at this ``C``)
         Alternates an l2 problem on joint features rescaled per weight (the M-step) with a
         closed-form update of the scales. Each M-step solves
@@ -113,7 +112,7 @@ class L1M3N(BaseStructuredClassifier):
         paper's problem (5) (larger values give sparser models; see ``solver="em"``).
     radius : float, default=None
         The l1 radius of P1' (``solver="subgradient"``); None takes the l1 norm of the
-        l2-regularised model at this ``C`` (see ``solver="subgradient"``).
+        l1 model at this ``C`` (see ``solver="subgradient"``).
     learning_rate : float, default=0.1
         Step scale of ``solver="subgradient"``.
     threshold : float, default=1e-4
@@ -262,18 +261,16 @@ class L1M3N(BaseStructuredClassifier):
         return w
 
     def _radius(self, batch, Y):
-        """``radius``, or by default the l1 norm of the l2-regularised M3N at this ``C``
-        solved to a relative gap of 0.1 (a cheap fit whose weights are feasible for P1' at
-        that radius)."""
+        """``radius``, or by default the l1 norm of the l1 model at this ``C`` (the default EM
+        stopped at ``tol=0.1``): the solution of P1 at ``C`` solves P1' at the l1 norm of
+        that solution."""
         if self.radius is not None:
             return float(self.radius)
-        from ..simplicial import M3NSimplicialDecomposition
-
-        l2 = M3NSimplicialDecomposition(C=self.C, tol=0.1, n_jobs=self.n_jobs, random_state=0)
-        l2.structure_ = self.structure_
+        em = L1M3N(C=self.C, tol=0.1, threshold=self.threshold, n_jobs=self.n_jobs)
+        em.structure_ = self.structure_
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            w = l2._fit_batch(batch, Y, np.ones(batch.n_sequences))
+            w = em._fit_batch(batch, Y, np.ones(batch.n_sequences))
         self.radius_ = float(np.abs(w).sum())
         return self.radius_
 
