@@ -212,6 +212,10 @@ class L1M3N(BaseStructuredClassifier):
     def _p1(self, w, hinge):
         return 0.5 * float(np.abs(w).sum()) + float(self.C) * float(hinge.sum())
 
+    def _objective(self, batch, Y, w):
+        """P1 at ``w`` (one loss-augmented decoding)."""
+        return self._p1(w, self._hinge(batch, Y, w)[0])
+
     # ------------------------------------------------------------------ Algorithm 1
     def _fit_cutting_plane(self, batch, Y, max_iter):
         certificate = Certificate(self, unit="round", extra_fields=("n_nonzero",
@@ -327,12 +331,10 @@ class L1M3N(BaseStructuredClassifier):
         if v is not None:
             small &= (v < 0.5) & (v > -0.5)
             w = np.where(small, 0.0, w)
-        hinge, _, _ = self._hinge(batch, Y, w)
-        objective = self._p1(w, hinge)
+        objective = self._objective(batch, Y, w)
         if v is None and small.any():
             trial = np.where(small, 0.0, w)
-            hinge, _, _ = self._hinge(batch, Y, trial)
-            value = self._p1(trial, hinge)
+            value = self._objective(batch, Y, trial)
             if value <= objective:
                 w, objective = trial, value
             else:
@@ -354,23 +356,20 @@ class L1M3N(BaseStructuredClassifier):
             if not small.any():
                 continue
             trial = np.where(small, 0.0, w)
-            hinge, _, _ = self._hinge(batch, Y, trial)
-            value = self._p1(trial, hinge)
+            value = self._objective(batch, Y, trial)
             if value <= objective:
                 return trial, value
         return w, objective
 
-    def _l1_dual_bound(self, state, objective, certificate):
+    def _l1_dual_bound(self, state, smallest_p1):
         """A lower bound on min P1 from the M-step's dual point (see ``solver="em"``):
-        ``max(E min(1, 1 / (2 ||v||_inf)), E - R (||v||_inf - 1/2)_+)`` with ``R`` twice the
-        smallest P1 seen."""
+        ``max(E min(1, 1 / (2 ||v||_inf)), E - R (||v||_inf - 1/2)_+)`` with ``R`` twice
+        ``smallest_p1``, the smallest P1 seen."""
         expected = float(self.C) * float(state.expected_loss.sum())
         v = state.statistic_weights
         largest = max(float(v.max(initial=0.0)), -float(v.min(initial=0.0)))
-        primals = certificate.rows["primal"]
-        radius = 2.0 * min([objective] + primals)
         scaled = expected * min(1.0, 0.5 / largest) if largest > 0 else expected
-        return max(scaled, expected - radius * max(0.0, largest - 0.5))
+        return max(scaled, expected - 2.0 * smallest_p1 * max(0.0, largest - 0.5))
 
     def _fit_em(self, batch, Y, max_iter):
         structure = self.structure_
@@ -419,13 +418,12 @@ class L1M3N(BaseStructuredClassifier):
                 w = np.where(new_beta > 0, beta * gamma, 0.0)
                 beta = new_beta
                 scale2 = beta ** 2
-                hinge, _, _ = self._hinge(batch, Y, w)
-                new_objective = self._p1(w, hinge)
+                new_objective = self._objective(batch, Y, w)
             change = abs(objective - new_objective) / abs(new_objective) \
                 if np.isfinite(objective) else np.inf
             objective = new_objective
             if variational and state is not None:
-                lower = max(lower, self._l1_dual_bound(state, objective, certificate))
+                lower = max(lower, self._l1_dual_bound(state, min(objective, best[1])))
             if variational:
                 C_p1 = C
             else:
