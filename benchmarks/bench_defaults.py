@@ -23,7 +23,8 @@ A system may carry its own parameters, ``NAME{JSON}`` (on top of ``--params``; t
 has a ``params`` field), so that settings are compared within one run.
 
 ``--curve`` records, at every check of a sklstruct fit, the time (without the time spent
-scoring), the relative gap and the test quality (``benchmarks/results/defaults/``).
+scoring), the relative gap, the primal objective and the test quality
+(``benchmarks/results/defaults/``).
 
     python benchmarks/bench_defaults.py --dataset conll2000 --systems crfsuite-pa \\
         StructSVMCuttingPlane [--params '{"tol": 0.01}'] [--curve] [--json out.json]
@@ -237,7 +238,8 @@ def _curve_callback(dataset, X_test, y_test, records, scoring):
             predicted = np.split(estimator.classes_[labels], batch.offsets[1:-1])
             name, value = _quality(dataset, y_test, predicted)
             records.append({"time": info["time"] - scoring[0], "iteration": info["iteration"],
-                            "rel_gap": info["gap"] / abs(info["primal"]), name: value})
+                            "rel_gap": info["gap"] / abs(info["primal"]),
+                            "primal": info["primal"], name: value})
             print("CURVE " + json.dumps(records[-1]), file=sys.stderr, flush=True)
         scoring[0] += time.perf_counter() - start
         return False
