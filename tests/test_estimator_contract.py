@@ -168,7 +168,7 @@ def test_decision_function_and_marginals(chain_data):
 SEQUENCE_LEARNERS = [
     StructSVMCuttingPlane(C=0.5, tol=1e-3),
     StructSVMCuttingPlane(C=0.5, tol=1e-3, variant="n-slack", random_state=0),
-    M3NExpGrad(C=0.5, tol=1e-3),
+    M3NExpGrad(C=0.5, tol=1e-3, random_state=0),
     M3NExpGrad(C=0.5, tol=1e-2, algorithm="batch", max_iter=300),
     M3NExcessiveGap(C=0.5, tol=1e-3),
     L1M3N(C=0.5, solver="cutting_plane"),

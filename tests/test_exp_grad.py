@@ -7,6 +7,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from sklstruct import ChainStructure, M3NExpGrad, StructSVMCuttingPlane
+from sklstruct.learners.exp_grad._online import OnlineEGState
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import exact_optimum, primal_objective
@@ -135,8 +136,9 @@ def test_auto_init_bias_follows_the_number_of_weights_per_token():
     for X, y, expected in [(wide, [np.arange(3) % 2] * 5, 5.0), (narrow, labels, 0.0)]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            auto = M3NExpGrad(C=0.5, max_iter=1).fit(X, y)
-            fixed = M3NExpGrad(C=0.5, max_iter=1, init_bias=expected).fit(X, y)
+            auto = M3NExpGrad(C=0.5, max_iter=1, random_state=0).fit(X, y)
+            fixed = M3NExpGrad(C=0.5, max_iter=1, init_bias=expected,
+                               random_state=0).fit(X, y)
         assert auto.init_bias_ == expected
         np.testing.assert_allclose(auto.history_["dual"], fixed.history_["dual"])
         np.testing.assert_allclose(auto.w_, fixed.w_)
@@ -150,3 +152,34 @@ def test_warm_start_with_a_fixed_default_step_keeps_the_rates():
         rates = model.eta_.copy()
         model.fit(X, y)
     np.testing.assert_array_equal(model.eta_, rates)
+
+
+def test_online_passes_visit_the_examples_in_a_fresh_random_order(monkeypatch):
+    """random_state fixes the fit; each online pass visits every example once, in an order
+    drawn anew for the pass (the data's own order is not kept)."""
+    rng = np.random.default_rng(1)
+    X = [rng.normal(size=(rng.integers(1, 5), 3)) for _ in range(12)]
+    y = [rng.integers(0, 3, size=len(x)) for x in X]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        first = M3NExpGrad(C=1.0, max_iter=3, random_state=7).fit(X, y)
+        again = M3NExpGrad(C=1.0, max_iter=3, random_state=7).fit(X, y)
+        other = M3NExpGrad(C=1.0, max_iter=3, random_state=8).fit(X, y)
+    np.testing.assert_array_equal(first.w_, again.w_)
+    assert not np.array_equal(first.w_, other.w_)
+
+    visits = []
+    original = OnlineEGState.run_pass
+
+    def recording(state, adaptive, order=None, **kwargs):
+        visits.append(np.array(order))
+        return original(state, adaptive, order, **kwargs)
+
+    monkeypatch.setattr(OnlineEGState, "run_pass", recording)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        M3NExpGrad(C=1.0, max_iter=4, random_state=0, check_every=4).fit(X, y)
+    assert len(visits) == 4
+    for order in visits:
+        np.testing.assert_array_equal(np.sort(order), np.arange(12))
+    assert len({order.tobytes() for order in visits}) == 4

@@ -22,7 +22,7 @@ SCALES = [1e-300, 1e-8, 1.0, 1e8, 1e150]
 ESTIMATORS = [
     StructSVMCuttingPlane(C=1.0, max_iter=30),
     StructSVMCuttingPlane(C=1.0, variant="n-slack", max_iter=5, random_state=0),
-    M3NExpGrad(C=1.0, max_iter=10),
+    M3NExpGrad(C=1.0, max_iter=10, random_state=0),
     M3NExcessiveGap(C=1.0, max_iter=20),
     M3NSimplicialDecomposition(C=1.0, max_iter=20, random_state=0),
     M3NSimplicialDecomposition(C=1.0, max_points=1, max_iter=20, random_state=0),

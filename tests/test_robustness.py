@@ -75,7 +75,7 @@ def _with_duplicates(A):
     return out
 
 
-@pytest.mark.parametrize("model", [M3NExpGrad(C=1.0, max_iter=30),
+@pytest.mark.parametrize("model", [M3NExpGrad(C=1.0, max_iter=30, random_state=0),
                                    M3NSimplicialDecomposition(C=1.0, random_state=0),
                                    StructSVMCuttingPlane(C=1.0)])
 def test_duplicate_entries_and_unsorted_indices_change_nothing(fitted, model):

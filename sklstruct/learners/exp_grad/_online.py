@@ -55,7 +55,9 @@ class OnlineEGState(FactoredDualState):
         return cls(structure, batch, Y, C, node_pot, node_marg, pair_pot,
                    np.asarray(pair_marg).reshape(batch.n_sequences, -1), eta)
 
-    def run_pass(self, adaptive, growth=1.05, max_halvings=40, max_change=1.0):
-        """One pass over the examples; returns the number of marginal-oracle calls."""
-        calls, _ = online_eg_pass(self, self.order, adaptive, growth, max_halvings, max_change)
+    def run_pass(self, adaptive, order=None, growth=1.05, max_halvings=40, max_change=1.0):
+        """One pass over the examples (in ``order``, by default their own); returns the number
+        of marginal-oracle calls."""
+        order = self.order if order is None else np.ascontiguousarray(order, dtype=np.int64)
+        calls, _ = online_eg_pass(self, order, adaptive, growth, max_halvings, max_change)
         return calls
