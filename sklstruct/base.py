@@ -883,13 +883,17 @@ class CheckSchedule:
 
     ``check_every`` an integer: every that many passes. ``None`` (automatic): after a pass whose
     own estimate of the duality gap (when the learner has one, e.g. the summed block gaps of a
-    Frank-Wolfe pass) is within the target, and otherwise after 1, 2, 4, 8, ... passes, so
-    that certificates cost a small part of a long fit. The last pass
+    Frank-Wolfe pass) is within the target, and otherwise after a number of passes that grows
+    geometrically by ``growth`` (rounded up), so that certificates cost a small part of a long
+    fit: 1, 2, 4, 8, ... for learners whose passes estimate their gap (the estimate usually
+    triggers the last check); 1, 2, 3, 4, 5, 7, 9, 12, ... with ``growth=1.25`` for learners
+    without an estimate, which then run at most about a quarter more passes than they need
+    to reach the target. The last pass
     (``max_iter``) and a pass that ends after ``max_time`` are always certified.
     """
 
-    def __init__(self, estimator, certificate):
-        self.estimator, self.certificate = estimator, certificate
+    def __init__(self, estimator, certificate, growth=2.0):
+        self.estimator, self.certificate, self.growth = estimator, certificate, growth
         self.next = 1
 
     def due(self, passes, estimate=None, primal=None):
@@ -910,7 +914,7 @@ class CheckSchedule:
 
     def checked(self, passes):
         """Record a certificate after ``passes`` passes."""
-        self.next = 2 * passes
+        self.next = max(passes + 1, int(np.ceil(self.growth * passes)))
 
 
 def _digest(batch, Y, structure):

@@ -126,22 +126,33 @@ def test_theorem_1_factored_updates_equal_eg_qp_on_the_explicit_dual():
     np.testing.assert_allclose(C * alpha @ directions, model.w_, atol=1e-8)
 
 
-def test_auto_init_bias_follows_the_number_of_weights_per_token():
-    """init_bias="auto": 5 when the model has more weights than the data has tokens, else 0;
-    the initial dual point is then the Gibbs distribution with that bias (its dual value)."""
-    rng = np.random.default_rng(0)
-    wide = [rng.normal(size=(3, 40)) for _ in range(5)]      # 2 x 40 + 8 weights, 15 tokens
-    narrow = [rng.normal(size=(30, 2)) for _ in range(5)]    # 2 x 2 + 8 weights, 150 tokens
-    labels = [np.arange(len(x)) % 2 for x in narrow]
-    for X, y, expected in [(wide, [np.arange(3) % 2] * 5, 5.0), (narrow, labels, 0.0)]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            auto = M3NExpGrad(C=0.5, max_iter=1, random_state=0).fit(X, y)
-            fixed = M3NExpGrad(C=0.5, max_iter=1, init_bias=expected,
-                               random_state=0).fit(X, y)
-        assert auto.init_bias_ == expected
-        np.testing.assert_allclose(auto.history_["dual"], fixed.history_["dual"])
-        np.testing.assert_allclose(auto.w_, fixed.w_)
+@pytest.mark.parametrize("algorithm", ["online", "batch"])
+def test_init_bias_starts_from_the_gibbs_distribution_with_that_bias(algorithm):
+    """init_bias b: every example starts at a_i(y) proportional to exp(b * #{t: y_t = y_it}),
+    i.e. to exp(-b * Hamming loss); the first certificate is the dual of that point
+    (enumerated labelings)."""
+    from ._enumeration import enumerate_constraints
+
+    X, y = make_chain_data(n_sequences=4, n_states=3, n_features=2, max_length=3, seed=5)
+    C, bias = 0.7, 2.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = M3NExpGrad(C=C, init_bias=bias, algorithm=algorithm, max_iter=1,
+                           random_state=0).fit(X, y)
+    batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
+    Y = model._encode_known(np.concatenate(y))
+    directions, losses, groups = enumerate_constraints(model.structure_, batch, Y)
+    n = batch.n_sequences
+    directions = np.vstack([directions, np.zeros((n, directions.shape[1]))])
+    losses = np.concatenate([losses, np.zeros(n)])
+    groups = np.concatenate([groups, np.arange(n)])
+    alpha = np.exp(-bias * losses)
+    alpha /= np.bincount(groups, weights=alpha)[groups]
+    w = C * alpha @ directions
+    dual = C * float(alpha @ losses) - 0.5 * float(w @ w)
+    assert model.history_["dual"][0] == pytest.approx(dual, rel=1e-10)
+    assert model.history_["dual"][0] != pytest.approx(
+        M3NExpGrad(C=C, max_iter=1).fit(X, y).history_["dual"][0], rel=1e-3)
 
 
 def test_warm_start_with_a_fixed_default_step_keeps_the_rates():
@@ -183,3 +194,15 @@ def test_online_passes_visit_the_examples_in_a_fresh_random_order(monkeypatch):
     for order in visits:
         np.testing.assert_array_equal(np.sort(order), np.arange(12))
     assert len({order.tobytes() for order in visits}) == 4
+
+
+@pytest.mark.parametrize("algorithm", ["online", "batch"])
+def test_automatic_checks_grow_by_a_quarter(algorithm):
+    """Without a gap estimate of its own, EG certifies after 1, 2, 3, 4, 5, 7, 9, 12, ...
+    passes (each about a quarter more than the last) and after the last pass."""
+    X, y = make_chain_data(n_sequences=6, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = M3NExpGrad(C=1.0, tol=1e-12, max_iter=20, algorithm=algorithm,
+                           random_state=0).fit(X, y)
+    assert model.history_["passes"].tolist() == [0, 1, 2, 3, 4, 5, 7, 9, 12, 15, 19, 20]
