@@ -164,3 +164,21 @@ def test_online_refuses_structures_without_a_compiled_pass():
 
     with pytest.raises(ValueError, match="supports ChainStructure and MultiClass"):
         check_online_structure(object(), None, "algorithm='online'")
+
+
+@pytest.mark.parametrize("cap", [0.5, 3.0])
+def test_online_visit_moves_no_potential_by_more_than_the_cap(cap):
+    """An adaptive online step is capped so that, within a token, the node potentials move
+    apart by at most ``max_change`` nats in one visit (the estimator's cap is
+    ``ONLINE_MAX_CHANGE``); with a huge initial step the cap is what binds."""
+    bound, batch, Y = _bound_problem(ChainStructure(), 25, 4, 5, 7, 3)
+    S = bound.n_states_
+    state = OnlineEGState.from_shared_potentials(
+        bound, batch, Y, 0.8, np.zeros((batch.n_tokens, S)), np.zeros(bound.n_pairwise_),
+        np.full(batch.n_sequences, 1e6))
+    before = state.node_pot.copy()
+    state.run_pass(adaptive=True, max_change=cap)
+    moved = state.node_pot - before
+    spread = moved.max(axis=1) - moved.min(axis=1)
+    assert spread.max() <= cap * (1 + 1e-9)
+    assert spread.max() >= 0.5 * cap  # the cap binds somewhere
