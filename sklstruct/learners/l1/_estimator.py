@@ -53,8 +53,9 @@ class L1M3N(BaseStructuredClassifier):
         ``max(tol, min(0.1, 0.1 * change))`` (``change`` the last relative change of P1; at
         most ``max(100, min(2000, 0.1 / tol))`` passes); structures without compiled kernels
         use the 1-slack :class:`StructSVMCuttingPlane` instead. The fit stops after
-        ``max_iter`` iterations, when P1 changes by at most ``tol`` relative to its value, or
-        when the certified gap (below) is at most ``tol * P1``.
+        ``max_iter`` iterations, when P1 changes by at most ``tol`` relative to its value
+        after an M-step solved to ``tol``, or when the certified gap (below) is at most
+        ``tol * P1``.
 
         ``em_lambda=None`` (default) solves P1 at this ``C``, through the variational form
         of the l1 norm ``|w_k| = min_{eta_k > 0} (w_k^2 / eta_k + eta_k) / 2``: the M-step
@@ -392,6 +393,7 @@ class L1M3N(BaseStructuredClassifier):
         calls, objective, change, lower = 0, np.inf, np.inf, -np.inf
         # em_lambda=None: the iterate with the smallest P1, the largest weight seen
         best, reference = (None, np.inf), 0.0
+        target = self.tol  # the last M-step's precision (non-compiled M-steps: tol)
         for iteration in range(1, max_iter + 1):
             if variational:
                 beta = None if compiled else np.sqrt(scale2)
@@ -429,7 +431,10 @@ class L1M3N(BaseStructuredClassifier):
             else:
                 l1 = float(np.abs(w).sum())
                 C_p1 = C * size / (4.0 * lam * l1) if l1 > 0 else np.inf
-            converged = change <= self.tol or objective - lower <= self.tol * abs(objective)
+            # a small change counts only after an M-step solved to tol (a loose M-step that
+            # barely moves the weights says nothing about the EM's fixed point)
+            converged = (change <= self.tol and target <= self.tol) or \
+                objective - lower <= self.tol * abs(objective)
             if variational:
                 if objective < best[1]:
                     best = (w.copy(), objective)
