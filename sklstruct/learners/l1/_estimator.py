@@ -16,6 +16,12 @@ from ._solvers import LPCuttingPlane, constraint_directions, projected_subgradie
 _DEFAULT_MAX_ITER = {"em": 15, "subgradient": 1000, "cutting_plane": 500}
 
 
+def _l1_norm(w, chunk=1 << 20):
+    """``||w||_1`` in chunks (no temporary array of the size of ``w``)."""
+    return float(sum(np.abs(w[start:start + chunk]).sum()
+                     for start in range(0, w.shape[0], chunk)))
+
+
 class L1M3N(BaseStructuredClassifier):
     """Primal sparse max-margin Markov network (l1-M3N; Zhu, Xing and Zhang, "Primal sparse
     max-margin Markov networks", KDD 2008).
@@ -211,7 +217,7 @@ class L1M3N(BaseStructuredClassifier):
                                       "margin")
 
     def _p1(self, w, hinge):
-        return 0.5 * float(np.abs(w).sum()) + float(self.C) * float(hinge.sum())
+        return 0.5 * _l1_norm(w) + float(self.C) * float(hinge.sum())
 
     def _objective(self, batch, Y, w):
         """P1 at ``w`` (one loss-augmented decoding)."""
@@ -276,7 +282,7 @@ class L1M3N(BaseStructuredClassifier):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             w = em._fit_batch(batch, Y, np.ones(batch.n_sequences))
-        self.radius_ = float(np.abs(w).sum())
+        self.radius_ = _l1_norm(w)
         return self.radius_
 
     # ------------------------------------------------------------------ Algorithm 3
@@ -331,7 +337,7 @@ class L1M3N(BaseStructuredClassifier):
         v = state.statistic_weights if state is not None else None
         if v is not None:
             small &= (v < 0.5) & (v > -0.5)
-            w = np.where(small, 0.0, w)
+            w[small] = 0.0  # the state's weights: the next M-step recomputes them
         objective = self._objective(batch, Y, w)
         if v is None and small.any():
             trial = np.where(small, 0.0, w)
@@ -350,16 +356,18 @@ class L1M3N(BaseStructuredClassifier):
         """The sparsest of ``w`` with its weights below ``eps * max |w|`` set to 0, for
         ``eps`` in 1 (all weights), 0.1, 0.03, 0.01, 0.003, 0.001, whose P1 is at most
         ``objective`` (P1 at ``w``), with its P1; ``(w, objective)`` when none is."""
-        magnitude = np.abs(w)
-        largest = float(magnitude.max(initial=0.0))
+        largest = max(float(w.max(initial=0.0)), -float(w.min(initial=0.0)))
         for eps in (1.0, 0.1, 0.03, 0.01, 0.003, 0.001):
-            small = (magnitude <= eps * largest) & (magnitude > 0)
+            cut = eps * largest
+            small = (w != 0) & (w >= -cut) & (w <= cut)
             if not small.any():
                 continue
-            trial = np.where(small, 0.0, w)
+            trial = w.copy()
+            trial[small] = 0.0
             value = self._objective(batch, Y, trial)
             if value <= objective:
                 return trial, value
+            del trial
         return w, objective
 
     def _l1_dual_bound(self, state, smallest_p1):
@@ -409,7 +417,8 @@ class L1M3N(BaseStructuredClassifier):
                 calls += m_calls
                 w = beta * gamma if variational else None
             if variational:
-                reference = max(reference, float(np.abs(w).max(initial=0.0)))
+                reference = max(reference, float(w.max(initial=0.0)),
+                                -float(w.min(initial=0.0)))
                 w, new_objective, scale2 = self._variational_step(
                     batch, Y, w, state if iteration > 1 else None, reference)
             else:
@@ -429,7 +438,7 @@ class L1M3N(BaseStructuredClassifier):
             if variational:
                 C_p1 = C
             else:
-                l1 = float(np.abs(w).sum())
+                l1 = _l1_norm(w)
                 C_p1 = C * size / (4.0 * lam * l1) if l1 > 0 else np.inf
             # a small change counts only after an M-step solved to tol (a loose M-step that
             # barely moves the weights says nothing about the EM's fixed point)
