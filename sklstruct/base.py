@@ -10,7 +10,7 @@ import numbers
 import time
 import warnings
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import scipy.sparse as sp
@@ -59,11 +59,15 @@ def _check_not_feature_dicts(X):
 
 
 def _is_sequence_list(X):
-    """A list/tuple whose elements are 2-D (arrays, sparse matrices or nested lists)."""
+    """A list/tuple whose elements are 2-D (arrays, sparse matrices or nested lists), or
+    that holds any sparse matrix or 2-D array (a malformed list of sequences, which
+    :func:`stack_sequences` rejects with a message naming the element)."""
     if not isinstance(X, (list, tuple)) or len(X) == 0:
         return isinstance(X, (list, tuple)) and len(X) == 0
     first = X[0]
-    return sp.issparse(first) or np.ndim(first) == 2
+    if sp.issparse(first) or np.ndim(first) == 2:
+        return True
+    return any(sp.issparse(x) or (isinstance(x, np.ndarray) and x.ndim == 2) for x in X)
 
 
 class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
@@ -129,6 +133,9 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         With ``allow_empty`` (prediction) sequences may be empty: the batch holds the others
         and ``batch.output_offsets`` the offsets of all of them, for the outputs."""
         _check_not_feature_dicts(X)
+        if isinstance(X, Iterator):
+            raise TypeError(f"X must be a list of per-sequence feature matrices, an array or "
+                            f"a sparse matrix, not {type(X).__name__}; pass list(X).")
         if sequence_ids is not None and lengths is not None:
             raise ValueError("Give either lengths or sequence_ids, not both.")
         flat_only = "lengths" if lengths is not None else (

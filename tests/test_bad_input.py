@@ -40,6 +40,9 @@ def fit(X, y, learner=StructSVMCuttingPlane, **kw):
         (GOOD_X, [np.array([[0, 1, 0]]), np.array([1, 1])], "1-D"),
         (GOOD_X, np.array([0, 1, 0, 1, 1]), "list of 1-D label arrays"),
         ([sp.csr_matrix(np.ones((3, 2))), sp.csr_matrix(np.ones((2, 3)))], GOOD_Y, "same number"),
+        ([np.ones(3), np.ones((2, 2))], GOOD_Y, "sequence 0 has 1 dimension"),
+        ([np.ones((3, 2)), np.ones(2)], GOOD_Y, "sequence 1 has 1 dimension"),
+        ((np.ones((n, 2)) for n in (3, 2)), GOOD_Y, "not generator; pass list"),
     ],
 )
 @pytest.mark.parametrize("learner", LEARNERS)
