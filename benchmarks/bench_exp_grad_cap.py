@@ -5,7 +5,8 @@ An adaptive online step never moves a potential by more than the cap (nats) in o
 For every cap, ``M3NExpGrad(C=0.1, check_every=1, random_state=0)`` is fitted on the prepared
 data of ``bench_defaults.py`` (OCR fold 1, or the first ``--n-sequences`` CoNLL-2000
 sentences with the CRFsuite chunking features) and the row gives the passes and the fit time
-(certificates after every pass included) at which the certified relative gap reached ``tol``.
+(certificates after every pass included) at which the certified relative gap reached ``tol``,
+or ``--max-passes`` and the gap then.
 
 ``--data-order`` makes every pass visit the examples in the data's order instead of a fresh
 random order (the estimator's behaviour), to measure what the shuffling gains.

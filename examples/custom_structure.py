@@ -179,7 +179,7 @@ LEARNERS = {
     "StructSVMCuttingPlane 1-slack": lambda s: StructSVMCuttingPlane(s, C=1.0, tol=1e-7),
     "StructSVMCuttingPlane n-slack": lambda s: StructSVMCuttingPlane(s, C=1.0, tol=1e-7,
                                                                      variant="n-slack"),
-    "M3NExpGrad": lambda s: M3NExpGrad(s, C=1.0, tol=1e-6, max_iter=20000),
+    "M3NExpGrad": lambda s: M3NExpGrad(s, C=1.0, tol=1e-6, max_iter=20000, random_state=0),
     "M3NExcessiveGap": lambda s: M3NExcessiveGap(s, C=1.0, tol=1e-6, max_iter=20000),
     "M3NSimplicialDecomposition": lambda s: M3NSimplicialDecomposition(
         s, C=1.0, tol=1e-7, max_iter=5000, random_state=0),

@@ -27,7 +27,7 @@ def main():
     chain, C = ChainStructure(start_end=False), 0.1
     learners = {
         "StructSVMCuttingPlane": StructSVMCuttingPlane(chain, C=C, tol=1e-3),
-        "M3NExpGrad (online)": M3NExpGrad(chain, C=C, tol=1e-2, max_iter=2000),
+        "M3NExpGrad (online)": M3NExpGrad(chain, C=C, tol=1e-2, max_iter=2000, random_state=0),
         "M3NExcessiveGap": M3NExcessiveGap(chain, C=C, tol=1e-2, max_iter=500),
         "M3NSimplicialDecomposition": M3NSimplicialDecomposition(chain, C=C, tol=1e-3,
                                                                  random_state=0),

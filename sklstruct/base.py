@@ -895,8 +895,8 @@ class CheckSchedule:
     fit: 1, 2, 4, 8, ... for learners whose passes estimate their gap (the estimate usually
     triggers the last check); 1, 2, 3, 4, 5, 7, 9, 12, ... with ``growth=1.25`` for learners
     without an estimate, which then run at most about a quarter more passes than they need
-    to reach the target. The last pass
-    (``max_iter``) and a pass that ends after ``max_time`` are always certified.
+    to reach the target. The last pass (``max_iter``) and a pass that ends after
+    ``max_time`` are always certified.
     """
 
     def __init__(self, estimator, certificate, growth=2.0):

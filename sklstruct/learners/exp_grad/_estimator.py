@@ -9,14 +9,8 @@ from sklearn.utils.extmath import row_norms
 
 from ...base import BaseStructuredClassifier, Certificate, CheckSchedule
 from ...utils._sklearn_compat import Interval, StrOptions
-from ._online import OnlineEGState
+from ._online import ONLINE_MAX_CHANGE, OnlineEGState
 from ._safe_rate import safe_learning_rate
-
-# adaptive online steps never move a potential by more than this many nats in one visit
-# (passes to a relative gap of 1e-2 on the first 3,000 CoNLL-2000 sentences / OCR letters:
-# 147 / 163 with a cap of 1, 92 / 85 with 2, 90 / 64 with 3, 129 / 64 with 5;
-# benchmarks/bench_exp_grad_cap.py, results/exp_grad/{conll3000,ocr}_cap.json)
-ONLINE_MAX_CHANGE = 3.0
 
 
 class M3NExpGrad(BaseStructuredClassifier):
@@ -84,8 +78,8 @@ class M3NExpGrad(BaseStructuredClassifier):
     init_bias : float, default=0.0
         Initial node potential of every token's true state: 0 is the paper's uniform start;
         larger values start near ``w = 0`` (the paper's Figure 4(b)). With the default
-        online passes the uniform start reaches the default ``tol`` in fewer passes
-        (CoNLL-2000: 94 against 118 with 5; OCR letters: 75 against 94;
+        online passes the uniform start reaches the default ``tol`` at an earlier check
+        (CoNLL-2000: 94 passes against 118 with 5; OCR letters: 75 against 94;
         ``benchmarks/results/defaults/conll_exp_grad_final.json``,
         ``conll_exp_grad_bias.json`` and ``ocr_exp_grad_starts.json``).
     tol : float, default=1e-2
@@ -105,7 +99,8 @@ class M3NExpGrad(BaseStructuredClassifier):
         327 in the data's order; the first 3,000 CoNLL-2000 sentences 90, against more than
         400 (relative gap 0.17 after 400) in the data's order
         (``benchmarks/bench_exp_grad_cap.py``, ``results/exp_grad/*_cap.json`` and
-        ``*_data_order.json``).
+        ``*_data_order.json``). An int seeds every fit alike, so a ``warm_start`` fit
+        repeats the orders of the fit it continues.
     n_jobs : int, default=None
         Threads for forward-backward and decoding outside the online pass.
     verbose : int, default=0

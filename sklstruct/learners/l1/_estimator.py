@@ -16,6 +16,11 @@ from ._solvers import LPCuttingPlane, constraint_directions, projected_subgradie
 _DEFAULT_MAX_ITER = {"em": 15, "subgradient": 1000, "cutting_plane": 500}
 
 
+def _max_abs(w):
+    """``max_k |w_k|`` (0 for an empty ``w``) without a temporary array."""
+    return max(float(w.max(initial=0.0)), -float(w.min(initial=0.0)))
+
+
 def _l1_norm(w, chunk=1 << 20):
     """``||w||_1`` in chunks (no temporary array of the size of ``w``)."""
     return float(sum(np.abs(w[start:start + chunk]).sum()
@@ -60,8 +65,8 @@ class L1M3N(BaseStructuredClassifier):
         most ``max(100, min(2000, 0.1 / tol))`` passes); structures without compiled kernels
         use the 1-slack :class:`StructSVMCuttingPlane` instead. The fit stops after
         ``max_iter`` iterations, when P1 changes by at most ``tol`` relative to its value
-        after an M-step solved to ``tol``, or when the certified gap (below) is at most
-        ``tol * P1``.
+        after an M-step run with the target ``tol`` (not a looser one), or when the
+        certified gap (below) is at most ``tol * P1``.
 
         ``em_lambda=None`` (default) solves P1 at this ``C``, through the variational form
         of the l1 norm ``|w_k| = min_{eta_k > 0} (w_k^2 / eta_k + eta_k) / 2``: the M-step
@@ -330,7 +335,9 @@ class L1M3N(BaseStructuredClassifier):
         ``2 |w|``, or structures without compiled kernels), when that does not increase P1.
         Returns ``(w, P1 at w, the next M-step's squared scales)``: ``2 |w_k|``, and
         ``2 threshold reference`` for a zero weight whose ``|v_k|`` exceeds 1/2 (it
-        re-enters; ``reference`` the largest ``|w_k|`` of the fit so far)."""
+        re-enters; ``reference`` the largest ``|w_k|`` of the fit so far). With ``state``,
+        ``w`` is the state's own weight array and is zeroed in place (the next M-step
+        recomputes it from the dual statistics)."""
         magnitude = np.abs(w)
         small = (magnitude <= self.threshold * float(magnitude.max(initial=0.0))) & \
             (magnitude > 0)
@@ -356,7 +363,7 @@ class L1M3N(BaseStructuredClassifier):
         """The sparsest of ``w`` with its weights below ``eps * max |w|`` set to 0, for
         ``eps`` in 1 (all weights), 0.1, 0.03, 0.01, 0.003, 0.001, whose P1 is at most
         ``objective`` (P1 at ``w``), with its P1; ``(w, objective)`` when none is."""
-        largest = max(float(w.max(initial=0.0)), -float(w.min(initial=0.0)))
+        largest = _max_abs(w)
         for eps in (1.0, 0.1, 0.03, 0.01, 0.003, 0.001):
             cut = eps * largest
             small = (w != 0) & (w >= -cut) & (w <= cut)
@@ -376,7 +383,7 @@ class L1M3N(BaseStructuredClassifier):
         ``smallest_p1``, the smallest P1 seen."""
         expected = float(self.C) * float(state.expected_loss.sum())
         v = state.statistic_weights
-        largest = max(float(v.max(initial=0.0)), -float(v.min(initial=0.0)))
+        largest = _max_abs(v)
         scaled = expected * min(1.0, 0.5 / largest) if largest > 0 else expected
         return max(scaled, expected - 2.0 * smallest_p1 * max(0.0, largest - 0.5))
 
@@ -417,8 +424,7 @@ class L1M3N(BaseStructuredClassifier):
                 calls += m_calls
                 w = beta * gamma if variational else None
             if variational:
-                reference = max(reference, float(w.max(initial=0.0)),
-                                -float(w.min(initial=0.0)))
+                reference = max(reference, _max_abs(w))
                 w, new_objective, scale2 = self._variational_step(
                     batch, Y, w, state if iteration > 1 else None, reference)
             else:
@@ -440,8 +446,8 @@ class L1M3N(BaseStructuredClassifier):
             else:
                 l1 = _l1_norm(w)
                 C_p1 = C * size / (4.0 * lam * l1) if l1 > 0 else np.inf
-            # a small change counts only after an M-step solved to tol (a loose M-step that
-            # barely moves the weights says nothing about the EM's fixed point)
+            # a small change counts only after an M-step run with the target tol (a looser
+            # M-step that barely moves the weights says nothing about the EM's fixed point)
             converged = (change <= self.tol and target <= self.tol) or \
                 objective - lower <= self.tol * abs(objective)
             if variational:
