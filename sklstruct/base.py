@@ -813,8 +813,9 @@ class Certificate:
         """Record one check; return whether the fit stops here.
 
         ``converged`` overrides the relative-gap test (for learners with another stopping
-        rule); a NaN primal (no certificate at this check) never converges by the gap. ``w``
-        (the current weights) is handed to the callback.
+        rule); a NaN primal (no certificate at this check) never converges by the gap. A copy
+        of ``w`` (the current weights, often an array the learner keeps updating) is handed to
+        the callback.
         """
         estimator = self.estimator
         gap = primal - dual
@@ -826,7 +827,8 @@ class Certificate:
             converged = bool(gap <= estimator.tol * abs(primal))
         self.stop_reason = "converged" if converged else None
         callback = getattr(estimator, "callback", None)
-        if callback is not None and callback(estimator, dict(row, iteration=iteration, w=w)):
+        if callback is not None and callback(estimator, dict(
+                row, iteration=iteration, w=None if w is None else np.array(w, copy=True))):
             self.stop_reason = self.stop_reason or "callback"
         max_time = getattr(estimator, "max_time", None)
         if self.stop_reason is None and max_time is not None and row["time"] >= max_time:

@@ -76,9 +76,12 @@ def test_callback_stops_the_fit_with_a_certified_model(model):
     X, y = make_chain_data(n_sequences=20, seed=4)
     seen = []
 
+    weights = []
+
     def stop_at_second_check(estimator, info):
         assert {"iteration", "primal", "dual", "gap", "time", "oracle_calls", "w"} <= set(info)
         seen.append(info["gap"])
+        weights.append(info["w"])
         return len(seen) == 2
 
     with warnings.catch_warnings():
@@ -86,6 +89,10 @@ def test_callback_stops_the_fit_with_a_certified_model(model):
         model.set_params(callback=stop_at_second_check, tol=1e-12).fit(X, y)
     assert len(seen) == 2
     assert model.history_["gap"].shape[0] == 2
+    # each check hands over its own weights, not an array the learner goes on updating
+    if weights[0] is not None:
+        assert weights[0] is not weights[1]
+        assert not np.shares_memory(weights[1], model.w_)
     np.testing.assert_equal(model.history_["gap"][-1], seen[-1])
     # the returned weights are those the last check certified (the subgradient solver records
     # the mean hinge of its own problem on an l1 ball, not this objective)

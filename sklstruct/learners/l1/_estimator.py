@@ -459,7 +459,7 @@ class L1M3N(BaseStructuredClassifier):
                     # still on their way to zero (M-steps are inexact: P1 may rise a little)
                     w, objective = self._pruned(batch, Y, *best)
             if certificate.check(iteration, objective, lower if np.isfinite(lower) else np.nan,
-                                 calls, w=w.copy() if self.callback else w, converged=converged,
+                                 calls, w=w, converged=converged,
                                  n_nonzero=np.count_nonzero(w), C_P1=C_p1):
                 break
         certificate.finish(iteration, what=f"a relative change of the objective <= "
