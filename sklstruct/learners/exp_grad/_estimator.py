@@ -194,9 +194,7 @@ class M3NExpGrad(BaseStructuredClassifier):
 
     def _initial_potentials(self, batch, Y):
         """Node potentials ``init_bias`` on the true state of every token, 0 elsewhere."""
-        node_pot = np.zeros((batch.n_tokens, self.structure_.n_states_))
-        node_pot[np.arange(Y.shape[0]), Y] = self.init_bias
-        return node_pot
+        return float(self.init_bias) * self.structure_.onehot(Y)
 
     def _fit_batch(self, batch, Y, sample_weight):
         # fit takes no sample_weight, so every sequence weighs 1 here
