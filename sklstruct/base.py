@@ -60,14 +60,29 @@ def _check_not_feature_dicts(X):
 
 def _is_sequence_list(X):
     """A list/tuple whose elements are 2-D (arrays, sparse matrices or nested lists), or
-    that holds any sparse matrix or 2-D array (a malformed list of sequences, which
-    :func:`stack_sequences` rejects with a message naming the element)."""
+    that holds any sparse matrix or 2-D array or nested list (a malformed list of sequences,
+    which :func:`stack_sequences` rejects with a message naming the element)."""
     if not isinstance(X, (list, tuple)) or len(X) == 0:
         return isinstance(X, (list, tuple)) and len(X) == 0
     first = X[0]
     if sp.issparse(first) or np.ndim(first) == 2:
         return True
-    return any(sp.issparse(x) or (isinstance(x, np.ndarray) and x.ndim == 2) for x in X)
+    return any(sp.issparse(x) or (isinstance(x, np.ndarray) and x.ndim == 2)
+               or (isinstance(x, (list, tuple)) and len(x) > 0
+                   and isinstance(x[0], (list, tuple, np.ndarray)))
+               for x in X)
+
+
+def _check_not_label_sequences(X, y):
+    """A list of 1-D feature vectors is read as multiclass rows: refuse labels given as a
+    list of per-sequence label arrays with it (the user meant sequences). One label per
+    element (a column vector of labels) stays accepted, as scikit-learn's classifiers do."""
+    if isinstance(X, (list, tuple)) and isinstance(y, (list, tuple)) and any(
+            np.size(labels) != 1 for labels in y):
+        raise ValueError(
+            "X is a list of 1-D feature vectors, read as multiclass samples, but y is a list "
+            "of label sequences: give every sequence of X as a 2-D array (n_tokens, "
+            "n_features), one row per token (a one-token sequence included).")
 
 
 class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
@@ -155,6 +170,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             form = "list" if widths is None else "images"
             y_flat = None if y is None else flatten_labels(y, seq_lengths)
         else:
+            _check_not_label_sequences(X, y)
             stacked, y_flat = self._validate_matrix(X, y, reset, allow_empty and bool(flat_only))
             if sequence_ids is not None:
                 lengths = lengths_from_sequence_ids(sequence_ids, stacked.shape[0])

@@ -42,6 +42,10 @@ def fit(X, y, learner=StructSVMCuttingPlane, **kw):
         ([sp.csr_matrix(np.ones((3, 2))), sp.csr_matrix(np.ones((2, 3)))], GOOD_Y, "same number"),
         ([np.ones(3), np.ones((2, 2))], GOOD_Y, "sequence 0 has 1 dimension"),
         ([np.ones((3, 2)), np.ones(2)], GOOD_Y, "sequence 1 has 1 dimension"),
+        ([[1.0, 2.0], [[1.0, 2.0], [3.0, 4.0]]], [np.array([0]), np.array([0, 1])],
+         "sequence 0 has 1 dimension"),
+        ([np.ones(2), np.zeros(2)], [np.array([0, 1]), np.array([1, 0])],
+         "list of label sequences"),
         ((np.ones((n, 2)) for n in (3, 2)), GOOD_Y, "not generator; pass list"),
     ],
 )
@@ -64,6 +68,15 @@ def test_bad_sequence_input(X, y, match, learner):
 def test_bad_lengths(lengths, match):
     with pytest.raises((ValueError, TypeError), match=match):
         fit(np.ones((5, 2)), np.array([0, 1, 0, 1, 1]), lengths=lengths)
+
+
+def test_multiclass_rows_with_a_column_of_labels():
+    """A list of feature vectors with one label per element (a column vector) is multiclass
+    data, as for scikit-learn's classifiers."""
+    X = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]]
+    with pytest.warns(Warning, match="column-vector y"):
+        model = M3NSimplicialDecomposition(C=10.0).fit(X, [[0], [1], [1], [0]])
+    np.testing.assert_array_equal(model.classes_, [0, 1])
 
 
 def test_lengths_with_list_input():
