@@ -207,10 +207,14 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             return
         what = (f"{type(self).__name__} with {type(structure).__name__}" if reset else
                 f"This {type(self).__name__} was fitted with {type(structure).__name__} and")
+        routing = "" if reset else (
+            " Under cross-validation, sequence_ids reach score and the scorers only through "
+            "metadata routing: sklearn.set_config(enable_metadata_routing=True) and "
+            "estimator.set_score_request(sequence_ids=True).")
         raise ValueError(
             f"{what} needs to know where the sequences of a flat X end: pass lengths= "
             "(tokens per sequence) or sequence_ids= (one id per token), or X as a list of "
-            "per-sequence matrices."
+            f"per-sequence matrices.{routing}"
         )
 
     def _validate_matrix(self, X, y, reset, allow_empty=False):
@@ -672,7 +676,9 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
     def score(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
         """Token accuracy (plain accuracy for the multiclass form).
 
-        Labels in ``y`` that were never seen in training count as errors.
+        Labels in ``y`` that were never seen in training count as errors; for the multiclass
+        form of ``structure="auto"`` a ``UserWarning`` then says how to get stratified folds
+        (an integer ``cv`` gives this estimator plain folds: see the class docstring).
 
         Parameters
         ----------
@@ -705,6 +711,8 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             y_flat = column_or_1d(y)
             if y_flat.shape[0] != batch.n_tokens:
                 raise ValueError(f"y has {y_flat.shape[0]} labels for {batch.n_tokens} tokens.")
+        if form == "multiclass" and self.structure == "auto":
+            _warn_unseen_classes(y_flat, self.classes_)
         correct = (self.classes_[Y] == y_flat).astype(np.float64)
         if sample_weight is not None:
             return float(np.average(correct, weights=sample_weight))
@@ -774,6 +782,19 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             # folds of sequences cannot be stratified (see the class docstring)
             tags.estimator_type = None
         return tags
+
+
+def _warn_unseen_classes(y, classes):
+    """Warn when multiclass labels hold classes the model never saw: the sign of unstratified
+    folds of class-sorted data, which an integer ``cv`` gives ``structure="auto"``."""
+    unseen = np.setdiff1d(np.unique(y), classes)
+    if unseen.size:
+        warnings.warn(
+            f"y holds {unseen.size} class(es) not seen in fit (e.g. {unseen[0]!r}), scored as "
+            "errors. An integer cv gives structure='auto' plain, unstratified folds (sequence "
+            "labels cannot be stratified), so data sorted by class leaves classes out of the "
+            "training folds: pass structure=MultiClass() or cv=StratifiedKFold(...).",
+            UserWarning)
 
 
 def _append_constant_column(X):

@@ -1,11 +1,13 @@
 """What users of sklearn-crfsuite and LinearSVC do without reading the docs, each as a test."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import sklearn
 from sklearn.model_selection import (GridSearchCV, GroupKFold, RandomizedSearchCV,
-                                     cross_validate)
+                                     cross_val_score, cross_validate)
 from sklearn.pipeline import make_pipeline
 from sklearn.svm import LinearSVC
 
@@ -55,10 +57,25 @@ def test_list_of_lists_labels_under_model_selection(list_of_lists, search):
 
 
 def test_sequence_models_are_not_stratified_classifiers_but_multiclass_ones_are():
-    # Stratified folds need one label per sample; sequence labels have none. MultiClass()
-    # declares the plain classification task, where scikit-learn stratifies as for LinearSVC.
+    # Stratified folds need one label per sample; sequence labels have none (and scikit-learn's
+    # target check rejects ragged lists of lists). MultiClass() declares the plain
+    # classification task, where scikit-learn stratifies as for LinearSVC.
     assert not sklearn.base.is_classifier(M3NExpGrad())
     assert sklearn.base.is_classifier(M3NExpGrad(MultiClass()))
+
+
+def test_unstratified_multiclass_folds_warn_and_say_how_to_stratify():
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2], 20)
+    X = rng.normal(size=(60, 3)) + 4.0 * np.eye(3)[y]
+    with pytest.warns(UserWarning, match="class.*not seen in fit.*MultiClass"):
+        scores = cross_val_score(M3NSimplicialDecomposition(C=1.0), X, y, cv=3,
+                                 error_score="raise")
+    assert np.all(scores < 0.7)  # each test fold is a class the model never saw
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        scores = cross_val_score(M3NSimplicialDecomposition(MultiClass(), C=1.0), X, y, cv=3)
+    assert np.all(scores > 0.8)
 
 
 # ---------------------------------------------------------------- flat X + lengths under CV
@@ -114,7 +131,7 @@ def test_chain_model_refuses_flat_input_without_lengths():
     for method in ("predict", "predict_marginals", "decision_function", "predict_proba"):
         with pytest.raises(ValueError, match="lengths="):
             getattr(model, method)(np.vstack(X))
-    with pytest.raises(ValueError, match="lengths="):
+    with pytest.raises(ValueError, match="lengths=.*set_score_request"):
         model.score(np.vstack(X), np.concatenate(y))
     # an explicit chain structure with a flat y and no lengths is an error, not multiclass
     with pytest.raises(ValueError, match="lengths="):
