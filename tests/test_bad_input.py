@@ -70,6 +70,13 @@ def test_bad_lengths(lengths, match):
         fit(np.ones((5, 2)), np.array([0, 1, 0, 1, 1]), lengths=lengths)
 
 
+def test_a_2d_mask_with_pixel_rows_says_how_to_give_an_image():
+    X = [np.ones((6, 2)), np.zeros((6, 2))]
+    y = [np.zeros((2, 3), dtype=int), np.ones((2, 3), dtype=int)]
+    with pytest.raises(ValueError, match="must be 1-D.*GridStructure\\(width=n_cols\\)"):
+        M3NSimplicialDecomposition().fit(X, y)
+
+
 def test_multiclass_rows_with_a_column_of_labels():
     """A list of feature vectors with one label per element (a column vector) is multiclass
     data, as for scikit-learn's classifiers."""

@@ -336,7 +336,11 @@ def flatten_labels(y, lengths):
     for i, (yi, n) in enumerate(zip(y, lengths)):
         arr = np.asarray(yi)
         if arr.ndim != 1:
-            raise ValueError(f"Labels of sequence {i} must be 1-D, got shape {arr.shape}.")
+            image = (" For an image give X as a (n_rows, n_cols, n_features) array per image, or "
+                     "ravel the mask row by row with structure=GridStructure(width=n_cols)."
+                     if arr.ndim == 2 and arr.size == n else "")
+            raise ValueError(f"Labels of sequence {i} must be 1-D, got shape {arr.shape}."
+                             f"{image}")
         if arr.shape[0] != n:
             raise ValueError(
                 f"Sequence {i} has {n} tokens but {arr.shape[0]} labels."

@@ -131,6 +131,20 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         counted in the paper's Table 1), ``n_constraints``. ``primal`` and ``gap`` are NaN in
         iterations served by the label cache, where the exact hinge losses are not computed;
         the last iteration always calls the oracle, so its gap is a certificate.
+    coef_ : ndarray of shape (n_classes, n_features)
+        Per-class weights on token features (for two classes in the multiclass form, as
+        ``LinearSVC``: shape (1, n_features), class 1's minus class 0's).
+    intercept_ : ndarray of shape (n_classes,)
+        Multiclass form: per-class intercepts (``(1,)`` for two classes; zeros without
+        ``fit_intercept``).
+    transition_ : ndarray of shape (n_classes, n_classes)
+        Chains: transition scores ``T[a, b]`` of label ``a`` followed by ``b``.
+    start_, end_ : ndarray of shape (n_classes,)
+        Chains with ``start_end=True``: scores of each label at the start and the end of a
+        sequence.
+    temperature_ : float
+        Temperature of :meth:`predict_proba` and :meth:`predict_marginals` (1 after ``fit``;
+        set by :meth:`calibrate_temperature`).
     n_features_in_ : int
     token_map_ : LowRankKernelMap or None
         The fitted kernel feature map (``None`` for the linear kernel); ``coef_`` then holds

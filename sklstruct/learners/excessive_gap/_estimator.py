@@ -110,8 +110,13 @@ class M3NExcessiveGap(BaseStructuredClassifier):
     classes_, structure_, w_, n_iter_, n_features_in_
         As in :class:`StructSVMCuttingPlane`; for a non-linear kernel the unary part of ``w_``
         is zero (the model's token scores are ``K(x, X_fit_) @ dual_coef_``).
+    transition_, start_, end_, temperature_
+        As in :class:`StructSVMCuttingPlane`.
     coef_ : ndarray of shape (n_classes, n_features)
-        Linear kernel only.
+        Linear kernel only (for two classes in the multiclass form shape (1, n_features), as
+        in :class:`StructSVMCuttingPlane`).
+    intercept_ : ndarray of shape (n_classes,)
+        Linear kernel only; as in :class:`StructSVMCuttingPlane`.
     dual_coef_ : ndarray of shape (n_fit_tokens, n_classes)
         Non-linear kernels: ``C (onehot(y) - beta)`` per training token.
     X_fit_ : ndarray or sparse matrix

@@ -152,9 +152,11 @@ class L1M3N(BaseStructuredClassifier):
 
     Attributes
     ----------
-    classes_, structure_, w_, coef_, transition_, n_iter_, n_features_in_
+    classes_, structure_, w_, coef_, intercept_, n_iter_, n_features_in_
         As in :class:`StructSVMCuttingPlane`; ``coef_`` holds exact zeros for unselected
         weights, so ``sklearn.feature_selection.SelectFromModel`` can use it.
+    transition_, start_, end_, temperature_
+        As in :class:`StructSVMCuttingPlane`.
     beta_ : ndarray of shape (n_weights,)
         ``solver="em"``: the scales ``beta`` the next M-step would use (zero for discarded
         weights).

@@ -114,8 +114,10 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
 
     Attributes
     ----------
-    classes_, structure_, w_, coef_, n_iter_, n_features_in_
+    classes_, structure_, w_, coef_, intercept_, n_iter_, n_features_in_
         As in :class:`StructSVMCuttingPlane`; ``n_iter_`` counts passes.
+    transition_, start_, end_, temperature_
+        As in :class:`StructSVMCuttingPlane`.
     history_ : dict of ndarray
         Per certificate: ``primal``, ``dual``, ``gap``, ``time``, ``oracle_calls`` (decodings
         of single examples, certificates included), ``passes`` and ``fw_gap`` (the summed
