@@ -787,10 +787,13 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
 def _warn_unseen_classes(y, classes):
     """Warn when multiclass labels hold classes the model never saw: the sign of unstratified
     folds of class-sorted data, which an integer ``cv`` gives ``structure="auto"``."""
-    unseen = np.setdiff1d(np.unique(y), classes)
-    if unseen.size:
+    try:
+        unseen = np.setdiff1d(np.unique(y), classes).tolist()
+    except TypeError:  # labels of mixed types: the accuracy alone tells
+        return
+    if unseen:
         warnings.warn(
-            f"y holds {unseen.size} class(es) not seen in fit (e.g. {unseen[0]!r}), scored as "
+            f"y holds {len(unseen)} class(es) not seen in fit (e.g. {unseen[0]!r}), scored as "
             "errors. An integer cv gives structure='auto' plain, unstratified folds (sequence "
             "labels cannot be stratified), so data sorted by class leaves classes out of the "
             "training folds: pass structure=MultiClass() or cv=StratifiedKFold(...).",
