@@ -284,6 +284,50 @@ def test_potentials_that_underflow_rescaled_sums():
     np.testing.assert_allclose(edges[0], edges_ref, atol=ATOL)
 
 
+def _spread_batch(rng, spreads, n_states=3, length=4):
+    """One sequence per entry of ``spreads``: every token's potentials and the transitions
+    each span about that many nats."""
+    unary, offsets = [], [0]
+    transition = rng.uniform(0.0, 1.0, size=(n_states, n_states)) * 100.0
+    for spread in spreads:
+        u = rng.uniform(0.0, 1.0, size=(length, n_states))
+        u[:, 0], u[:, 1] = 0.0, 1.0  # every token spans exactly `spread` nats
+        unary.append(spread * u)
+        offsets.append(offsets[-1] + length)
+    start = rng.normal(size=n_states)
+    end = rng.normal(size=n_states)
+    return np.vstack(unary), np.array(offsets), transition, start, end
+
+
+# the scaled (probability-space) recursion runs while a token's potentials and the transitions
+# span at most 600 nats together, the log-domain one beyond: both sides, and a batch of both
+@pytest.mark.parametrize("spreads", [[1.0], [400.0], [495.0], [510.0], [3000.0],
+                                     [1.0, 3000.0, 480.0, 520.0, 2.0]])
+def test_forward_backward_on_both_sides_of_the_scaled_range(spreads):
+    from sklstruct._inference._kernels import ChainKernels
+
+    rng = np.random.default_rng(len(spreads) + int(spreads[0]))
+    unary, offsets, transition, start, end = _spread_batch(rng, spreads)
+    node, edges, log_partition = forward_backward(unary, offsets, transition, start, end)
+    kernels = ChainKernels(offsets, 3, True, True)
+    pairwise = np.concatenate([transition.ravel(), start, end])
+    for i in range(len(spreads)):
+        u = unary[offsets[i]:offsets[i + 1]]
+        node_ref, edges_ref, log_partition_ref = ref.brute_force_marginals(
+            u, transition, start, end
+        )
+        assert log_partition[i] == pytest.approx(log_partition_ref, rel=1e-13)
+        np.testing.assert_allclose(node[offsets[i]:offsets[i + 1]], node_ref, atol=1e-12)
+        np.testing.assert_allclose(edges[i], edges_ref, atol=1e-12)
+        # the per-example kernels (online exponentiated gradient) agree
+        k_node, k_pairwise, k_log_partition = kernels.marginals_example(i, u, pairwise)
+        assert k_log_partition == pytest.approx(log_partition_ref, rel=1e-13)
+        np.testing.assert_allclose(k_node, node_ref, atol=1e-12)
+        np.testing.assert_allclose(k_pairwise[:9].reshape(3, 3), edges_ref, atol=1e-12)
+        np.testing.assert_allclose(k_pairwise[9:12], node_ref[0], atol=1e-12)
+        np.testing.assert_allclose(k_pairwise[12:], node_ref[-1], atol=1e-12)
+
+
 def test_sequence_scores_and_integer_dtypes():
     rng = np.random.default_rng(5)
     unary, offsets, transition, start, end, y = _random_batch(rng, 6, 3, max_length=5)

@@ -11,6 +11,15 @@ cdef void _forward_backward_sequence(
         double* alpha, double* beta, double* scaled, double* sums, double* work,
         double* marginals, double* edge_sums, double* log_partition) noexcept nogil
 
+cdef double _exp_transitions(const double* transition, intp_t n, double* table,
+                             double* table_t, double* peak) noexcept nogil
+
+cdef void _forward_backward(
+        const double* unary, intp_t length, intp_t n, const double* transition,
+        const double* start, const double* end, double* tables, double transition_peak,
+        double transition_spread, bint* log_tables_ready, double* buffers, intp_t max_len,
+        double* marginals, double* edge_sums, double* log_partition) noexcept nogil
+
 cdef double _viterbi_sequence(const double* unary, intp_t length, intp_t n_states,
                               const double* transition_t, const double* start,
                               const double* end, double* delta, double* delta_next,

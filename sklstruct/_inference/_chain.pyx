@@ -492,6 +492,184 @@ cdef void _forward_backward_sequence(
                     edge_sums[a * n + b] += marginals[(t + 1) * n + b] * exp(value) / total
 
 
+# The scaled forward-backward runs in probability space when every token's potentials span at
+# most this many nats together with the transitions: every normalised message entry is then
+# at least exp(-_SCALED_SPREAD) / n_states^2, far from underflow, and the results are as
+# accurate as the log-domain recursion's with one exponential per state and token instead of
+# five exponentials or logarithms.
+cdef double _SCALED_SPREAD = 600.0
+
+
+cdef double _exp_transitions(const double* transition, intp_t n, double* table,
+                             double* table_t, double* peak) noexcept nogil:
+    """``table[a, b] = exp(T[a, b] - max T)`` (and its transpose); returns ``max T - min T``
+    (infinite when a transition is not finite) and writes ``max T`` into ``peak``."""
+    cdef intp_t a, b
+    cdef double high = transition[0], low = transition[0], v
+    for a in range(n * n):
+        v = transition[a]
+        if v > high:
+            high = v
+        if v < low:
+            low = v
+    peak[0] = high
+    if not (high - low <= INFINITY) or high == INFINITY or low == -INFINITY:
+        return INFINITY
+    for a in range(n):
+        for b in range(n):
+            v = exp(transition[a * n + b] - high)
+            table[a * n + b] = v
+            table_t[b * n + a] = v
+    return high - low
+
+
+cdef bint _forward_backward_scaled(
+        const double* unary, intp_t length, intp_t n, const double* table,
+        const double* table_t, double transition_peak, double transition_spread,
+        const double* start, const double* end, double* expu, double* alpha, double* beta,
+        double* norms, double* work, double* marginals, double* edge_sums,
+        double* log_partition) noexcept nogil:
+    """Forward-backward in probability space with normalised messages (Rabiner's scaling).
+
+    Returns False, before writing any output, when a token's potentials (start and end
+    included) span more than ``_SCALED_SPREAD - transition_spread`` nats or are not finite;
+    the caller then runs the log-domain :func:`_forward_backward_sequence`. ``expu`` holds
+    ``exp(u_t - max u_t)``, ``alpha``/``beta`` the messages normalised to sum 1, ``norms``
+    (2 ``length`` doubles) the forward normalisers ``c_t`` and ``sum_b alpha_t beta_t``.
+    """
+    cdef intp_t t, a, b
+    cdef double v, high, low, total, weight, log_z
+    cdef double budget = _SCALED_SPREAD - transition_spread
+    cdef double* c = norms
+    cdef double* overlap = norms + length
+    cdef double* row
+    if not (budget > 0.0):
+        return False
+    log_z = (length - 1) * transition_peak
+    for t in range(length):
+        row = expu + t * n
+        for b in range(n):
+            v = unary[t * n + b]
+            if t == 0:
+                v += start[b]
+            if t == length - 1:
+                v += end[b]
+            row[b] = v
+        high = row[0]
+        low = row[0]
+        for b in range(1, n):
+            if row[b] > high:
+                high = row[b]
+            if row[b] < low:
+                low = row[b]
+        if not (high - low <= budget):  # also false for NaN and infinities
+            return False
+        for b in range(n):
+            row[b] = exp(row[b] - high)
+        log_z += high
+
+    # forward: alpha_t = expu_t * (alpha_{t-1} E) / c_t
+    total = 0.0
+    for b in range(n):
+        alpha[b] = expu[b]
+        total += expu[b]
+    c[0] = total
+    total = 1.0 / total
+    for b in range(n):
+        alpha[b] *= total
+    for t in range(1, length):
+        for b in range(n):
+            work[b] = 0.0
+        for a in range(n):
+            weight = alpha[(t - 1) * n + a]
+            for b in range(n):
+                work[b] += weight * table[a * n + b]
+        total = 0.0
+        for b in range(n):
+            v = work[b] * expu[t * n + b]
+            alpha[t * n + b] = v
+            total += v
+        c[t] = total
+        total = 1.0 / total
+        for b in range(n):
+            alpha[t * n + b] *= total
+    for t in range(length):
+        log_z += log(c[t])
+    log_partition[0] = log_z
+
+    # backward: beta_t = E (expu_{t+1} * beta_{t+1}), normalised to sum 1
+    for b in range(n):
+        beta[(length - 1) * n + b] = 1.0 / n
+    for t in range(length - 2, -1, -1):
+        for a in range(n):
+            work[a] = 0.0
+        for b in range(n):
+            weight = expu[(t + 1) * n + b] * beta[(t + 1) * n + b]
+            for a in range(n):
+                work[a] += weight * table_t[b * n + a]
+        total = 0.0
+        for a in range(n):
+            total += work[a]
+        total = 1.0 / total
+        for a in range(n):
+            beta[t * n + a] = work[a] * total
+
+    for t in range(length):
+        total = 0.0
+        for b in range(n):
+            v = alpha[t * n + b] * beta[t * n + b]
+            marginals[t * n + b] = v
+            total += v
+        overlap[t] = total
+        total = 1.0 / total
+        for b in range(n):
+            marginals[t * n + b] *= total
+
+    # p(y_t = a, y_{t+1} = b) = alpha_t[a] E[a, b] expu_{t+1}[b] beta_{t+1}[b]
+    #                           / (c_{t+1} sum_b' alpha_{t+1}[b'] beta_{t+1}[b'])
+    for t in range(length - 1):
+        total = 1.0 / (c[t + 1] * overlap[t + 1])
+        for b in range(n):
+            work[b] = expu[(t + 1) * n + b] * beta[(t + 1) * n + b] * total
+        for a in range(n):
+            weight = alpha[t * n + a]
+            for b in range(n):
+                edge_sums[a * n + b] += weight * table[a * n + b] * work[b]
+    return True
+
+
+cdef void _forward_backward(
+        const double* unary, intp_t length, intp_t n, const double* transition,
+        const double* start, const double* end, double* tables, double transition_peak,
+        double transition_spread, bint* log_tables_ready, double* buffers, intp_t max_len,
+        double* marginals, double* edge_sums, double* log_partition) noexcept nogil:
+    """Forward-backward on one sequence: scaled when the potentials allow, else log-domain.
+
+    ``tables`` (``3 n + 4 n^2`` doubles) holds the log-domain tables of
+    :func:`_transition_tables` (filled here on first need, then ``log_tables_ready`` is set)
+    followed by the exponentiated transitions of :func:`_exp_transitions` (filled by the
+    caller, which passes their peak and spread); ``buffers`` holds ``4 max_len n + 2 max_len``
+    doubles.
+    """
+    cdef double* alpha = buffers
+    cdef double* beta = buffers + max_len * n
+    cdef double* scaled = buffers + 2 * max_len * n
+    cdef double* sums = buffers + 3 * max_len * n
+    cdef double* table = tables + 3 * n + 2 * n * n
+    if _forward_backward_scaled(unary, length, n, table, table + n * n, transition_peak,
+                                transition_spread, start, end, scaled, alpha, beta,
+                                buffers + 4 * max_len * n, tables + 2 * n, marginals, edge_sums,
+                                log_partition):
+        return
+    if not log_tables_ready[0]:
+        _transition_tables(transition, n, tables)
+        log_tables_ready[0] = True
+    _forward_backward_sequence(
+        unary, length, n, transition, start, end, tables, tables + 3 * n, tables + n,
+        tables + 3 * n + n * n, alpha, beta, scaled, sums, tables + 2 * n, marginals,
+        edge_sums, log_partition)
+
+
 def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                            const float64_t[:, ::1] transition, const float64_t[::1] start,
                            const float64_t[::1] end, float64_t[:, ::1] marginals,
@@ -509,26 +687,25 @@ def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] off
     cdef const int64_t* offsets_ptr = &offsets[0]
     cdef double* tables = NULL
     cdef double* buffers = NULL
+    cdef double peak, spread
+    cdef bint log_tables_ready = False
     cdef bint failed = False
     with nogil:
         max_len = _max_length(offsets_ptr, n_sequences)
-        # column_max, row_max, work (n each), then column_exp and transposed row_exp (n * n each)
-        tables = <double*> malloc((3 * n + 2 * n * n) * sizeof(double))
-        # alpha, beta, scaled, sums (max_len * n each)
-        buffers = <double*> malloc(4 * max_len * n * sizeof(double))
+        tables = <double*> malloc((3 * n + 4 * n * n) * sizeof(double))
+        buffers = <double*> malloc((4 * max_len * n + 2 * max_len) * sizeof(double))
         if tables == NULL or buffers == NULL:
             failed = True
         else:
-            _transition_tables(transition_ptr, n, tables)
+            spread = _exp_transitions(transition_ptr, n, tables + 3 * n + 2 * n * n,
+                                      tables + 3 * n + 3 * n * n, &peak)
             for i in range(n_sequences):
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
-                _forward_backward_sequence(
+                _forward_backward(
                     unary_ptr + lo * n, length, n, transition_ptr, &start[0], &end[0],
-                    tables, tables + 3 * n, tables + n, tables + 3 * n + n * n,
-                    buffers, buffers + max_len * n, buffers + 2 * max_len * n,
-                    buffers + 3 * max_len * n, tables + 2 * n, &marginals[lo, 0],
-                    &edge_sums[i, 0, 0], &log_partition[i])
+                    tables, peak, spread, &log_tables_ready, buffers, max_len,
+                    &marginals[lo, 0], &edge_sums[i, 0, 0], &log_partition[i])
         free(tables)
         free(buffers)
     if failed:

@@ -23,7 +23,7 @@ import numpy as np
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
-from sklstruct._inference._chain cimport (_forward_backward_sequence, _transition_tables,
+from sklstruct._inference._chain cimport (_exp_transitions, _forward_backward,
                                           _viterbi_sequence)
 from sklstruct._inference._mincut cimport grid_image_cut, mincut_arcs, mincut_int_work
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
@@ -118,7 +118,8 @@ cdef class ChainKernels(ExampleKernels):
     """First-order chains: pairwise block ``[transitions (S*S, row-major a * S + b),
     start (S), end (S)]``, each part present or not.
 
-    Viterbi for the max-oracle, log-domain forward-backward for the marginals.
+    Viterbi for the max-oracle, forward-backward (scaled, or log-domain for wide potentials)
+    for the marginals.
     """
 
     def __cinit__(self, *args, **kwargs):
@@ -145,9 +146,10 @@ cdef class ChainKernels(ExampleKernels):
 
     cdef intp_t _work_size(self):
         # augmented scores (L S), transposed transitions (S S), zeros (S S + 2 S), delta (2 S),
-        # forward-backward tables (3 S + 2 S S) and buffers (4 L S), edge-sum scratch (S S)
+        # forward-backward tables (3 S + 4 S S) and buffers (4 L S + 2 L), edge-sum scratch (S S)
         cdef intp_t S = self.n_states, L = self._max_length
-        return L * S + S * S + (S * S + 2 * S) + 2 * S + (3 * S + 2 * S * S) + 4 * L * S + S * S
+        return (L * S + S * S + (S * S + 2 * S) + 2 * S + (3 * S + 4 * S * S)
+                + (4 * L * S + 2 * L) + S * S)
 
     def __dealloc__(self):
         free(self._work)
@@ -203,23 +205,23 @@ cdef class ChainKernels(ExampleKernels):
         cdef intp_t length = self._offsets[i + 1] - self._offsets[i], r
         cdef intp_t shift = S * S if self.has_transition else 0
         cdef double* tables = self._work + L * S + S * S + (S * S + 2 * S) + 2 * S
-        cdef double* buffers = tables + 3 * S + 2 * S * S
+        cdef double* buffers = tables + 3 * S + 4 * S * S
         cdef double* edge_sums
-        cdef double log_z = 0.0
+        cdef double log_z = 0.0, peak, spread
+        cdef bint log_tables_ready = False
         cdef const double* transition = self._part(pair_pot, 0)
         for r in range(self.n_pairwise):
             pair_marg[r] = 0.0
         # edge sums go straight into pair_marg's transition block (or into scratch)
-        edge_sums = pair_marg if self.has_transition else buffers + 4 * L * S
+        edge_sums = pair_marg if self.has_transition else buffers + 4 * L * S + 2 * L
         if not self.has_transition:
             for r in range(S * S):
                 edge_sums[r] = 0.0
-        _transition_tables(transition, S, tables)
-        _forward_backward_sequence(
-            node_pot, length, S, transition, self._part(pair_pot, 1), self._part(pair_pot, 2),
-            tables, tables + 3 * S, tables + S, tables + 3 * S + S * S,
-            buffers, buffers + L * S, buffers + 2 * L * S, buffers + 3 * L * S, tables + 2 * S,
-            node_marg, edge_sums, &log_z)
+        spread = _exp_transitions(transition, S, tables + 3 * S + 2 * S * S,
+                                  tables + 3 * S + 3 * S * S, &peak)
+        _forward_backward(node_pot, length, S, transition, self._part(pair_pot, 1),
+                          self._part(pair_pot, 2), tables, peak, spread, &log_tables_ready,
+                          buffers, L, node_marg, edge_sums, &log_z)
         if self.has_start_end:
             for r in range(S):
                 pair_marg[shift + r] = node_marg[r]

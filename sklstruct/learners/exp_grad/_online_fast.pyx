@@ -27,8 +27,8 @@ from libc.string cimport memset
 
 from sklstruct._inference._kernels cimport ExampleKernels
 from sklstruct._typedefs cimport float64_t, int8_t, int32_t, int64_t, intp_t
-from sklstruct.learners._example_rows cimport (release, sequence_sizes, signal_check_due,
-                                               token_scores)
+from sklstruct.learners._example_rows cimport (dot, release, sequence_sizes,
+                                               signal_check_due, token_scores)
 
 
 def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth=1.05,
@@ -155,10 +155,10 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                         dm = new_pair_marg[r] - pair_marg[i, r]
                         wdot += theta[r] * dm
                         sq_pair += dm * dm
+                    # the touched rows of scratch are its first n_touched rows, contiguous
                     norm = C * C * sq_pair
-                    for k2 in range(n_touched):
-                        for s in range(S):
-                            norm += scratch[k2, s] * scratch[k2, s]
+                    if n_touched > 0:
+                        norm += dot(&scratch[0, 0], &scratch[0, 0], n_touched * S)
                     gain = C * (new_loss - expected_loss[i]) + C * wdot - 0.5 * norm
                     # noise floor: marginals carry absolute errors of about 1e-16
                     rounding = 1e-13 * (C * coefficient_scale + norm)
