@@ -533,7 +533,8 @@ cdef bint _forward_backward_scaled(
 
     Returns False, before writing any output, when a token's potentials (start and end
     included) span more than ``_SCALED_SPREAD - transition_spread`` nats or are not finite;
-    the caller then runs the log-domain :func:`_forward_backward_sequence`. ``expu`` holds
+    the caller then runs the log-domain :func:`_forward_backward_sequence`. ``edge_sums``
+    must be zero on entry. ``expu`` holds
     ``exp(u_t - max u_t)``, ``alpha``/``beta`` the messages normalised to sum 1, ``norms``
     (2 ``length`` doubles) the forward normalisers ``c_t`` and ``sum_b alpha_t beta_t``.
     """
@@ -626,7 +627,8 @@ cdef bint _forward_backward_scaled(
             marginals[t * n + b] *= total
 
     # p(y_t = a, y_{t+1} = b) = alpha_t[a] E[a, b] expu_{t+1}[b] beta_{t+1}[b]
-    #                           / (c_{t+1} sum_b' alpha_{t+1}[b'] beta_{t+1}[b'])
+    #                           / (c_{t+1} sum_b' alpha_{t+1}[b'] beta_{t+1}[b']);
+    # the outer products are summed over t first (edge_sums is zero on entry), E applied once
     for t in range(length - 1):
         total = 1.0 / (c[t + 1] * overlap[t + 1])
         for b in range(n):
@@ -634,7 +636,10 @@ cdef bint _forward_backward_scaled(
         for a in range(n):
             weight = alpha[t * n + a]
             for b in range(n):
-                edge_sums[a * n + b] += weight * table[a * n + b] * work[b]
+                edge_sums[a * n + b] += weight * work[b]
+    if length > 1:
+        for a in range(n * n):
+            edge_sums[a] *= table[a]
     return True
 
 
@@ -649,7 +654,7 @@ cdef void _forward_backward(
     :func:`_transition_tables` (filled here on first need, then ``log_tables_ready`` is set)
     followed by the exponentiated transitions of :func:`_exp_transitions` (filled by the
     caller, which passes their peak and spread); ``buffers`` holds ``4 max_len n + 2 max_len``
-    doubles.
+    doubles. ``edge_sums`` must be zero on entry.
     """
     cdef double* alpha = buffers
     cdef double* beta = buffers + max_len * n

@@ -123,11 +123,10 @@ class FactoredDualState(DualWeights):
 
     def _statistics_weights(self):
         """``W^T`` and ``pair_v`` from the statistics: ``v = C sum_i (Psi(x_i, y_i) -
-        E_i[Psi])``, the unary part ``C X^T (onehot(Y) - marginals)``."""
-        difference = -self.node_marg
-        difference[np.arange(self.Y.shape[0]), self.Y] += 1.0
-        np.multiply(self.structure.unary_features(self.batch, difference), self.C, out=self.WT)
-        del difference
+        E_i[Psi])``, the unary part ``C X^T (onehot(Y) - marginals)`` (compiled, in place)."""
+        from .simplicial._frank_wolfe_fast import marginal_weights
+
+        marginal_weights(self)
         self.pair_v[:] = self.C * (self.true_pairwise - self.pair_marg.sum(axis=0))
 
     def max_loss(self):

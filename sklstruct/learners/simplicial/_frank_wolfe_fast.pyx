@@ -1366,6 +1366,32 @@ def statistics_weights(state):
     return pair_sum_array
 
 
+def marginal_weights(state):
+    """Set ``state.WT`` to ``v``'s unary block ``C X^T (onehot(Y) - node_marg)`` of a state
+    that keeps node marginals, in one streaming pass over the token rows (no array per token
+    or per feature is formed)."""
+    cdef _Pass p = _Pass(state)
+    cdef intp_t n_tokens = p.Y.shape[0], S = p.S, t, s, since_check = 0
+    cdef int64_t q
+    cdef int32_t j
+    cdef double v
+    cdef const double* marg
+    with nogil:
+        if p.WT.shape[0] > 0:
+            memset(&p.WT[0, 0], 0, p.WT.shape[0] * S * sizeof(double))
+        for t in range(n_tokens):
+            if signal_check_due(&since_check, 1):
+                with gil:
+                    PyErr_CheckSignals()
+            marg = &p.node_marg[t, 0]
+            for q in range(p.indptr[t], p.indptr[t + 1]):
+                j = p.indices[q]
+                v = p.C * p.data[q]
+                for s in range(S):
+                    p.WT[j, s] -= v * marg[s]
+                p.WT[j, p.Y[t]] += v
+
+
 def structured_hinge_pass(state, const int64_t[::1] Y):
     """Per-example margin-rescaled structured hinge at the state's weights (``WT`` and
     ``theta``): each example's token scores, loss-augmented oracle and the truth's score,
