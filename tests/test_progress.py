@@ -106,3 +106,48 @@ def test_max_time_stops_with_a_warning():
         model = M3NExpGrad(tol=1e-12, max_iter=100000, max_time=0.2).fit(X, y)
     assert model.history_["time"][-1] < 5.0
     assert np.isfinite(model.history_["gap"][-1])
+
+
+def _schedule_run(relative_gap, tol, predict, growth=1.25, max_iter=1000):
+    """Passes at which a CheckSchedule certifies a fit whose relative gap after k passes is
+    ``relative_gap(k)``, until it reaches ``tol``."""
+    from types import SimpleNamespace
+
+    from sklstruct.base import Certificate, CheckSchedule
+
+    estimator = SimpleNamespace(tol=tol, max_iter=max_iter, max_time=None, check_every=None,
+                                verbose=0, callback=None)
+    certificate = Certificate(estimator)
+    schedule = CheckSchedule(estimator, certificate, growth=growth, predict=predict)
+    checks = []
+    for passes in range(1, max_iter + 1):
+        if schedule.due(passes):
+            checks.append(passes)
+            if certificate.check(passes, 1.0, 1.0 - relative_gap(passes), 0):
+                break
+            schedule.checked(passes)
+    return checks
+
+
+def test_check_schedule_predicts_the_pass_that_reaches_tol():
+    # a gap falling as 99.9 / k^2 reaches 1e-2 at pass 100; the geometric schedule certifies
+    # at ..., 75, 94, 118, the power law through two certificates at 100
+    def relative_gap(k):
+        return 99.9 / k**2
+
+    geometric = _schedule_run(relative_gap, 1e-2, predict=False)
+    predicted = _schedule_run(relative_gap, 1e-2, predict=True)
+    assert geometric[-3:] == [75, 94, 118]
+    assert predicted[-1] == 100
+    assert len(predicted) <= len(geometric)
+    # a noisy gap: the prediction never certifies later than the geometric schedule would
+    rng = np.random.default_rng(0)
+    noise = np.exp(rng.normal(scale=0.1, size=1001))
+
+    def noisy(k):
+        return 100.0 / k**2 * noise[k]
+
+    geometric = _schedule_run(noisy, 1e-2, predict=False)
+    predicted = _schedule_run(noisy, 1e-2, predict=True)
+    assert predicted[-1] <= geometric[-1]
+    assert noisy(predicted[-1]) <= 1e-2 and all(noisy(k) > 1e-2 for k in predicted[:-1])

@@ -247,7 +247,7 @@ class M3NExpGrad(BaseStructuredClassifier):
         calls, passes = batch.n_sequences, 0
         converged = self._check(certificate, batch, Y, w, dual, 0, calls,
                                 float(np.median(online.eta)), primal=online.primal())
-        schedule = CheckSchedule(self, certificate, growth=1.25)
+        schedule = CheckSchedule(self, certificate, growth=1.25, predict=True)
         rng = check_random_state(self.random_state)
         while not converged and passes < self.max_iter:
             calls += online.run_pass(adaptive, rng.permutation(batch.n_sequences),
@@ -293,7 +293,7 @@ class M3NExpGrad(BaseStructuredClassifier):
         w, dual = self._dual_at(batch, Y, token_loss, node_pot, pair_pot)
         calls, passes = batch.n_sequences, 0
         converged = self._check(certificate, batch, Y, w, dual, 0, calls, eta)
-        schedule = CheckSchedule(self, certificate, growth=1.25)
+        schedule = CheckSchedule(self, certificate, growth=1.25, predict=True)
         while not converged and passes < self.max_iter:
             # EG step on every part: theta_r += eta * C * (l_r + w . phi_r)
             unary, pairwise = structure.potentials(batch, w)
