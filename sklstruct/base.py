@@ -940,9 +940,9 @@ class CheckSchedule:
     to reach the target. With ``predict`` (learners without an estimate), once a certified
     relative gap is within ten times ``tol``, the next check comes no later than the pass
     where a power law through it and an earlier certificate (at least 15% fewer passes
-    before, with a larger gap) reaches ``tol``: on CoNLL-2000 and OCR, online exponentiated
-    gradient then stops 11 and 9 passes sooner at ``tol=1e-2`` (83 and 66 passes) with at most
-    one more check. The last pass (``max_iter``) and a pass that ends after ``max_time`` are
+    before, with a larger gap) reaches ``tol``: replayed on the certificates of every pass of
+    an online exponentiated-gradient fit at ``tol=1e-2``, it stops after 83 passes instead of
+    94 on CoNLL-2000 and 66 instead of 75 on OCR letters, with at most one more check. The last pass (``max_iter``) and a pass that ends after ``max_time`` are
     always certified.
     """
 
@@ -986,8 +986,11 @@ class CheckSchedule:
         if earlier:
             p, g = earlier[-1]
             rate = np.log(g / relative) / np.log(passes / p)
-            crossing = passes * (relative / tol) ** (1.0 / rate)
-            self.next = max(passes + 1, min(self.next, int(np.ceil(crossing - 1e-9))))
+            # log of the pass where the power law reaches tol (a flat stretch: far away)
+            log_crossing = np.log(passes) + np.log(relative / tol) / rate
+            if log_crossing < np.log(self.next):
+                crossing = int(np.ceil(np.exp(log_crossing) - 1e-9))
+                self.next = max(passes + 1, crossing)
 
 
 def _digest(batch, Y, structure):

@@ -151,3 +151,13 @@ def test_check_schedule_predicts_the_pass_that_reaches_tol():
     predicted = _schedule_run(noisy, 1e-2, predict=True)
     assert predicted[-1] <= geometric[-1]
     assert noisy(predicted[-1]) <= 1e-2 and all(noisy(k) > 1e-2 for k in predicted[:-1])
+
+
+def test_check_schedule_on_a_flat_gap_falls_back_to_the_geometric_passes():
+    # a gap that barely moves predicts a crossing too far away to compute: the geometric
+    # schedule goes on (no overflow)
+    def flat(k):
+        return 0.05 * (1.0 + 1e-300 * k) if k < 200 else 0.05 - 1e-15 * k
+
+    checks = _schedule_run(flat, 1e-2, predict=True, max_iter=300)
+    assert checks == _schedule_run(flat, 1e-2, predict=False, max_iter=300)

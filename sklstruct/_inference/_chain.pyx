@@ -503,17 +503,20 @@ cdef double _SCALED_SPREAD = 600.0
 cdef double _exp_transitions(const double* transition, intp_t n, double* table,
                              double* table_t, double* peak) noexcept nogil:
     """``table[a, b] = exp(T[a, b] - max T)`` (and its transpose); returns ``max T - min T``
-    (infinite when a transition is not finite) and writes ``max T`` into ``peak``."""
+    (infinite, with the tables left unset, when a transition is not finite) and writes
+    ``max T`` into ``peak``."""
     cdef intp_t a, b
     cdef double high = transition[0], low = transition[0], v
     for a in range(n * n):
         v = transition[a]
+        if v != v:  # NaN
+            return INFINITY
         if v > high:
             high = v
         if v < low:
             low = v
     peak[0] = high
-    if not (high - low <= INFINITY) or high == INFINITY or low == -INFINITY:
+    if high == INFINITY or low == -INFINITY:
         return INFINITY
     for a in range(n):
         for b in range(n):
