@@ -12,7 +12,8 @@ build time, so that no figure is copied by hand::
        ocr_l1_subgradient.json  L1M3N(solver="subgradient")
 
 Each line names a file of ``benchmarks/results/defaults/`` (one run of the script), optionally
-followed by the label to give its sklstruct rows (when the run passed ``--params``). Rows of
+followed by the label to give its sklstruct rows (when the run passed ``--params``; a row of
+a ``NAME{JSON}`` system is labelled with its parameters). Rows of
 the same system are merged: the table gives the median over runs and the range; a sklstruct
 system (a label) is read only from the last listed file that has it, since earlier files
 measured an earlier version of it, while the peers' rows are merged over all files. The ratio to
@@ -65,6 +66,16 @@ def _fit_format(seconds):
     return "{:.2f}" if seconds < 10 else "{:.1f}"
 
 
+def _system_key(row, label):
+    """A sklstruct row's label: the file's, else the estimator with the parameters the row
+    carries (``NAME{JSON}`` systems of the script), else the estimator with its defaults."""
+    if label:
+        return label
+    params = row.get("params") or {}
+    arguments = ", ".join(f"{name}={value!r}" for name, value in params.items())
+    return f"``{row['system']}({arguments})``"
+
+
 def read_runs(dataset, entries):
     """Merge the rows of the listed files: label -> dict of lists, in first-seen order."""
     systems = {}
@@ -74,7 +85,7 @@ def read_runs(dataset, entries):
     for name, label, rows in runs:
         for row in rows:
             if row["system"] not in PEERS:
-                latest[label or f"``{row['system']}()``"] = name
+                latest[_system_key(row, label)] = name
     for name, label, rows in runs:
         pa_fit = None
         pa_any = [r["fit_s"] for r in rows if r.get("system") == "crfsuite-pa" and "fit_s" in r]
@@ -85,7 +96,7 @@ def read_runs(dataset, entries):
             system = row["system"]
             if system == "crfsuite-pa" and "fit_s" in row:
                 pa_fit = row["fit_s"]
-            key = PEERS.get(system) or label or f"``{system}()``"
+            key = PEERS.get(system) or _system_key(row, label)
             if system not in PEERS and latest[key] != name:
                 continue
             entry = systems.setdefault(key, {"peer": system in PEERS, "fit": [], "ratio": [],
@@ -144,9 +155,13 @@ def table_lines(dataset, entries):
                              if _finite(quality) else "--"),
                   "     - --", "     - --",
                   "     - " + ("{:.2g} (last check)".format(gap) if _finite(gap) else "--")]
-        notes.append(f".. [#] {key}: stopped by the script's ``--timeout``; the last check "
-                     f"was after {last.get('time', float('nan')):.0f} s of fitting "
-                     f"(iteration {last.get('iteration', '?')}).")
+        if _finite(last.get("time")):
+            notes.append(f".. [#] {key}: stopped by the script's ``--timeout``; the last "
+                         f"check was after {last['time']:.0f} s of fitting (iteration "
+                         f"{last.get('iteration', '?')}).")
+        else:  # a run without --curve records no check
+            notes.append(f".. [#] {key}: stopped by the script's ``--timeout`` (the run "
+                         "recorded no check).")
     files = sorted({f for v in systems.values() for f in v["files"]})
     lines += ["", "Source: " + ", ".join(f"``benchmarks/results/defaults/{f}``" for f in files)
               + ".", ""]

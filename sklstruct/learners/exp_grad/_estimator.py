@@ -78,10 +78,10 @@ class M3NExpGrad(BaseStructuredClassifier):
     init_bias : float, default=0.0
         Initial node potential of every token's true state: 0 is the paper's uniform start;
         larger values start near ``w = 0`` (the paper's Figure 4(b)). With the default
-        online passes the uniform start reaches the default ``tol`` at an earlier check
-        (CoNLL-2000: 94 passes against 118 with 5; OCR letters: 75 against 94;
-        ``benchmarks/results/defaults/conll_exp_grad_final.json``,
-        ``conll_exp_grad_bias.json`` and ``ocr_exp_grad_starts.json``).
+        online passes the uniform start reaches the default ``tol`` sooner (CoNLL-2000: 82
+        passes against 99 with 5; OCR letters: 63 against 79;
+        ``benchmarks/results/defaults/conll_fb_scaled.json`` and
+        ``ocr_exp_grad_starts_fb_scaled.json``).
     tol : float, default=1e-2
         Stop when the duality gap is at most ``tol`` times the primal objective.
     max_iter : int, default=1000
