@@ -161,3 +161,15 @@ def test_check_schedule_on_a_flat_gap_falls_back_to_the_geometric_passes():
 
     checks = _schedule_run(flat, 1e-2, predict=True, max_iter=300)
     assert checks == _schedule_run(flat, 1e-2, predict=False, max_iter=300)
+
+
+def test_check_schedule_on_a_gap_stalling_above_tol_checks_sparingly():
+    # the gap falls as 99.9 / k^2, then stalls just above tol from pass 60 to 200: after a few
+    # missed predictions the checks are as sparse as the geometric ones
+    def stalling(k):
+        return 0.01002 if 60 <= k < 200 else 99.9 / max(k, 1) ** 2 if k < 60 else 0.0099
+
+    predicted = _schedule_run(stalling, 1e-2, predict=True, max_iter=300)
+    geometric = _schedule_run(stalling, 1e-2, predict=False, max_iter=300)
+    assert 200 <= predicted[-1] <= geometric[-1] == 232
+    assert len(predicted) <= len(geometric) + 3
