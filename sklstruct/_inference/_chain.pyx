@@ -527,31 +527,6 @@ cdef double _exp_transitions(const double* transition, intp_t n, double* table,
     return high - low
 
 
-cdef inline void _vector_times_matrix(const double* x, const double* matrix, intp_t n,
-                                      double* out) noexcept nogil:
-    """``out = x M`` for a row-major ``n x n`` matrix ``M``."""
-    cdef intp_t a, b
-    cdef double weight
-    for b in range(n):
-        out[b] = 0.0
-    for a in range(n):
-        weight = x[a]
-        for b in range(n):
-            out[b] += weight * matrix[a * n + b]
-
-
-cdef inline double _normalise(double* v, intp_t n) noexcept nogil:
-    """Scale ``v`` to sum 1; return its former sum."""
-    cdef intp_t b
-    cdef double total = 0.0, inverse
-    for b in range(n):
-        total += v[b]
-    inverse = 1.0 / total
-    for b in range(n):
-        v[b] *= inverse
-    return total
-
-
 cdef bint _forward_backward_scaled(
         const double* unary, intp_t length, intp_t n, const double* table,
         const double* table_t, double transition_peak, double transition_spread,
@@ -599,14 +574,30 @@ cdef bint _forward_backward_scaled(
         log_z += high
 
     # forward: alpha_t = expu_t * (alpha_{t-1} E) / c_t
+    total = 0.0
     for b in range(n):
         alpha[b] = expu[b]
-    c[0] = _normalise(alpha, n)
+        total += expu[b]
+    c[0] = total
+    total = 1.0 / total
+    for b in range(n):
+        alpha[b] *= total
     for t in range(1, length):
-        _vector_times_matrix(alpha + (t - 1) * n, table, n, work)
         for b in range(n):
-            alpha[t * n + b] = work[b] * expu[t * n + b]
-        c[t] = _normalise(alpha + t * n, n)
+            work[b] = 0.0
+        for a in range(n):
+            weight = alpha[(t - 1) * n + a]
+            for b in range(n):
+                work[b] += weight * table[a * n + b]
+        total = 0.0
+        for b in range(n):
+            v = work[b] * expu[t * n + b]
+            alpha[t * n + b] = v
+            total += v
+        c[t] = total
+        total = 1.0 / total
+        for b in range(n):
+            alpha[t * n + b] *= total
     for t in range(length):
         log_z += log(c[t])
     log_partition[0] = log_z
@@ -615,17 +606,29 @@ cdef bint _forward_backward_scaled(
     for b in range(n):
         beta[(length - 1) * n + b] = 1.0 / n
     for t in range(length - 2, -1, -1):
-        for b in range(n):  # (beta_t's row holds the product's input until it is overwritten)
-            beta[t * n + b] = expu[(t + 1) * n + b] * beta[(t + 1) * n + b]
-        _vector_times_matrix(beta + t * n, table_t, n, work)
         for a in range(n):
-            beta[t * n + a] = work[a]
-        _normalise(beta + t * n, n)
+            work[a] = 0.0
+        for b in range(n):
+            weight = expu[(t + 1) * n + b] * beta[(t + 1) * n + b]
+            for a in range(n):
+                work[a] += weight * table_t[b * n + a]
+        total = 0.0
+        for a in range(n):
+            total += work[a]
+        total = 1.0 / total
+        for a in range(n):
+            beta[t * n + a] = work[a] * total
 
     for t in range(length):
+        total = 0.0
         for b in range(n):
-            marginals[t * n + b] = alpha[t * n + b] * beta[t * n + b]
-        overlap[t] = _normalise(marginals + t * n, n)
+            v = alpha[t * n + b] * beta[t * n + b]
+            marginals[t * n + b] = v
+            total += v
+        overlap[t] = total
+        total = 1.0 / total
+        for b in range(n):
+            marginals[t * n + b] *= total
 
     # p(y_t = a, y_{t+1} = b) = alpha_t[a] E[a, b] expu_{t+1}[b] beta_{t+1}[b]
     #                           / (c_{t+1} sum_b' alpha_{t+1}[b'] beta_{t+1}[b']);
