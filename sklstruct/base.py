@@ -943,8 +943,8 @@ class CheckSchedule:
     before, with a larger gap) reaches ``tol``, and no sooner than 3% more passes (doubled
     after each prediction that missed): replayed on the certificates of every pass of an
     online exponentiated-gradient fit at ``tol=1e-2``, it stops after 86 passes instead of 94
-    on CoNLL-2000 and 66 instead of 75 on OCR letters, with at most one more check. The last pass (``max_iter``) and a pass that
-    ends after ``max_time`` are always certified.
+    on CoNLL-2000 and 66 instead of 75 on OCR letters, with at most one more check. The last
+    pass (``max_iter``) and a pass that ends after ``max_time`` are always certified.
     """
 
     def __init__(self, estimator, certificate, growth=2.0, predict=False):
