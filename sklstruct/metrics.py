@@ -254,8 +254,11 @@ def _chunk_counts(y_true, y_pred):
     """Count chunks per chunk type with conlleval's algorithm.
 
     Every sequence is followed by a sentence break, which conlleval reads as
-    the tag "O" in both columns; so no chunk is still open after the last
-    sequence.
+    the tag "O" in both columns and which ends every chunk of the IOB and IOE
+    schemes. A chunk that a break does not end (tags whose prefix conlleval
+    does not know, such as BILOU's ``L`` or a bare ``B`` followed by ``.``)
+    runs on, as in conlleval, and a chunk still open at the end of the input
+    is closed there, as conlleval closes it at the end of its input.
 
     Returns
     -------
@@ -285,6 +288,7 @@ def _chunk_counts(y_true, y_pred):
     boundary = ("O", "")
     n_correct, n_true, n_pred = Counter(), Counter(), Counter()
     in_correct = False
+    open_type = None  # the type of the chunk counted as correct if in_correct holds
     last_true = last_pred = boundary
     for seq_true, seq_pred in zip(y_true, y_pred):
         tokens_true = [split(label) for label in seq_true.tolist()]
@@ -302,11 +306,14 @@ def _chunk_counts(y_true, y_pred):
                     in_correct = False
             if start_true and start_pred and cur_true[1] == cur_pred[1]:
                 in_correct = True
+                open_type = cur_true[1]
             if start_true:
                 n_true[cur_true[1]] += 1
             if start_pred:
                 n_pred[cur_pred[1]] += 1
             last_true, last_pred = cur_true, cur_pred
+    if in_correct:  # a chunk open in both at the end of the input ends there
+        n_correct[open_type] += 1
     return n_correct, n_true, n_pred
 
 
@@ -328,10 +335,16 @@ def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None):
     a hyphen and a chunk type. Chunk starts and ends are found with the rules
     of the CoNLL shared-task script ``conlleval`` (its ``startOfChunk`` and
     ``endOfChunk``), so IOB1 (a chunk may start with ``I-``), IOB2 and IOE
-    tags are handled as that script handles them, and a chunk never extends
-    over a sequence boundary. A predicted chunk is correct only if its type,
-    first token and last token all match a true chunk. Labels that are not
-    strings are converted with ``str``.
+    tags are handled as that script handles them: a sequence boundary ends
+    their chunks, and a chunk still open at the end of the input (which
+    happens for prefixes conlleval does not know) is closed there, as
+    conlleval closes it at the end of its input. IOBES/BILOU tags
+    are read with conlleval's semantics, which knows ``B``, ``I``, ``E`` and
+    ``O`` only: ``S-PER S-PER`` is one chunk (the second ``S`` neither ends
+    nor starts one), ``B-PER E-PER S-PER`` is one chunk; convert such tags to
+    IOB2 first to score single-token chunks apart. A predicted chunk is
+    correct only if its type, first token and last token all match a true
+    chunk. Labels that are not strings are converted with ``str``.
 
     Parameters
     ----------

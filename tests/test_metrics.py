@@ -595,3 +595,19 @@ def test_report_errors():
     with pytest.raises(ValueError, match="lengths sum to 3"):
         sequence_classification_report(["O", "O"], ["O", "O"], lengths=[3],
                                        scheme="token")
+
+
+def test_chunk_open_at_the_end_of_the_input_is_closed_as_conlleval_does():
+    """Tags whose prefix conlleval does not know leave a chunk open at the end of the input;
+    conlleval counts it there (1.0 for a sequence scored against itself)."""
+    assert chunk_precision_recall_fscore([["B", "."]], [["B", "."]]) == (1.0, 1.0, 1.0)
+    assert chunk_precision_recall_fscore([["O", "B", "L"]], [["O", "B", "L"]]) == \
+        (1.0, 1.0, 1.0)
+    # IOBES read with conlleval's semantics: S-PER S-PER is one chunk, the same as B-PER I-PER
+    # and not two single-token chunks
+    assert chunk_precision_recall_fscore([["S-PER", "S-PER"]], [["B-PER", "I-PER"]]) == \
+        (1.0, 1.0, 1.0)
+    assert chunk_precision_recall_fscore([["S-PER", "S-PER"]], [["B-PER", "B-PER"]]) == \
+        (0.0, 0.0, 0.0)
+    # a chunk open in only one of the two columns is not correct
+    assert chunk_precision_recall_fscore([["B", "I"]], [["B", "L"]]) == (0.0, 0.0, 0.0)
