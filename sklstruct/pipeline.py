@@ -5,6 +5,8 @@
 lists.
 """
 
+from collections.abc import Mapping
+
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.utils.validation import check_is_fitted
 
@@ -53,12 +55,37 @@ class SequencePipeline(Pipeline):
     def state_features_(self):
         """Non-zero weights of (feature name, label) pairs, a dict as sklearn-crfsuite's
         ``CRF.state_features_`` (one entry per non-zero weight: large for L2 models on big
-        vocabularies; :func:`sklstruct.inspection.state_features` lists only the top ones)."""
+        vocabularies; :func:`sklstruct.inspection.state_features` lists only the top ones).
+        A two-class multiclass model, whose ``coef_`` has one row (class 1's weights minus
+        class 0's, as ``LinearSVC``), names its weights by ``classes_[1]``."""
         model, names = self._named_parts()
         coef = model.coef_
+        labels = model.classes_.tolist()
+        if coef.shape[0] != len(labels):  # the single row of a two-class model
+            labels = labels[1:]
         return {(str(names[j]), label): float(coef[i, j])
-                for i, label in enumerate(model.classes_.tolist())
-                for j in coef[i].nonzero()[0]}
+                for i, label in enumerate(labels) for j in coef[i].nonzero()[0]}
+
+    def predict(self, X, **params):
+        """Predicted labels: the pipeline's ``predict``, in the input's form.
+
+        For token feature dicts (sklearn-crfsuite's form) the labels of each sequence come as
+        a list of Python values (``str`` for string labels), as sklearn-crfsuite gives them,
+        so that they print and serialise (``json.dumps``) as such; otherwise as the last
+        step's arrays.
+
+        Parameters
+        ----------
+        X : list of list of dict
+            Sequences of per-token feature dicts (the pipeline's input).
+        **params
+            Passed to :meth:`sklearn.pipeline.Pipeline.predict`.
+
+        Returns
+        -------
+        y : list of list, or list of ndarray
+        """
+        return _in_input_form(super().predict(X, **params), X)
 
     def _final_input(self, X):
         for _, _, transformer in self._iter(with_final=False):
@@ -97,9 +124,13 @@ class SequencePipeline(Pipeline):
         Returns
         -------
         labels, scores
-            As the last step's ``predict_topk``.
+            As the last step's ``predict_topk``; for token feature dicts each sequence's
+            labellings come as lists of Python values (as :meth:`predict`'s).
         """
-        return self.steps[-1][1].predict_topk(self._final_input(X), k, **params)
+        labels, scores = self.steps[-1][1].predict_topk(self._final_input(X), k, **params)
+        if _holds_token_dicts(X):
+            labels = [rows.tolist() for rows in labels]
+        return labels, scores
 
     def sequence_confidence(self, X, **params):
         """The last step's ``sequence_confidence`` on the transformed ``X``.
@@ -177,7 +208,7 @@ def make_sequence_pipeline(estimator, vectorizer=None, **kwargs):
     >>> X = [[{"w": "the"}, {"w": "cat"}], [{"w": "a"}, {"w": "dog"}, {"w": "ran"}]]
     >>> y = [["DT", "NN"], ["DT", "NN", "VB"]]
     >>> tagger = make_sequence_pipeline(M3NSimplicialDecomposition(C=1.0)).fit(X, y)
-    >>> [labels.tolist() for labels in tagger.predict([[{"w": "the"}, {"w": "dog"}]])]
+    >>> tagger.predict([[{"w": "the"}, {"w": "dog"}]])
     [['DT', 'NN']]
     >>> round(tagger.state_features_[("w=cat", "NN")], 3) > 0
     True
@@ -186,3 +217,18 @@ def make_sequence_pipeline(estimator, vectorizer=None, **kwargs):
                              estimator, **kwargs)
     return SequencePipeline(pipeline.steps, transform_input=pipeline.transform_input,
                             memory=pipeline.memory, verbose=pipeline.verbose)
+
+
+def _holds_token_dicts(X):
+    """Whether ``X`` is a list of sequences of per-token feature dicts."""
+    for sequence in X:
+        if len(sequence):
+            return isinstance(sequence[0], Mapping)
+    return False
+
+
+def _in_input_form(labels, X):
+    """Per-sequence label arrays as lists of Python values when ``X`` holds token dicts."""
+    if isinstance(labels, list) and _holds_token_dicts(X):
+        return [sequence.tolist() for sequence in labels]
+    return labels
