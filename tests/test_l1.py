@@ -323,3 +323,18 @@ def test_multiclass_l1_is_sparse_and_matches_the_exact_lp():
     optimum, _ = _exact_p1(model.structure_, batch, model._encode_known(y), 0.2)
     assert model.objective(X, y) == pytest.approx(optimum, rel=1e-7)
     assert np.count_nonzero(model.coef_) < model.coef_.size
+
+
+def test_em_stopping_on_a_stalled_p1_warns_with_its_certified_gap():
+    """EM's relative-change rule stops when P1 stalls; a last certificate above tol then
+    warns, as every learner does when it stops before tol."""
+    X, y = make_chain_data(40, seed=1, n_features=6)
+    with pytest.warns(ConvergenceWarning, match="certified relative duality gap of 0.3"):
+        model = L1M3N().fit(X, y)
+    history = model.history_
+    assert history["gap"][-1] > model.tol * history["primal"][-1]
+    # certified within tol: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        precise = L1M3N(solver="cutting_plane", tol=1e-2).fit(X[:10], y[:10])
+    assert precise.history_["gap"][-1] <= 1e-2 * precise.history_["primal"][-1]

@@ -88,7 +88,11 @@ class L1M3N(BaseStructuredClassifier):
         1/2)_+)`` (``history_["dual"]``, the best bound so far; none for structures without
         compiled kernels). The bound is loose while weights are still moving to or from zero
         (their ``v_k`` barely affects the M-step), so the change of P1 usually stops the fit
-        first. The fit returns the iterate with the smallest P1 (the M-steps are inexact),
+        first. That rule guarantees a stalled P1 (an approximate fixed point of the EM), not
+        a P1 within ``tol`` of its minimum: when the last certified relative gap is above
+        ``tol`` the fit warns (``ConvergenceWarning``) with that gap, which ``history_``'s
+        last row records (without compiled kernels there is no bound, hence no warning);
+        ``solver="cutting_plane"`` certifies ``tol`` itself. The fit returns the iterate with the smallest P1 (the M-steps are inexact),
         with the weights below ``eps * max |w|`` set to zero for the largest ``eps`` in 1,
         0.1, 0.03, 0.01, 0.003, 0.001 that does not increase P1 (small weights reach zero
         only slowly: each M-step multiplies them by ``2 |v_k| < 1``).
@@ -143,9 +147,11 @@ class L1M3N(BaseStructuredClassifier):
     verbose : int, default=0
         Print one line per check (iteration, primal, dual, gap, time, oracle calls).
     callback : callable, default=None
-        Called at every check as ``callback(estimator, info)``, ``info`` a dict with the
-        check's ``history_`` row, ``iteration`` and ``w`` (the current weights); returning
-        True stops the fit, whose model is then certified by the gap of that check.
+        Called at every check as ``callback(model, info)``: ``model`` a fitted copy of the
+        estimator at the current weights (its ``predict``, ``score`` and ``objective`` work,
+        e.g. to stop on a validation score), ``info`` a dict with the check's ``history_``
+        row, ``iteration`` and ``w`` (a copy of the current weights); returning True stops
+        the fit, whose model is then certified by the gap of that check.
     max_time : float, default=None
         Stop at the first check after this many seconds of fitting (with a
         ``ConvergenceWarning``).
@@ -466,5 +472,13 @@ class L1M3N(BaseStructuredClassifier):
                 break
         certificate.finish(iteration, what=f"a relative change of the objective <= "
                                            f"tol={self.tol}")
+        gap = certificate.rows["gap"][-1] / abs(certificate.rows["primal"][-1])
+        if certificate.stop_reason == "converged" and gap > self.tol:  # (NaN: no bound)
+            warnings.warn(
+                f"L1M3N(solver='em') stopped after {iteration} iterations on a relative "
+                f"change of P1 of at most tol={self.tol}, with a certified relative duality "
+                f"gap of {gap:.3g}: P1 has stalled, but only a gap <= tol certifies it within "
+                "tol of its minimum. Lower tol, or use solver='cutting_plane' for a "
+                "certificate.", ConvergenceWarning)
         self.beta_ = np.sqrt(scale2) if variational else beta
         return w
