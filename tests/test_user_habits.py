@@ -303,7 +303,7 @@ def test_pipeline_predicts_on_empty_sequences_and_names_weights_with_plain_str(l
     X, y = list_of_lists
     pipe = make_sequence_pipeline(StructSVMCuttingPlane(C=1.0)).fit(token_dicts(X), y)
     out = pipe.predict([[], token_dicts(X)[0]])
-    assert out[0].shape == (0,) and len(out[1]) == len(X[0])
+    assert out[0] == [] and len(out[1]) == len(X[0])
     assert pipe.predict_proba([[]])[0].shape == (0, 3)
     assert pipe.predict_marginals(token_dicts(X)[:1])[0].shape == (len(X[0]), 3)
     assert all(type(label) is str for _, label in pipe.state_features_)
@@ -340,3 +340,38 @@ def test_review_findings():
     Xm, ym = binary_data(seed=3)
     M3NExcessiveGap(kernel=linear_kernel, max_iter=5).fit(Xm, ym)
     assert set(seen) == {5}
+
+
+def test_pipeline_on_token_dicts_returns_lists_of_python_str(list_of_lists):
+    """crfsuite users get lists of str back, which print and serialise as such."""
+    import json
+
+    X, y = list_of_lists
+    tagger = make_sequence_pipeline(M3NSimplicialDecomposition(random_state=0)).fit(
+        token_dicts(X), y)
+    predicted = tagger.predict(token_dicts(X)[:3])
+    assert all(isinstance(labels, list) for labels in predicted)
+    assert all(type(label) is str for labels in predicted for label in labels)
+    json.dumps(predicted)
+    rows, scores = tagger.predict_topk(token_dicts(X)[:2], k=2)
+    assert all(type(label) is str for labelling in rows[0] for label in labelling)
+    json.dumps(rows)
+    assert repr(rows[0][0][0]) in ("'B-NP'", "'I-NP'", "'O'")
+
+
+def test_pipeline_state_features_of_a_two_class_model():
+    """A two-class multiclass model has one coef_ row (class 1's weights minus class 0's):
+    its named weights are those of classes_[1], as sklstruct.inspection lists them."""
+    from sklstruct.inspection import state_features
+
+    rng = np.random.default_rng(0)
+    X = [[{"w": str(word)}] for word in rng.integers(0, 6, 60)]
+    y = [["yes" if token[0]["w"] in "024" else "no"] for token in X]
+    tagger = make_sequence_pipeline(M3NSimplicialDecomposition(MultiClass(),
+                                                                random_state=0)).fit(X, y)
+    named = tagger.state_features_
+    assert {label for _, label in named} == {"yes"}
+    listed = state_features(tagger, top=None)
+    assert set(listed) == {"yes"}
+    assert dict(listed["yes"]["positive"] + listed["yes"]["negative"]) == \
+        {feature: weight for (feature, _), weight in named.items()}
