@@ -7,6 +7,8 @@ import scipy.sparse as sp
 from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad,
                        M3NSimplicialDecomposition, StructSVMCuttingPlane)
 
+from .conftest import make_chain_data
+
 LEARNERS = [StructSVMCuttingPlane, M3NExpGrad, M3NExcessiveGap, L1M3N,
             M3NSimplicialDecomposition]
 
@@ -122,9 +124,21 @@ def test_bad_class_weight():
     with pytest.raises(ValueError, match="class_weight"):
         fit(GOOD_X, GOOD_Y, structure=ChainStructure(class_weight=[1.0, -1.0]))
     with pytest.raises(ValueError, match="class_weight"):
-        fit(GOOD_X, GOOD_Y, structure=ChainStructure(class_weight={7: 1.0}))
-    with pytest.raises(ValueError, match="class_weight"):
         fit(GOOD_X, GOOD_Y, structure=ChainStructure(class_weight=[1.0, np.nan]))
+
+
+def test_class_weight_for_a_label_absent_from_the_data_is_ignored():
+    """As scikit-learn's classifiers: a fold without the rare label still fits and scores."""
+    from sklearn.model_selection import KFold, cross_val_score
+
+    X, y = make_chain_data(30, seed=2)
+    named = [np.array(["a", "b", "c"])[labels] for labels in y]
+    weights = {"a": 2.0, "rare": 5.0}
+    model = fit(X, named, structure=ChainStructure(class_weight=weights))
+    np.testing.assert_array_equal(model.structure_.loss_weights_, [2.0, 1.0, 1.0])
+    scores = cross_val_score(StructSVMCuttingPlane(ChainStructure(class_weight=weights)),
+                             X, named, cv=KFold(3))
+    assert np.all(np.isfinite(scores))
 
 
 def test_unknown_labels_in_objective():

@@ -468,11 +468,11 @@ def _resolve_class_weight(class_weight, n_states, classes, y):
         weights = np.ones(n_states)
         if classes is None:
             raise ValueError("A class_weight dict needs the class labels.")
-        index = {c: i for i, c in enumerate(classes)}
-        for label, value in class_weight.items():
-            if label not in index:
-                raise ValueError(f"class_weight has label {label!r}, which is not in the data.")
-            weights[index[label]] = value
+        # as scikit-learn's classifiers: labels absent from the training data (a rare class
+        # left out of a cross-validation fold) are ignored
+        for i, label in enumerate(classes.tolist()):
+            if label in class_weight:
+                weights[i] = class_weight[label]
     else:
         weights = np.asarray(class_weight, dtype=np.float64)
         if weights.shape != (n_states,):

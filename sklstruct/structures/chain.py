@@ -32,7 +32,8 @@ class ChainStructure(BaseStructure):
     start_end : bool, default=True
         Whether to learn start and end biases per state.
     class_weight : dict, 'balanced', array-like or None, default=None
-        Per-class weights of the Hamming loss. Slack rescaling needs weights that are integer
+        Per-class weights of the Hamming loss (a dict's labels that the training data lack
+        are ignored, as in scikit-learn). Slack rescaling needs weights that are integer
         multiples of a common unit (e.g. 0.5, 1, 2).
     """
 

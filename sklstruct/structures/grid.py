@@ -48,7 +48,8 @@ class GridStructure(BaseStructure):
     contrast_gamma : float, default=1.0
         Bandwidth of the contrast feature.
     class_weight : dict, 'balanced', array-like or None, default=None
-        Per-class weights of the Hamming loss.
+        Per-class weights of the Hamming loss (a dict's labels that the training data lack
+        are ignored).
     """
 
     def __init__(self, *, width=None, edge_features="contrast", contrast_gamma=1.0,

@@ -22,7 +22,8 @@ class MultiClass(BaseStructure):
     ----------
     class_weight : dict, 'balanced', array-like or None, default=None
         Loss weights per class: misclassifying a sample of class ``c`` costs
-        ``class_weight[c]`` in the loss ``Delta`` (not a re-weighting of samples).
+        ``class_weight[c]`` in the loss ``Delta`` (not a re-weighting of samples). A dict's
+        labels that the training data lack are ignored, as in scikit-learn.
     """
 
     def __init__(self, *, class_weight=None):
