@@ -535,7 +535,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         unary, pairwise = self._potentials(batch) if potentials is None else potentials
         if temperature != 1.0:
             unary, pairwise = unary / temperature, pairwise / temperature
-        return self.structure_.marginals(batch, unary, pairwise, n_jobs=self.n_jobs)[0]
+        return self.structure_.node_marginals(batch, unary, pairwise, n_jobs=self.n_jobs)
 
     def predict_proba(self, X, lengths=None, sequence_ids=None):
         """Per-token class probabilities: the marginals at the calibrated temperature.

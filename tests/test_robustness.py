@@ -212,3 +212,74 @@ def test_simplicial_decomposition_keeps_no_array_per_token_and_state():
         tracemalloc.stop()
     assert model.n_iter_ >= 4
     assert peak < 2 * 8 * n_tokens * n_states
+
+
+def test_potentials_beyond_double_range_are_refused_not_misdecoded():
+    """Weights of absurd scale make a labelling's score overflow: every prediction method
+    refuses with a clear error instead of NaN confidences, inf scores or arbitrary labels."""
+    X, y = make_chain_data(20, seed=0)
+    model = StructSVMCuttingPlane().fit(X, y)
+    model.w_ = model.w_ * (3e307 / np.abs(model.w_).max())
+    for method in (model.predict, model.sequence_confidence, model.predict_marginals,
+                   model.predict_proba, lambda X: model.predict_topk(X, 3)):
+        with pytest.raises(ValueError, match="too large to be summed"):
+            method(X[:3])
+    # large but summable potentials still decode, with confidences in [0, 1]
+    model.w_ = model.w_ * 1e-10
+    confidence = model.sequence_confidence(X[:3])
+    assert np.all((confidence >= 0) & (confidence <= 1))
+    assert all(np.isfinite(scores).all() for scores in model.predict_topk(X[:3], 3)[1])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_node_marginals_of_many_labels_need_no_pairwise_tables():
+    """predict_marginals computes node marginals without per-sequence expected transition
+    counts (n_sequences x n_states^2: 512 MB here)."""
+    import tracemalloc
+
+    n_states = 400
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(3, 4)) for _ in range(n_states // 3 + 1)]
+    y = [np.arange(3 * k, 3 * k + 3) % n_states for k in range(len(X))]
+    model = StructSVMCuttingPlane(max_iter=2).fit(X, y)
+    X_test = [rng.normal(size=(3, 4)) for _ in range(400)]
+    tracemalloc.start()
+    node = model.predict_marginals(X_test)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 100 * 2**20, peak
+    transition, start, end = model.transition_, model.start_, model.end_
+    reference = forward_backward(model.decision_function(X_test[:5])[0], [0, 3],
+                                 transition, start, end)[0]
+    np.testing.assert_allclose(node[0], reference, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(np.vstack(node).sum(axis=1), 1.0, rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_dual_states_of_many_labels_stay_within_the_token_arrays():
+    """With many labels on short sequences, BCFW (max_points=1) keeps sparse anchors and
+    M3NExpGrad's "auto" takes the batch updates: no n_sequences x n_pairwise table (290 MB
+    each here), where CoNLL-2000's shape keeps the dense ones."""
+    import tracemalloc
+
+    from sklstruct.learners._factored_dual import per_example_tables_too_large
+    from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
+
+    n_states, n_sequences = 300, 400
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(3, 4)) for _ in range(n_sequences)]
+    y = [rng.integers(0, n_states, 3) for _ in range(n_sequences)]
+    y[:100] = [np.arange(3 * k, 3 * k + 3) for k in range(100)]  # every label seen
+    structure = ChainStructure().bind(4, n_states)
+    batch = SequenceBatch(np.vstack(X), offsets_from_lengths(np.full(n_sequences, 3)))
+    assert per_example_tables_too_large(structure, batch, 1)
+    conll_shape = SequenceBatch(np.zeros((211727, 1)),
+                                offsets_from_lengths(np.full(8936, 211727 // 8936)))
+    assert not per_example_tables_too_large(ChainStructure().bind(1, 22), conll_shape, 2)
+    for model in (M3NSimplicialDecomposition(max_points=1, max_iter=2, random_state=0),
+                  M3NExpGrad(max_iter=2, random_state=0)):
+        tracemalloc.start()
+        model.fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 150 * 2**20, (model, peak)

@@ -11,6 +11,7 @@ per-sequence routines are shared with other compiled modules through ``_chain.px
 """
 from libc.math cimport INFINITY, exp, log
 from libc.stdlib cimport free, malloc
+from libc.string cimport memset
 
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
@@ -682,20 +683,26 @@ cdef void _forward_backward(
 def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                            const float64_t[:, ::1] transition, const float64_t[::1] start,
                            const float64_t[::1] end, float64_t[:, ::1] marginals,
-                           float64_t[:, :, ::1] edge_sums, float64_t[::1] log_partition):
+                           float64_t[:, :, ::1] edge_sums, float64_t[::1] log_partition,
+                           bint per_sequence=True):
     """Forward-backward on every sequence.
 
-    Writes node marginals, the per-sequence sums of pairwise marginals (``edge_sums`` must be
-    zero on entry) and the log-partition functions.
+    Writes node marginals, the sums of pairwise marginals and the log-partition functions.
+    With ``per_sequence`` ``edge_sums`` has one (n, n) block per sequence (zero on entry);
+    otherwise one block, which receives the sums over the whole batch (when ``edge_sums``
+    has no block at all they are not kept: node marginals then need no per-sequence
+    memory beyond one (n, n) block).
     """
     cdef intp_t n = unary.shape[1]
     cdef intp_t n_sequences = offsets.shape[0] - 1
-    cdef intp_t i, lo, length, max_len
+    cdef intp_t i, lo, length, max_len, a
     cdef const double* unary_ptr = &unary[0, 0]
     cdef const double* transition_ptr = &transition[0, 0]
     cdef const int64_t* offsets_ptr = &offsets[0]
     cdef double* tables = NULL
     cdef double* buffers = NULL
+    cdef double* sequence_edges = NULL
+    cdef double* total = &edge_sums[0, 0, 0] if edge_sums.shape[0] > 0 else NULL
     cdef double peak, spread
     cdef bint log_tables_ready = False
     cdef bint failed = False
@@ -703,7 +710,9 @@ def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] off
         max_len = _max_length(offsets_ptr, n_sequences)
         tables = <double*> malloc((3 * n + 4 * n * n) * sizeof(double))
         buffers = <double*> malloc((4 * max_len * n + 2 * max_len) * sizeof(double))
-        if tables == NULL or buffers == NULL:
+        if not per_sequence:
+            sequence_edges = <double*> malloc(n * n * sizeof(double))
+        if tables == NULL or buffers == NULL or (not per_sequence and sequence_edges == NULL):
             failed = True
         else:
             spread = _exp_transitions(transition_ptr, n, tables + 3 * n + 2 * n * n,
@@ -711,11 +720,22 @@ def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] off
             for i in range(n_sequences):
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
+                if per_sequence:
+                    _forward_backward(
+                        unary_ptr + lo * n, length, n, transition_ptr, &start[0], &end[0],
+                        tables, peak, spread, &log_tables_ready, buffers, max_len,
+                        &marginals[lo, 0], &edge_sums[i, 0, 0], &log_partition[i])
+                    continue
+                memset(sequence_edges, 0, n * n * sizeof(double))
                 _forward_backward(
                     unary_ptr + lo * n, length, n, transition_ptr, &start[0], &end[0],
                     tables, peak, spread, &log_tables_ready, buffers, max_len,
-                    &marginals[lo, 0], &edge_sums[i, 0, 0], &log_partition[i])
+                    &marginals[lo, 0], sequence_edges, &log_partition[i])
+                if total != NULL:
+                    for a in range(n * n):
+                        total[a] += sequence_edges[a]
         free(tables)
         free(buffers)
+        free(sequence_edges)
     if failed:
         raise MemoryError("could not allocate the forward-backward workspace")

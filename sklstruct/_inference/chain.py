@@ -102,7 +102,42 @@ def _check_chain(unary, offsets, transition, start, end):
         )
     start = _check_state_vector(start, "start", n_states, 0.0)
     end = _check_state_vector(end, "end", n_states, 0.0)
+    check_score_range(unary, offsets, transition, start, end)
     return unary, offsets, transition, start, end
+
+
+# the largest magnitude a labelling's score may reach: sums of finite potentials below it (and
+# the loss-augmented and log-partition values built from them, which add little) stay finite
+# in double precision (whose largest value is 1.8e308)
+MAX_SCORE = 1e307
+
+
+def check_score_range(unary, offsets, transition, start, end, extra=0.0):
+    """Raise a ``ValueError`` when a labelling's score could overflow a double.
+
+    The bound is ``sum_t max |unary[t]| + (length - 1) max |transition| + max |start| +
+    max |end|`` of the longest-scoring sequence (plus ``extra``, e.g. the largest loss);
+    potentials that large come from weights or features of absurd scale, and their sums would
+    turn into ``inf`` and the decoders' comparisons into arbitrary choices.
+    """
+    if unary.size == 0:
+        return
+    pair = float(np.abs(transition).max(initial=0.0))
+    ends = float(np.abs(start).max(initial=0.0)) + float(np.abs(end).max(initial=0.0))
+    lengths = np.diff(offsets)
+    peak = max(float(unary.max()), -float(unary.min()))
+    with np.errstate(over="ignore"):
+        if peak * lengths.max() + pair * lengths.max() + ends + extra < MAX_SCORE:
+            return  # the common case, from the largest entries alone
+        per_sequence = np.add.reduceat(np.abs(unary).max(axis=1), offsets[:-1]) \
+            + pair * (lengths - 1) + ends + extra
+    if not np.all(per_sequence < MAX_SCORE):
+        worst = int(np.argmax(per_sequence))
+        raise ValueError(
+            f"The potentials are too large to be summed in double precision: a labelling of "
+            f"sequence {worst} can score more than {MAX_SCORE:.0e}. The model's weights or "
+            "the features are of absurd scale; scale the features (e.g. StandardScaler) or "
+            "refit.")
 
 
 def _check_labels(labels, name, n_tokens, n_states):
@@ -274,15 +309,17 @@ def _solve_slack(unary, offsets, y_and_units, transition, start, end, unit):
     return labels, scores
 
 
-def _solve_forward_backward(unary, offsets, y, transition, start, end):
+def _solve_forward_backward(unary, offsets, y, transition, start, end, edges="per_sequence"):
     n_sequences = offsets.shape[0] - 1
     n_states = unary.shape[1]
     marginals = np.zeros(unary.shape, dtype=np.float64)
-    edge_sums = np.zeros((n_sequences, n_states, n_states), dtype=np.float64)
+    blocks = {"per_sequence": n_sequences, "sum": 1, "none": 0}[edges]
+    edge_sums = np.zeros((blocks, n_states, n_states), dtype=np.float64)
     log_partition = np.zeros(n_sequences, dtype=np.float64)
     if n_sequences:
         _chain.forward_backward_batch(
-            unary, offsets, transition, start, end, marginals, edge_sums, log_partition
+            unary, offsets, transition, start, end, marginals, edge_sums, log_partition,
+            edges == "per_sequence"
         )
     return marginals, edge_sums, log_partition
 
@@ -421,7 +458,8 @@ def loss_augmented_viterbi(
     return labels, losses, scores
 
 
-def forward_backward(unary, offsets, transition, start=None, end=None, n_jobs=None):
+def forward_backward(unary, offsets, transition, start=None, end=None, n_jobs=None,
+                     edges="per_sequence"):
     """Marginals and log-partition of the chain distribution ``p(ybar) ∝ exp(score(ybar))``.
 
     The recursions run in the log domain with rescaled sums of exponentials, so long
@@ -440,23 +478,32 @@ def forward_backward(unary, offsets, transition, start=None, end=None, n_jobs=No
     n_jobs : int, default=None
         Number of joblib workers, threads unless a joblib backend is configured; None and 1
         run in the calling thread, -1 uses all processors. The result does not depend on it.
+    edges : {"per_sequence", "sum", "none"}, default="per_sequence"
+        The sums of pairwise marginals to return: one (n_states, n_states) block per
+        sequence, one block summed over the batch, or none (node marginals need no
+        ``n_sequences x n_states^2`` memory).
 
     Returns
     -------
     node_marginals : ndarray of float64, shape (n_tokens, n_states)
         ``p(ybar_t = s)``.
-    edge_marginal_sums : ndarray of float64, shape (n_sequences, n_states, n_states)
-        For each sequence, ``sum_t p(ybar_t = a, ybar_{t+1} = b)`` over its consecutive
-        pairs (zeros for a sequence of one token).
+    edge_marginal_sums : ndarray of float64, shape (n_blocks, n_states, n_states)
+        ``sum_t p(ybar_t = a, ybar_{t+1} = b)`` over the consecutive pairs of each sequence
+        (zeros for a sequence of one token), or over the batch (one block), or no block.
     log_partition : ndarray of float64, shape (n_sequences,)
         ``log sum_ybar exp(score(ybar))``.
     """
+    if edges not in ("per_sequence", "sum", "none"):
+        raise ValueError(f"edges must be 'per_sequence', 'sum' or 'none', got {edges!r}.")
     unary, offsets, transition, start, end = _check_chain(
         unary, offsets, transition, start, end
     )
-    return _map_chunks(
-        _solve_forward_backward, unary, offsets, None, (transition, start, end), n_jobs
+    node, edge_sums, log_z = _map_chunks(
+        _solve_forward_backward, unary, offsets, None, (transition, start, end, edges), n_jobs
     )
+    if edges == "sum" and edge_sums.shape[0] > 1:  # one block per chunk of sequences
+        edge_sums = edge_sums.sum(axis=0, keepdims=True)
+    return node, edge_sums, log_z
 
 
 _INT32_MAX = 2**31 - 1

@@ -15,6 +15,20 @@ the weights, never a table per labelling or per position pair."""
 import numpy as np
 
 
+# per-example pairwise tables are avoided when they would take more than this many bytes and
+# more than four times the per-token arrays (n_tokens x n_states doubles)
+PER_EXAMPLE_TABLES_MB = 256
+
+
+def per_example_tables_too_large(structure, batch, n_tables):
+    """Whether ``n_tables`` dense pairwise tables per example (``n_sequences x n_pairwise``
+    doubles each) would exceed both ``PER_EXAMPLE_TABLES_MB`` and four times the per-token
+    arrays: the dual states then use a representation within O(n_tokens * n_states)."""
+    table_bytes = 8.0 * n_tables * batch.n_sequences * structure.n_pairwise_
+    return table_bytes > max(PER_EXAMPLE_TABLES_MB * 2.0**20,
+                             4 * 8.0 * batch.n_tokens * structure.n_states_)
+
+
 class DualWeights:
     """Weights, loss and scratch arrays of a dual kept as per-example statistics.
 

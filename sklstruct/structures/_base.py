@@ -402,6 +402,45 @@ class BaseStructure(BaseEstimator):
         """
         raise NotImplementedError(f"{type(self).__name__} has no marginal oracle.")
 
+    def node_marginals(self, batch, unary, pairwise, n_jobs=None):
+        """Node marginals only (prediction's probabilities): by default those of
+        :meth:`marginals`; a structure whose expected pairwise statistics are large (a chain
+        of many labels: ``n_sequences x n_states^2``) computes them without those.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        unary : ndarray of shape (n_tokens, n_states)
+        pairwise : ndarray of shape (n_pairwise,)
+        n_jobs : int, default=None
+
+        Returns
+        -------
+        node_marginals : ndarray of shape (n_tokens, n_states)
+        """
+        return self.marginals(batch, unary, pairwise, n_jobs=n_jobs)[0]
+
+    def summed_marginals(self, batch, unary, pairwise, n_jobs=None):
+        """The marginals with the expected pairwise statistics summed over the batch (what
+        the batch learners need): by default from :meth:`marginals`.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        unary : ndarray of shape (n_tokens, n_states)
+        pairwise : ndarray of shape (n_pairwise,)
+        n_jobs : int, default=None
+
+        Returns
+        -------
+        node_marginals : ndarray of shape (n_tokens, n_states)
+        pairwise_marginals : ndarray of shape (n_pairwise,)
+            ``sum_i E_i[pairwise_statistics_i]``.
+        log_partition : ndarray of shape (n_sequences,)
+        """
+        node, pair, log_z = self.marginals(batch, unary, pairwise, n_jobs=n_jobs)
+        return node, np.asarray(pair).reshape(batch.n_sequences, -1).sum(axis=0), log_z
+
     def example_kernels(self, batch):
         """Compiled per-example kernels over ``batch`` for the learners' compiled passes.
 

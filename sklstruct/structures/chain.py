@@ -137,6 +137,21 @@ class ChainStructure(BaseStructure):
                                   node[batch.offsets[1:] - 1]])
         return node, expected, log_z
 
+    def node_marginals(self, batch, unary, pairwise, n_jobs=None):
+        transition, start, end = self.pairwise_parameters(pairwise)
+        return chain_kernels.forward_backward(unary, batch.offsets, transition, start, end,
+                                              n_jobs=n_jobs, edges="none")[0]
+
+    def summed_marginals(self, batch, unary, pairwise, n_jobs=None):
+        transition, start, end = self.pairwise_parameters(pairwise)
+        node, edge, log_z = chain_kernels.forward_backward(
+            unary, batch.offsets, transition, start, end, n_jobs=n_jobs, edges="sum")
+        expected = [edge.ravel()]
+        if self.start_end:
+            expected += [node[batch.offsets[:-1]].sum(axis=0),
+                         node[batch.offsets[1:] - 1].sum(axis=0)]
+        return node, np.concatenate(expected), log_z
+
     def example_kernels(self, batch):
         return ChainKernels(batch.offsets, self.n_states_, True, bool(self.start_end))
 

@@ -9,6 +9,7 @@ from sklearn.utils.extmath import row_norms
 
 from ...base import BaseStructuredClassifier, Certificate, CheckSchedule
 from ...utils._sklearn_compat import Interval, StrOptions
+from .._factored_dual import per_example_tables_too_large
 from ._online import ONLINE_MAX_CHANGE, OnlineEGState
 from ._safe_rate import safe_learning_rate
 
@@ -55,7 +56,10 @@ class M3NExpGrad(BaseStructuredClassifier):
         like the other weights (``intercept_``). Chain and grid models ignore it (they have
         start, end and transition scores).
     algorithm : {"auto", "online", "batch"}, default="auto"
-        "auto": online when the structure has compiled per-example marginals, else batch.
+        "auto": online when the structure has compiled per-example marginals, else batch;
+        also batch where the online dual's two pairwise tables per example would take more
+        than 256 MB and four times the per-token arrays (many labels on short sequences:
+        the batch updates share one table, memory O(n_tokens * n_states)).
         Online passes reach a given duality gap in fewer passes and less time on the OCR and
         CoNLL benchmarks (``benchmarks/bench_exp_grad.py``).
     step : {"adaptive", "fixed", "safe"}, default="adaptive"
@@ -180,7 +184,13 @@ class M3NExpGrad(BaseStructuredClassifier):
         if self.algorithm != "auto":
             return self.algorithm
         kernels = self.structure_.example_kernels(batch)
-        return "online" if kernels is not None and kernels.has_marginals else "batch"
+        if kernels is None or not kernels.has_marginals:
+            return "batch"
+        # the online dual keeps two pairwise tables per example (its potentials and
+        # marginals); where they would dwarf the per-token arrays (many labels on short
+        # sequences), the batch updates, whose examples share one table, keep the memory
+        # at O(n_tokens * n_states)
+        return "batch" if per_example_tables_too_large(self.structure_, batch, 2) else "online"
 
     def _initial_step(self, batch, Y):
         if self.step == "safe":
@@ -269,10 +279,10 @@ class M3NExpGrad(BaseStructuredClassifier):
     def _dual_at(self, batch, Y, token_loss, node_potentials, pairwise_potentials):
         """Marginals of the current Gibbs distributions, ``w(a)`` and the dual value."""
         structure, C = self.structure_, float(self.C)
-        node, pairwise, _ = structure.marginals(batch, node_potentials, pairwise_potentials,
-                                                n_jobs=self.n_jobs)
+        node, pairwise, _ = structure.summed_marginals(batch, node_potentials,
+                                                       pairwise_potentials, n_jobs=self.n_jobs)
         w = C * (structure.joint_feature(batch, Y)
-                 - structure.expected_joint_feature(batch, node, pairwise))
+                 - structure.expected_joint_feature(batch, node, pairwise[None, :]))
         expected_loss = float((token_loss * node).sum())
         return w, C * expected_loss - 0.5 * float(w @ w)
 

@@ -7,6 +7,7 @@ from sklearn.utils import check_random_state
 
 from ...base import BaseStructuredClassifier, Certificate, CheckSchedule
 from ...utils._sklearn_compat import Interval, StrOptions
+from .._factored_dual import per_example_tables_too_large
 from ._frank_wolfe import (BlockFrankWolfeState, MultiPointFrankWolfeState,
                            supports_multi_point)
 from ._general import SimplicialDecompositionState
@@ -126,12 +127,14 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
 
     Notes
     -----
-    Memory: with ``max_points > 1`` the compiled pass keeps, besides the weights, each
+    Memory: with ``max_points > 1`` (and with ``max_points=1`` where a pairwise table per
+    example would take more than 256 MB and four times the per-token arrays, as with many
+    labels on short sequences) the compiled pass keeps, besides the weights, each
     example's anchor as its non-zero node and pairwise entries (12 bytes each; an anchor mixes
     the few labellings its master used), ``max_points`` labels per token (int16), the
     masters' Gram terms (``max_points^2`` doubles per sequence) and token Gram matrices up to
     64 MB (single precision when exact); about 0.3 KB per token above the data at 1M tokens
-    with 20 states (``benchmarks/bench_scaling.py``). With ``max_points=1`` it keeps node
+    with 20 states (``benchmarks/bench_scaling.py``). Otherwise with ``max_points=1`` it keeps node
     marginals (n_tokens x n_states), pairwise statistics (n_sequences x n_pairwise) and the
     loss matrix (n_tokens x n_states). The general solver keeps the points of a
     block as dense vectors in weight space when all of them fit in 256 MB
@@ -216,7 +219,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                     self.rescale)
         state = self._warm_state(settings, batch, Y)
         if state is None:
-            if compiled and self.max_points == 1:
+            if compiled and self.max_points == 1 and not (
+                    per_example_tables_too_large(self.structure_, batch, 1)
+                    and supports_multi_point(self.structure_, batch)):
                 state = BlockFrankWolfeState(self.structure_, batch, Y, self.C)
             elif compiled:
                 state = MultiPointFrankWolfeState(self.structure_, batch, Y, self.C,
