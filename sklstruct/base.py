@@ -18,7 +18,7 @@ from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _num_samples, check_is_fitted, column_or_1d
+from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, column_or_1d
 
 from .structures import BaseStructure, ChainStructure, GridStructure, MultiClass
 from .structures._base import structured_hinge
@@ -27,13 +27,23 @@ from .utils._sequences import (
     check_lengths,
     image_rows,
     check_token_matrix,
+    check_label_kinds,
     flatten_labels,
+    label_kinds,
     lengths_from_sequence_ids,
     offsets_from_lengths,
     split_flat,
     stack_sequences,
 )
-from .utils._sklearn_compat import Interval, StrOptions, _fit_context, validate_data
+from .utils._sklearn_compat import (
+    Interval,
+    StrOptions,
+    _check_feature_names,
+    _check_n_features,
+    _fit_context,
+    _get_feature_names,
+    validate_data,
+)
 
 
 
@@ -56,6 +66,38 @@ def _check_not_feature_dicts(X):
                 "sklstruct.pipeline.make_sequence_pipeline(estimator), a Pipeline of "
                 "SequenceVectorizer and the estimator."
             )
+
+
+def _sequences_of_object_array(X):
+    """A 1-D numpy object array whose elements are 2-D arrays or sparse matrices (what
+    ``np.array(list_of_matrices, dtype=object)`` gives) as the list of sequences it holds;
+    any other ``X`` unchanged."""
+    if isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 1 and X.shape[0] and \
+            all(sp.issparse(x) or np.ndim(x) == 2 for x in X):
+        return list(X)
+    return X
+
+
+def _sequence_feature_names(X):
+    """The column names shared by every sequence of a list (``None`` when none has names,
+    e.g. numpy arrays); a ``ValueError`` when sequences disagree, since their columns would
+    then be read by position."""
+    names = [_get_feature_names(x) for x in X]
+    if not names:
+        return None
+    first = names[0]
+    for i, current in enumerate(names):
+        if (current is None) != (first is None) or (
+                current is not None and (current.shape != first.shape
+                                         or np.any(current != first))):
+            described = ("no column names" if current is None
+                         else f"columns {current.tolist()}")
+            expected = ("no column names" if first is None
+                        else f"columns {first.tolist()}")
+            raise ValueError(
+                f"All sequences of X must have the same columns in the same order: sequence "
+                f"{i} has {described} where sequence 0 has {expected}.")
+    return first
 
 
 def _is_sequence_list(X):
@@ -126,7 +168,10 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         "C": [Interval(numbers.Real, 0, None, closed="neither")],
         "tol": [Interval(numbers.Real, 0, None, closed="neither")],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
-        "n_jobs": [numbers.Integral, None],
+        # scikit-learn's convention: None (one, unless in a joblib context), a positive
+        # count, or -1, -2, ... (all processors, all but one, ...); 0 has no meaning
+        "n_jobs": [Interval(numbers.Integral, None, -1, closed="right"),
+                   Interval(numbers.Integral, 1, None, closed="left"), None],
         "verbose": ["verbose"],
         "callback": [callable, None],
         "max_time": [Interval(numbers.Real, 0, None, closed="neither"), None],
@@ -148,6 +193,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         With ``allow_empty`` (prediction) sequences may be empty: the batch holds the others
         and ``batch.output_offsets`` the offsets of all of them, for the outputs."""
         _check_not_feature_dicts(X)
+        X = _sequences_of_object_array(X)
         if isinstance(X, Iterator):
             raise TypeError(f"X must be a list of per-sequence feature matrices, an array or "
                             f"a sparse matrix, not {type(X).__name__}; pass list(X).")
@@ -165,12 +211,17 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             if flat_only:
                 raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
                                  "sequences.")
+            names_of = X[0] if _sequence_feature_names(X) is not None else None
             stacked, seq_lengths = stack_sequences(X, allow_empty)
-            stacked, _ = self._validate_matrix(stacked, None, reset, allow_empty)
+            stacked, _ = self._validate_matrix(stacked, None, reset, allow_empty,
+                                               names_of=names_of)
             form = "list" if widths is None else "images"
             y_flat = None if y is None else flatten_labels(y, seq_lengths)
         else:
             _check_not_label_sequences(X, y)
+            if y is not None:
+                check_label_kinds(label_kinds(y if isinstance(y, np.ndarray) else
+                                              np.asarray(y, dtype=object)))
             stacked, y_flat = self._validate_matrix(X, y, reset, allow_empty and bool(flat_only))
             if sequence_ids is not None:
                 lengths = lengths_from_sequence_ids(sequence_ids, stacked.shape[0])
@@ -217,11 +268,21 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             f"per-sequence matrices.{routing}"
         )
 
-    def _validate_matrix(self, X, y, reset, allow_empty=False):
+    def _validate_matrix(self, X, y, reset, allow_empty=False, names_of=False):
         """``validate_data`` for a 2-D token matrix (with flat labels when given; no row at
-        all only with ``allow_empty``)."""
+        all only with ``allow_empty``).
+
+        ``names_of`` (the list form): the stacked sequences' feature names are checked
+        (or recorded, with ``reset``) from this sequence, ``None`` when they have none;
+        ``False``: from ``X`` itself."""
         params = dict(reset=reset, accept_sparse="csr", dtype=np.float64, order="C",
                       ensure_min_samples=0 if allow_empty else 1)
+        if names_of is not False:
+            X = check_array(X, input_name="X", **{k: v for k, v in params.items()
+                                                   if k != "reset"})
+            _check_n_features(self, X, reset=reset)
+            _check_feature_names(self, X if names_of is None else names_of, reset=reset)
+            return X, None
         if y is None:
             return validate_data(self, X, **params), None
         return validate_data(self, X, y, **params)
@@ -298,18 +359,7 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         batch, y_flat, form = self._validate_input(X, y, lengths, reset=True,
                                                    sequence_ids=sequence_ids)
         y_flat = column_or_1d(y_flat, warn=True) if form not in ("list", "images") else y_flat
-        try:
-            check_classification_targets(y_flat)
-            self.classes_, Y = np.unique(y_flat, return_inverse=True)
-        except TypeError as exc:  # e.g. None beside strings
-            kinds = sorted({type(v).__name__ for v in np.asarray(y_flat, dtype=object)})
-            raise TypeError(f"the labels must be mutually comparable values of one kind; y "
-                            f"mixes {', '.join(kinds)}.") from exc
-        if self.classes_.shape[0] < 2:
-            raise ValueError(
-                "Classifier can't train when only one class is present: "
-                f"y holds the single class {self.classes_.tolist()[0]!r}."
-            )
+        self.classes_, Y = encode_targets(y_flat)
         structure = self._resolve_structure(form)
         self.structure_ = structure.bind(
             batch.X.shape[1], self.classes_.shape[0], self.classes_, Y
@@ -319,7 +369,6 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
                 f"{type(structure).__name__} constrains weights to be non-negative, which "
                 f"{type(self).__name__} does not support; use M3NSimplicialDecomposition."
             )
-        Y = Y.astype(np.intp)
         weights = _check_sequence_weights(sample_weight, batch.n_sequences)
         self.w_ = self._fit_batch(batch, Y, weights)
         self.temperature_ = 1.0
@@ -355,9 +404,20 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         return state
 
     # ------------------------------------------------------------------ fitted parameters
+    def _fitted_view(self):
+        """This estimator as one fit left it, for the length of a call.
+
+        A fit replaces the estimator's ``__dict__`` as a whole when it completes, so a view
+        that holds the current dict reads every fitted attribute (``w_``, ``structure_``,
+        ``classes_``...) from the same fit even while another thread refits the estimator.
+        """
+        check_is_fitted(self)
+        view = object.__new__(type(self))
+        view.__dict__ = self.__dict__
+        return view
+
     def _unary_weights(self):
         """Per-class weights on the token features and the intercepts (zeros without)."""
-        check_is_fitted(self)
         weights = self.structure_.split_weights(self.w_)[0].T
         if getattr(self, "_with_intercept", False):
             return weights[:, :-1], weights[:, -1].copy()
@@ -373,8 +433,9 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         For two classes in the multiclass form, as ``LinearSVC``: the weights of class 1 minus
         those of class 0, shape (1, n_features).
         """
-        weights, _ = self._unary_weights()
-        if self._binary_multiclass():
+        model = self._fitted_view()
+        weights, _ = model._unary_weights()
+        if model._binary_multiclass():
             return (weights[1] - weights[0])[None, :]
         return weights
 
@@ -383,20 +444,20 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         """Per-class intercepts of the multiclass form, shape (n_classes,) (for two classes
         ``(1,)``: class 1's minus class 0's); zeros without ``fit_intercept``. Sequence models
         have ``start_`` and ``end_`` biases and ``transition_`` scores instead."""
-        check_is_fitted(self)
-        if not isinstance(self.structure_, MultiClass):
+        model = self._fitted_view()
+        if not isinstance(model.structure_, MultiClass):
             raise AttributeError("intercept_ exists only for the multiclass form; chains have "
                                  "start_, end_ and transition_.")
-        _, intercept = self._unary_weights()
-        if self._binary_multiclass():
+        _, intercept = model._unary_weights()
+        if model._binary_multiclass():
             return np.array([intercept[1] - intercept[0]])
         return intercept
 
     def _chain_parameters(self, name):
-        check_is_fitted(self)
-        if not isinstance(self.structure_, ChainStructure):
+        model = self._fitted_view()
+        if not isinstance(model.structure_, ChainStructure):
             raise AttributeError(f"{name} exists only for chain structures.")
-        return self.structure_.pairwise_parameters(self.structure_.split_weights(self.w_)[1])
+        return model.structure_.pairwise_parameters(model.structure_.split_weights(model.w_)[1])
 
     @property
     def transition_(self):
@@ -440,7 +501,6 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         return batch, labels, form
 
     def _prediction_batch(self, X, lengths, sequence_ids):
-        check_is_fitted(self)
         batch, _, form = self._validate_input(X, None, lengths, reset=False, allow_empty=True,
                                               sequence_ids=sequence_ids)
         return batch, form
@@ -470,8 +530,9 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             Labels in the form of ``X`` (a list of label arrays, a flat array, or a list of
             2-D masks for images).
         """
-        batch, Y, form = self._predict_encoded(X, lengths, sequence_ids)
-        return self._format_output(self.classes_[Y], batch, form)
+        model = self._fitted_view()
+        batch, Y, form = model._predict_encoded(X, lengths, sequence_ids)
+        return model._format_output(model.classes_[Y], batch, form)
 
     def decision_function(self, X, lengths=None, sequence_ids=None):
         """Per-token class scores (the unary part of the model's score, ``X W^T``).
@@ -496,11 +557,12 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             difference of class 1 over class 0, shape (n_samples,), as ``LinearSVC``); for
             sequences, in the form of ``X``.
         """
-        batch, form = self._prediction_batch(X, lengths, sequence_ids)
-        scores, _ = self._potentials(batch)
+        model = self._fitted_view()
+        batch, form = model._prediction_batch(X, lengths, sequence_ids)
+        scores, _ = model._potentials(batch)
         if form == "multiclass" and scores.shape[1] == 2:
             return scores[:, 1] - scores[:, 0]
-        return self._format_output(scores, batch, form)
+        return model._format_output(scores, batch, form)
 
     def predict_marginals(self, X, lengths=None, sequence_ids=None):
         """Per-token class probabilities under ``p(y|x) ∝ exp(w . Psi(x, y))``.
@@ -525,8 +587,9 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         marginals : list of ndarray of shape (n_tokens, n_classes), or ndarray
             In the form of ``X``.
         """
-        batch, form = self._prediction_batch(X, lengths, sequence_ids)
-        return self._format_output(self._marginals(batch, 1.0), batch, form)
+        model = self._fitted_view()
+        batch, form = model._prediction_batch(X, lengths, sequence_ids)
+        return model._format_output(model._marginals(batch, 1.0), batch, form)
 
     def _marginals(self, batch, temperature, potentials=None):
         """Node marginals of ``batch`` under the model's scores divided by ``temperature``."""
@@ -559,8 +622,9 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         proba : list of ndarray of shape (n_tokens, n_classes), or ndarray
             In the form of ``X``; columns follow ``classes_``.
         """
-        batch, form = self._prediction_batch(X, lengths, sequence_ids)
-        return self._format_output(self._marginals(batch, self.temperature_), batch, form)
+        model = self._fitted_view()
+        batch, form = model._prediction_batch(X, lengths, sequence_ids)
+        return model._format_output(model._marginals(batch, model.temperature_), batch, form)
 
     def predict_topk(self, X, k=5, lengths=None, sequence_ids=None):
         """The ``k`` highest-scoring labellings of each sequence, with their scores.
@@ -594,7 +658,8 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         """
         from ._topk import predict_topk
 
-        return predict_topk(self, X, k, self._lengths_of(X, lengths, sequence_ids))
+        return predict_topk(self._fitted_view(), X, k,
+                            self._lengths_of(X, lengths, sequence_ids))
 
     def sequence_confidence(self, X, lengths=None, sequence_ids=None):
         """Probability of each predicted labelling under the model's Gibbs distribution.
@@ -623,7 +688,8 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         """
         from ._topk import sequence_confidence
 
-        return sequence_confidence(self, X, self._lengths_of(X, lengths, sequence_ids))
+        return sequence_confidence(self._fitted_view(), X,
+                                   self._lengths_of(X, lengths, sequence_ids))
 
     @staticmethod
     def _lengths_of(X, lengths, sequence_ids):
@@ -657,20 +723,20 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         self : object
             The estimator, with ``temperature_`` set.
         """
-        check_is_fitted(self)
-        batch, y_flat, _ = self._validate_input(X, y, lengths, reset=False,
-                                                sequence_ids=sequence_ids)
-        Y = self._encode_known(np.asarray(y_flat))
-        potentials = self._potentials(batch)
+        model = self._fitted_view()
+        batch, y_flat, _ = model._validate_input(X, y, lengths, reset=False,
+                                                 sequence_ids=sequence_ids)
+        Y = model._encode_known(np.asarray(y_flat))
+        potentials = model._potentials(batch)
         rows = np.arange(Y.shape[0])
 
         def log_loss(log_temperature):
-            node = self._marginals(batch, float(np.exp(log_temperature)), potentials)
+            node = model._marginals(batch, float(np.exp(log_temperature)), potentials)
             return -float(np.mean(np.log(np.maximum(node[rows, Y], 1e-300))))
 
         best = minimize_scalar(log_loss, bounds=(np.log(1e-4), np.log(1e4)), method="bounded",
                                options={"xatol": 1e-4})
-        self.temperature_ = float(np.exp(best.x))
+        model.temperature_ = float(np.exp(best.x))
         return self
 
     def score(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
@@ -701,7 +767,8 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         -------
         score : float
         """
-        batch, Y, form = self._predict_encoded(X, lengths, sequence_ids)
+        model = self._fitted_view()
+        batch, Y, form = model._predict_encoded(X, lengths, sequence_ids)
         if form == "images":
             y_flat = flatten_labels(image_rows(X, y)[2], batch.lengths)
         elif form == "list":
@@ -711,15 +778,28 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             y_flat = column_or_1d(y)
             if y_flat.shape[0] != batch.n_tokens:
                 raise ValueError(f"y has {y_flat.shape[0]} labels for {batch.n_tokens} tokens.")
-        if form == "multiclass" and self.structure == "auto":
-            _warn_unseen_classes(y_flat, self.classes_)
-        correct = (self.classes_[Y] == y_flat).astype(np.float64)
+        model._check_label_kinds_match(y_flat)
+        if form == "multiclass" and model.structure == "auto":
+            _warn_unseen_classes(y_flat, model.classes_)
+        correct = (model.classes_[Y] == y_flat).astype(np.float64)
         if sample_weight is not None:
             return float(np.average(correct, weights=sample_weight))
         return float(correct.mean())
 
     # ------------------------------------------------------------------ objective
+    def _check_label_kinds_match(self, y_flat):
+        """Refuse labels of another kind than ``classes_`` (strings against numbers), which
+        would all compare unequal: the message of scikit-learn's classifiers."""
+        given, fitted = label_kinds(y_flat), label_kinds(self.classes_)
+        if ("str" in given) != ("str" in fitted):
+            raise ValueError(
+                f"Mix of label input types (string and number): y holds "
+                f"{'/'.join(sorted(given))} labels but the model was fitted on "
+                f"{'/'.join(sorted(fitted))} labels (classes_ = {self.classes_.tolist()[:5]}"
+                f"{' ...' if self.classes_.shape[0] > 5 else ''}).")
+
     def _encode_known(self, y_flat):
+        self._check_label_kinds_match(y_flat)
         index = np.searchsorted(self.classes_, y_flat)
         index = np.clip(index, 0, self.classes_.shape[0] - 1)
         if not np.all(self.classes_[index] == y_flat):
@@ -766,14 +846,14 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
         -------
         objective : float
         """
-        check_is_fitted(self)
-        batch, y_flat, form = self._validate_input(X, y, lengths, reset=False,
-                                                   sequence_ids=sequence_ids)
-        Y = self._encode_known(np.asarray(y_flat))
+        model = self._fitted_view()
+        batch, y_flat, form = model._validate_input(X, y, lengths, reset=False,
+                                                    sequence_ids=sequence_ids)
+        Y = model._encode_known(np.asarray(y_flat))
         weights = _check_sequence_weights(sample_weight, batch.n_sequences)
-        hinge, _, _ = self._structured_hinge(batch, Y, *self._potentials(batch),
-                                             self._rescale())
-        return self._regularizer() + self.C * float(weights @ hinge)
+        hinge, _, _ = model._structured_hinge(batch, Y, *model._potentials(batch),
+                                              model._rescale())
+        return model._regularizer() + model.C * float(weights @ hinge)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -782,6 +862,43 @@ class BaseStructuredClassifier(ClassifierMixin, BaseEstimator):
             # folds of sequences cannot be stratified (see the class docstring)
             tags.estimator_type = None
         return tags
+
+
+def encode_targets(y_flat):
+    """The classes of training labels and the labels' indices in them.
+
+    The one validation of training labels, shared by local and sharded fits: labels of one
+    kind (no strings beside numbers), discrete (scikit-learn's classification targets), at
+    least two classes.
+
+    Parameters
+    ----------
+    y_flat : ndarray of shape (n_tokens,)
+
+    Returns
+    -------
+    classes : ndarray of shape (n_classes,)
+        Sorted, as :func:`numpy.unique` gives them.
+    Y : ndarray of int of shape (n_tokens,)
+    """
+    y_flat = np.asarray(y_flat)
+    check_label_kinds(label_kinds(y_flat))
+    if y_flat.dtype == object and y_flat.size and \
+            label_kinds(y_flat) <= {"str", "number", "bool"}:  # one kind: its numpy dtype
+        y_flat = np.asarray(y_flat.tolist())
+    try:
+        check_classification_targets(y_flat)
+        classes, Y = np.unique(y_flat, return_inverse=True)
+    except TypeError as exc:  # e.g. None twice, tuples: not comparable
+        kinds = sorted({type(v).__name__ for v in np.asarray(y_flat, dtype=object)})
+        raise TypeError(f"the labels must be mutually comparable values of one kind; y "
+                        f"mixes {', '.join(kinds)}.") from exc
+    if classes.shape[0] < 2:
+        raise ValueError(
+            "Classifier can't train when only one class is present: "
+            f"y holds the single class {classes.tolist()[0]!r}."
+        )
+    return classes, Y.astype(np.intp)
 
 
 def _warn_unseen_classes(y, classes):
@@ -840,6 +957,9 @@ class Certificate:
         self.start = time.perf_counter()
         self.stop_reason = None
         self.last_print = None
+        # a function giving fitted attributes besides ``w_`` that prediction needs (e.g. the
+        # dual coefficients of a kernel model) at the current iterate, for the callback
+        self.current_attributes = None
 
     @property
     def converged(self):
@@ -867,9 +987,10 @@ class Certificate:
             converged = bool(gap <= estimator.tol * abs(primal))
         self.stop_reason = "converged" if converged else None
         callback = getattr(estimator, "callback", None)
-        if callback is not None and callback(estimator, dict(
-                row, iteration=iteration, w=None if w is None else np.array(w, copy=True))):
-            self.stop_reason = self.stop_reason or "callback"
+        if callback is not None:
+            w = None if w is None else np.array(w, copy=True)
+            if callback(self._model_at(w), dict(row, iteration=iteration, w=w)):
+                self.stop_reason = self.stop_reason or "callback"
         max_time = getattr(estimator, "max_time", None)
         if self.stop_reason is None and max_time is not None and row["time"] >= max_time:
             self.stop_reason = "max_time"
@@ -888,6 +1009,19 @@ class Certificate:
                   f"time {row['time']:.2f}s  oracle calls {int(oracle_calls)}{more}",
                   flush=True)
         return self.stop_reason is not None
+
+    def _model_at(self, w):
+        """A fitted copy of the estimator with the weights ``w`` (and the learner's other
+        current fitted attributes, from ``current_attributes``), for the callback: its
+        ``predict``, ``score`` and ``objective`` work as if the fit had stopped here."""
+        model = object.__new__(type(self.estimator))
+        model.__dict__ = dict(self.estimator.__dict__)
+        if w is not None:
+            model.w_ = w
+            model.temperature_ = 1.0
+            if self.current_attributes is not None:
+                model.__dict__.update(self.current_attributes())
+        return model
 
     def amend_last(self, primal, dual):
         """Make the last record certify other weights than the last iterate's: ``primal``
@@ -1015,8 +1149,9 @@ def _digest(batch, Y, structure):
     return digest.hexdigest()
 
 
-def _check_sequence_weights(sample_weight, n_sequences):
-    """Per-sequence weights: ones by default; finite, non-negative, not all zero."""
+def _check_sequence_weights(sample_weight, n_sequences, allow_all_zero=False):
+    """Per-sequence weights: ones by default; finite, non-negative, not all zero (unless
+    ``allow_all_zero``: a shard's weights, whose total is checked over all shards)."""
     if sample_weight is None:
         return np.ones(n_sequences)
     try:
@@ -1034,6 +1169,6 @@ def _check_sequence_weights(sample_weight, n_sequences):
         raise ValueError("sample_weight must be finite (no NaN or inf).")
     if np.any(weights < 0):
         raise ValueError("Negative values in sample_weight are not allowed.")
-    if not np.any(weights > 0):
+    if not allow_all_zero and not np.any(weights > 0):
         raise ValueError("sample_weight must not be all zero.")
     return weights

@@ -173,3 +173,33 @@ def test_check_schedule_on_a_gap_stalling_above_tol_checks_sparingly():
     geometric = _schedule_run(stalling, 1e-2, predict=False, max_iter=300)
     assert 200 <= predicted[-1] <= geometric[-1] == 232
     assert len(predicted) <= len(geometric) + 3
+
+
+KERNEL_MODELS = [M3NExcessiveGap(kernel="rbf", tol=1e-3, max_iter=100),
+                 StructSVMCuttingPlane(kernel="rbf", n_basis=10, random_state=0, tol=1e-3)]
+
+
+@pytest.mark.parametrize("model", MODELS + KERNEL_MODELS, ids=repr)
+def test_callback_model_predicts_and_scores_at_the_current_weights(model):
+    """The documented use: stop on a validation score. The callback's model is a fitted copy
+    at the check's weights, so predict, score and objective work on it."""
+    X, y = make_chain_data(n_sequences=20, seed=4)
+    X_val, y_val = make_chain_data(n_sequences=10, seed=5)
+    scores, objectives, primals = [], [], []
+
+    def stop_on_validation(estimator, info):
+        scores.append(estimator.score(X_val, y_val))
+        objectives.append(estimator.objective(X, y))
+        primals.append(info["primal"])
+        assert len(estimator.predict(X_val)) == len(X_val)
+        return len(scores) == 3
+
+    fit_quietly(model.set_params(callback=stop_on_validation, tol=1e-12), X, y)
+    assert 1 <= len(scores) <= 3 and all(0.0 <= score <= 1.0 for score in scores)
+    # the fit returns the weights of one of its checks (the last, or the best certified)
+    assert any(model.score(X_val, y_val) == pytest.approx(score) for score in scores)
+    # the callback's model is the one each check certified (the subgradient solver records
+    # its own problem's value, not this objective; a check without a primal certifies none)
+    if getattr(model, "solver", None) != "subgradient":
+        for objective, primal in zip(objectives, primals):
+            assert np.isnan(primal) or objective == pytest.approx(primal, rel=1e-6)

@@ -5,6 +5,7 @@ Every estimator converts its input once into a :class:`SequenceBatch`: one stack
 batch in compiled code.
 """
 
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -322,8 +323,39 @@ def image_rows(X, y=None):
     return rows, widths, masks
 
 
+def _kind_of_type(kind):
+    """The kind of a label's Python type: "str", "bool", "number" or the type's name."""
+    if issubclass(kind, (str, np.str_, bytes, np.bytes_)):
+        return "str"
+    if issubclass(kind, (bool, np.bool_)):
+        return "bool"
+    if issubclass(kind, numbers.Number):
+        return "number"
+    return kind.__name__
+
+
+def label_kinds(values):
+    """The kinds of labels in ``values`` (an array or a list): a set of "str", "bool",
+    "number" or other type names, read from the dtype where it has one kind and from the
+    values otherwise (object arrays, lists, whose values numpy would turn into strings)."""
+    array = values if isinstance(values, np.ndarray) else None
+    if array is not None and array.dtype != object:
+        return {{"U": "str", "S": "str", "b": "bool"}.get(array.dtype.kind, "number")}
+    return {_kind_of_type(kind) for kind in set(map(type, np.ravel(values).tolist()
+                                                    if array is not None else values))}
+
+
+def check_label_kinds(kinds):
+    """Raise a ``TypeError`` when labels mix kinds (str with numbers, bools, None...)."""
+    if len(kinds) > 1:
+        raise TypeError(f"the labels must be mutually comparable values of one kind; y "
+                        f"mixes {', '.join(sorted(kinds))}.")
+
+
 def flatten_labels(y, lengths):
     """Concatenate per-sequence label arrays, checking their lengths against ``lengths``."""
+    if isinstance(y, np.ndarray) and y.dtype == object and y.ndim == 1:
+        y = list(y)  # a numpy object array of per-sequence label arrays
     if not isinstance(y, (list, tuple)):
         raise TypeError(
             "With X given as a list of sequences, y must be a list of 1-D label arrays."
@@ -333,6 +365,7 @@ def flatten_labels(y, lengths):
             f"X has {len(lengths)} sequences but y has {len(y)} label sequences."
         )
     parts = []
+    kinds_seen = set()
     for i, (yi, n) in enumerate(zip(y, lengths)):
         arr = np.asarray(yi)
         if arr.ndim != 1:
@@ -346,6 +379,8 @@ def flatten_labels(y, lengths):
                 f"Sequence {i} has {n} tokens but {arr.shape[0]} labels."
             )
         parts.append(arr)
+        kinds_seen.update(label_kinds(yi if not isinstance(yi, np.ndarray) else arr))
+    check_label_kinds(kinds_seen)
     kinds = {p.dtype.kind for p in parts}
     if len(kinds) > 1 and not kinds <= {"i", "u"} and not kinds <= {"U", "S"}:
         parts = [p.astype(object) for p in parts]

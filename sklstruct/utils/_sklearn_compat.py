@@ -2,4 +2,10 @@
 
 from sklearn.base import _fit_context  # noqa: F401
 from sklearn.utils._param_validation import Interval, StrOptions  # noqa: F401
-from sklearn.utils.validation import validate_data  # noqa: F401
+from sklearn.utils.validation import (  # noqa: F401
+    _check_feature_names,
+    _check_n_features,
+    _get_feature_names,
+    _num_samples,
+    validate_data,
+)

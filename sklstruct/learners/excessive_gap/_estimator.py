@@ -98,9 +98,11 @@ class M3NExcessiveGap(BaseStructuredClassifier):
     verbose : int, default=0
         Print one line per iteration (primal, dual, gap, time, oracle calls).
     callback : callable, default=None
-        Called at every check as ``callback(estimator, info)``, ``info`` a dict with the
-        check's ``history_`` row, ``iteration`` and ``w`` (the current weights); returning
-        True stops the fit, whose model is then certified by the gap of that check.
+        Called at every check as ``callback(model, info)``: ``model`` a fitted copy of the
+        estimator at the current weights (its ``predict``, ``score`` and ``objective`` work,
+        e.g. to stop on a validation score), ``info`` a dict with the check's ``history_``
+        row, ``iteration`` and ``w`` (a copy of the current weights); returning True stops
+        the fit, whose model is then certified by the gap of that check.
     max_time : float, default=None
         Stop at the first check after this many seconds of fitting (with a
         ``ConvergenceWarning``).
@@ -259,6 +261,9 @@ class M3NExcessiveGap(BaseStructuredClassifier):
                                   extra_fields=("mu", "smoothed_primal", "drift"))
         run = _ExcessiveGapRun(self.structure_, batch, Y, float(self.C), geometry,
                                certificate, self.n_jobs, float(self.init_bias))
+        certificate.current_attributes = lambda: dict(
+            _norm_sq_=run.norm_sq,
+            **({} if self._linear else dict(dual_coef_=run.rep[0], X_fit_=batch.X)))
         run.run(self.max_iter, worst, adaptive=self.smoothing == "adaptive")
         self.mu_init_ = certificate.rows["mu"][0]
         self.prox_diameter_ = float(np.mean(run.log_sizes))

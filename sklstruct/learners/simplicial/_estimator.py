@@ -106,9 +106,11 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     verbose : int, default=0
         Print one line per certificate (pass, primal, dual, gap, time, oracle calls).
     callback : callable, default=None
-        Called at every check as ``callback(estimator, info)``, ``info`` a dict with the
-        check's ``history_`` row, ``iteration`` and ``w`` (the current weights); returning
-        True stops the fit, whose model is then certified by the gap of that check.
+        Called at every check as ``callback(model, info)``: ``model`` a fitted copy of the
+        estimator at the current weights (its ``predict``, ``score`` and ``objective`` work,
+        e.g. to stop on a validation score), ``info`` a dict with the check's ``history_``
+        row, ``iteration`` and ``w`` (a copy of the current weights); returning True stops
+        the fit, whose model is then certified by the gap of that check.
     max_time : float, default=None
         Stop at the first check after this many seconds of fitting (with a
         ``ConvergenceWarning``).

@@ -1,0 +1,124 @@
+"""Input forms at the edges: per-sequence DataFrames, label kinds, object arrays, flat X."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sklstruct import ChainStructure, M3NSimplicialDecomposition, StructSVMCuttingPlane
+
+from .conftest import make_chain_data
+
+pd = pytest.importorskip("pandas")
+
+
+def _named_sequences(seed=0, n=40):
+    """Sequences as DataFrames with columns [cap, num]: a token is a NAME exactly when cap."""
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for _ in range(n):
+        length = int(rng.integers(2, 6))
+        cap = rng.integers(0, 2, length).astype(float)
+        num = rng.integers(0, 2, length).astype(float)
+        X.append(pd.DataFrame({"cap": cap, "num": num}))
+        y.append(np.where(cap == 1, "NAME", "O"))
+    return X, y
+
+
+def test_per_sequence_dataframes_record_and_check_their_columns():
+    X, y = _named_sequences()
+    model = StructSVMCuttingPlane(C=10.0).fit(X, y)
+    np.testing.assert_array_equal(model.feature_names_in_, ["cap", "num"])
+    test = pd.DataFrame({"cap": [1.0, 0.0, 1.0], "num": [0.0, 1.0, 0.0]})
+    assert model.predict([test])[0].tolist() == ["NAME", "O", "NAME"]
+    # the same columns in another order are refused, not read by position
+    with pytest.raises(ValueError, match="same order"):
+        model.predict([test[["num", "cap"]]])
+    with pytest.raises(ValueError, match="unseen at fit time"):
+        model.predict([test.rename(columns={"num": "digits"})])
+    # a flat DataFrame with lengths is checked against the same names
+    with pytest.raises(ValueError, match="same order"):
+        model.predict(test[["num", "cap"]], lengths=[3])
+    assert model.predict(test, lengths=[3]).tolist() == ["NAME", "O", "NAME"]
+
+
+def test_sequences_of_one_call_must_share_their_columns():
+    X, y = _named_sequences()
+    mixed = [X[0], X[1][["num", "cap"]]] + X[2:]
+    with pytest.raises(ValueError, match="sequence 1 has columns"):
+        StructSVMCuttingPlane().fit(mixed, y)
+    unnamed = [X[0], X[1].to_numpy()] + X[2:]
+    with pytest.raises(ValueError, match="sequence 1 has no column names"):
+        StructSVMCuttingPlane().fit(unnamed, y)
+
+
+def test_arrays_after_dataframes_warn_as_scikit_learn_does():
+    X, y = _named_sequences()
+    model = StructSVMCuttingPlane(C=10.0).fit(X, y)
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        model.predict([x.to_numpy() for x in X[:2]])
+    plain = StructSVMCuttingPlane(C=10.0).fit([x.to_numpy() for x in X], y)
+    assert not hasattr(plain, "feature_names_in_")
+
+
+def test_score_refuses_labels_of_another_kind_than_fit():
+    X, y = make_chain_data(20, seed=0)
+    as_str = [labels.astype(str) for labels in y]
+    model = StructSVMCuttingPlane().fit(X, as_str)
+    assert model.score(X, as_str) > 0.5
+    with pytest.raises(ValueError, match="Mix of label input types"):
+        model.score(X, y)
+    numeric = StructSVMCuttingPlane().fit(X, y)
+    with pytest.raises(ValueError, match="Mix of label input types"):
+        numeric.score(X, as_str)
+    with pytest.raises(ValueError, match="Mix of label input types"):
+        numeric.objective(X, as_str)
+
+
+def test_mixed_label_kinds_get_one_message_in_every_form():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8, 3))
+    y = np.array([1, "a", 1, "a", 2, "b", 2, "b"], dtype=object)
+    for labels in (y, y.tolist()):
+        with pytest.raises(TypeError, match="mutually comparable values of one kind"):
+            StructSVMCuttingPlane().fit(X, labels)
+    Xs, ys = make_chain_data(10, seed=0)
+    # every sequence mixes ints and strings: numpy would silently make them all strings
+    mixed = [["a" if v == 0 else int(v) for v in labels] for labels in ys]
+    mixed[0][0] = "a"
+    with pytest.raises(TypeError, match="mutually comparable values of one kind"):
+        StructSVMCuttingPlane().fit(Xs, mixed)
+
+
+def test_object_array_of_sequences_is_the_list_form():
+    X, y = make_chain_data(20, seed=0)
+    as_objects = np.empty(len(X), dtype=object)
+    as_objects[:] = X
+    model = StructSVMCuttingPlane().fit(as_objects, y)
+    reference = StructSVMCuttingPlane().fit(X, y)
+    np.testing.assert_array_equal(model.w_, reference.w_)
+    predicted = model.predict(as_objects)
+    assert isinstance(predicted, list)
+    for a, b in zip(predicted, reference.predict(X)):
+        np.testing.assert_array_equal(a, b)
+    labels = np.empty(len(y), dtype=object)
+    labels[:] = y
+    assert model.score(as_objects, labels) == reference.score(X, y)
+
+
+def test_flat_x_without_lengths_is_multiclass_as_the_readme_says():
+    X, y = make_chain_data(20, seed=0)
+    flat, labels = np.vstack(X), np.concatenate(y)
+    model = M3NSimplicialDecomposition(random_state=0).fit(flat, labels)
+    assert model.coef_.shape == (3, flat.shape[1]) and hasattr(model, "intercept_")
+    with pytest.raises(ValueError, match="pass lengths="):
+        M3NSimplicialDecomposition(ChainStructure()).fit(flat, labels)
+    chain = M3NSimplicialDecomposition(random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="pass lengths="):
+        chain.predict(flat)
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    text = " ".join(readme.read_text().split())
+    assert re.search(r"without `lengths` or `sequence_ids`, a flat `X` is plain multiclass "
+                     r"data", text)
+    assert "refuses a flat `X` without them" in text
