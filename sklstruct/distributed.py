@@ -57,6 +57,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from .base import _check_sequence_weights, encode_targets
 from .learners.cutting_plane._label_cache import LabelCache
 from .learners.cutting_plane._one_slack import (
     DENSE_BYTES_PER_CONSTRAINT,
@@ -69,9 +70,11 @@ from .structures import MultiClass
 from .structures._base import hinge_terms, structured_hinge
 from .utils._sequences import (
     SequenceBatch,
+    check_label_kinds,
     check_lengths,
     check_token_matrix,
     flatten_labels,
+    label_kinds,
     offsets_from_lengths,
     stack_sequences,
 )
@@ -94,6 +97,10 @@ class _ShardData:
     """One shard's validated training data: CSR tokens, raw labels, offsets, weights."""
 
     def __init__(self, X, y, lengths=None, sample_weight=None):
+        if _is_empty(X, lengths):  # e.g. a partition that a filter emptied: dropped
+            self.X, self.y, self.offsets = None, None, np.zeros(1, dtype=np.int64)
+            self.sample_weight = np.zeros(0)
+            return
         if isinstance(X, (list, tuple)):
             if lengths is not None:
                 raise ValueError("lengths= is only used with a flat X, not a list of sequences.")
@@ -103,26 +110,41 @@ class _ShardData:
             raise ValueError("A flat shard X needs lengths=.")
         X = check_token_matrix(X)
         self.X = X if sp.issparse(X) else sp.csr_matrix(X)
-        self.y = np.asarray(y)
+        self.y = np.asarray(y) if isinstance(y, np.ndarray) else np.asarray(y, dtype=object)
+        check_label_kinds(label_kinds(self.y))
+        if self.y.dtype == object and self.y.size:
+            self.y = np.asarray(self.y.tolist())
         lengths = check_lengths(lengths, self.X.shape[0])
         if self.y.shape != (self.X.shape[0],):
             raise ValueError(f"A shard has {self.X.shape[0]} tokens but {self.y.shape[0]} labels.")
         self.offsets = offsets_from_lengths(lengths)
-        n_sequences = lengths.shape[0]
-        if sample_weight is None:
-            self.sample_weight = np.ones(n_sequences)
-        else:
-            self.sample_weight = np.asarray(sample_weight, dtype=np.float64)
-            if self.sample_weight.shape != (n_sequences,) or \
-                    not np.all(np.isfinite(self.sample_weight)) or np.any(self.sample_weight < 0):
-                raise ValueError("A shard's sample_weight must hold one finite, non-negative "
-                                 "weight per sequence.")
+        # the shards' total weight is checked by the fit, over all shards
+        self.sample_weight = _check_sequence_weights(sample_weight, lengths.shape[0],
+                                                     allow_all_zero=True)
+
+    @property
+    def n_sequences(self):
+        return self.offsets.shape[0] - 1
 
     @property
     def nbytes(self):
+        if self.X is None:
+            return 0
         X = self.X
         return X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + self.y.nbytes + \
             self.offsets.nbytes + self.sample_weight.nbytes
+
+
+def _is_empty(X, lengths):
+    """Whether shard data hold no sequence (an empty list, or no rows and no lengths)."""
+    if isinstance(X, (list, tuple)):
+        return len(X) == 0
+    return getattr(X, "shape", (None,))[0] == 0 and (lengths is None or len(lengths) == 0)
+
+
+def _n_sequences(data):
+    """Sequences of a shard's data (run on its worker)."""
+    return data.n_sequences
 
 
 def _load(part):
@@ -136,6 +158,8 @@ def _load(part):
 def _vectorise(records, vectorizer):
     """A shard from a bag partition of ``(token_dicts, labels)`` records."""
     records = list(records)
+    if not records:
+        return _ShardData([], [])
     return _ShardData(vectorizer.transform([tokens for tokens, _ in records]),
                       [np.asarray(labels) for _, labels in records])
 
@@ -169,9 +193,9 @@ class _Shard:
         return answer
 
     def summary(self):
-        """``(n_features, labels, counts)`` of the shard."""
+        """``(n_features, labels, counts, total weight)`` of the shard."""
         labels, counts = np.unique(self.data.y, return_counts=True)
-        return self.data.X.shape[1], labels, counts
+        return self.data.X.shape[1], labels, counts, float(self.data.sample_weight.sum())
 
     def stats(self):
         """Calls answered, bytes of their arguments and answers, and the shard's bytes."""
@@ -285,8 +309,13 @@ class ShardedSequences:
 
         self.client = client
         self.scattered = scattered
-        self._sources = list(sources)
-        wait(self._sources)
+        sources = list(sources)
+        wait(sources)
+        _raise_failed(sources)
+        sizes = client.gather(client.map(_n_sequences, sources, pure=False))
+        self._sources = [source for source, size in zip(sources, sizes) if size > 0]
+        if not self._sources:
+            raise ValueError(f"None of the {len(sources)} shards holds a sequence.")
         self._actors = [None] * len(self._sources)
         self.workers = [None] * len(self._sources)
         self._start_actors(range(len(self._sources)))
@@ -463,6 +492,17 @@ class ShardedSequences:
         return answers
 
 
+def _raise_failed(sources):
+    """Raise the error of the first shard whose data could not be made on its worker."""
+    for k, source in enumerate(sources):
+        if source.status == "error":
+            error = source.exception()
+            raise ValueError(f"Shard {k} of {len(sources)} failed on its worker: "
+                             f"{type(error).__name__}: {error}") from error
+        if source.status == "cancelled":
+            raise ValueError(f"Shard {k} of {len(sources)} was cancelled before it was made.")
+
+
 def _split(data, n_shards):
     """Runs of consecutive sequences with about equal numbers of tokens."""
     offsets = data.offsets
@@ -631,15 +671,16 @@ def fit_shards(model, shards, *others):
                          "variant='n-slack' keeps the token rows of its constraints in the "
                          "client.")
     summaries = shards._call("summary")
-    widths = {width for width, _, _ in summaries}
+    widths = {width for width, _, _, _ in summaries}
     if len(widths) > 1:
         raise ValueError(f"The shards have different numbers of features: {sorted(widths)}.")
-    classes = np.unique(np.concatenate([labels for _, labels, _ in summaries]))
-    if classes.shape[0] < 2:
-        raise ValueError("Classifier can't train when only one class is present: y holds the "
-                         f"single class {classes[0]!r}.")
+    # the labels and weights are validated as a local fit validates them
+    classes, _ = encode_targets(np.concatenate([np.asarray(labels, dtype=object)
+                                                for _, labels, _, _ in summaries]))
+    if not sum(total for _, _, _, total in summaries) > 0:
+        raise ValueError("sample_weight must not be all zero.")
     counts = np.zeros(classes.shape[0], dtype=np.int64)
-    for _, labels, shard_counts in summaries:
+    for _, labels, shard_counts, _ in summaries:
         counts[np.searchsorted(classes, labels)] += shard_counts
     model.n_features_in_ = widths.pop()
     model.token_map_ = None

@@ -175,6 +175,78 @@ def test_sharded_input_refuses_what_it_cannot_do(client, data):
         StructSVMCuttingPlane().fit(X)
 
 
+def test_a_shard_that_fails_on_its_worker_surfaces_its_own_error(client, data):
+    import dask
+
+    from sklstruct.distributed import ShardedSequences
+
+    X, y = data
+    with_nan = [x.copy() for x in X[:30]]
+    with_nan[3].data[0] = np.nan
+    cases = [((with_nan, y[:30]), "NaN"),
+             ((X[:30], y[:29]), "30 sequences but y has 29")]
+    for bad, message in cases:
+        parts = [dask.delayed(lambda part: part)((X[30:60], y[30:60])),
+                 dask.delayed(lambda part: part)(bad)]
+        with pytest.raises(ValueError, match=f"Shard 1 of 2 failed on its worker: .*{message}"):
+            ShardedSequences.from_delayed(parts, client=client)
+
+
+def test_empty_shards_are_left_out(client):
+    import dask.bag as db
+
+    from sklstruct.distributed import ShardedSequences
+
+    rng = np.random.default_rng(0)
+    labels = [rng.integers(0, 3, size=rng.integers(2, 8)) for _ in range(40)]
+    sentences = [[{"word": f"w{label}{rng.integers(4)}"} for label in sequence]
+                 for sequence in labels]
+    vectorizer = HashingSequenceVectorizer(n_features=2**8)
+    records = list(zip(sentences, labels))
+    # the filter empties the second and fourth partitions (10 records each)
+    bag = db.from_sequence(list(enumerate(records)), npartitions=4).filter(
+        lambda item: item[0] % 20 < 10).map(lambda item: item[1])
+    shards = ShardedSequences.from_bag(bag, vectorizer, client=client)
+    assert shards.n_shards == 2
+    kept = [record for k, record in enumerate(records) if k % 20 < 10]
+    local = _model().fit(vectorizer.transform([r[0] for r in kept]), [r[1] for r in kept])
+    np.testing.assert_allclose(_model().fit(shards).objective(
+        vectorizer.transform([r[0] for r in kept]), [r[1] for r in kept]),
+        local.objective(vectorizer.transform([r[0] for r in kept]), [r[1] for r in kept]),
+        rtol=2e-3)
+    with pytest.raises(ValueError, match="None of the 2 shards holds a sequence"):
+        ShardedSequences.from_bag(db.from_sequence(records, npartitions=2).filter(
+            lambda record: False), vectorizer, client=client)
+
+
+def test_sharded_fits_validate_labels_and_weights_as_local_fits(client, data):
+    import dask
+
+    from sklstruct.distributed import ShardedSequences
+
+    X, y = data
+    as_str = [labels.astype(str) for labels in y]
+    parts = [dask.delayed(lambda part: part)((X[:60], y[:60])),
+             dask.delayed(lambda part: part)((X[60:], as_str[60:]))]
+    shards = ShardedSequences.from_delayed(parts, client=client)
+    with pytest.raises(TypeError, match="mutually comparable values of one kind"):
+        _model().fit(shards)
+    with pytest.raises(TypeError, match="mutually comparable values of one kind"):
+        _model().fit(X, y[:60] + as_str[60:])
+    zero = ShardedSequences.scatter(X, y, sample_weight=np.zeros(len(X)), client=client)
+    with pytest.raises(ValueError, match="sample_weight must not be all zero"):
+        _model().fit(zero)
+    with pytest.raises(ValueError, match="sample_weight must not be all zero"):
+        _model().fit(X, y, sample_weight=np.zeros(len(X)))
+    # a shard may weigh nothing as long as another does not
+    half = np.r_[np.zeros(60), np.ones(len(X) - 60)]
+    local = _model().fit(X, y, sample_weight=half)
+    sharded = _model().fit(ShardedSequences.scatter(X, y, sample_weight=half, n_shards=2,
+                                                    client=client))
+    assert sharded.objective(X, y, sample_weight=half) == \
+        pytest.approx(local.objective(X, y, sample_weight=half), rel=2e-3)
+
+
 def test_grid_search_under_the_dask_backend_equals_the_local_one(client, data):
     from joblib import parallel_backend
 
