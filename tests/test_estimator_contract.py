@@ -14,15 +14,14 @@ from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad,
                        M3NSimplicialDecomposition, MultiClass, StructSVMCuttingPlane)
 from sklstruct.metrics import chunk_f1_scorer, token_accuracy_scorer
 from sklstruct.utils import lengths_to_groups
+from sklstruct.utils.estimator_checks import expected_failed_checks
 
 from .conftest import make_chain_data
 
-# No check is expected to fail for the multiclass form.
-EXPECTED_FAILED_CHECKS = {}
-
-
 @parametrize_with_checks(
     [StructSVMCuttingPlane(MultiClass(), max_iter=2000, tol=1e-9),
+     # the defaults: the sample-weight equivalence checks need tol <= 1e-8
+     StructSVMCuttingPlane(MultiClass()),
      M3NExpGrad(MultiClass(), max_iter=2000, tol=1e-4),
      M3NExcessiveGap(MultiClass(), max_iter=300, tol=1e-3), L1M3N(MultiClass(), max_iter=5),
      L1M3N(MultiClass(), solver="cutting_plane"),
@@ -30,10 +29,37 @@ EXPECTED_FAILED_CHECKS = {}
      M3NSimplicialDecomposition(MultiClass(), max_points=10, blocks="single", tol=1e-4),
      # structure="auto": scikit-learn's generic checks (not a classifier to scikit-learn)
      M3NSimplicialDecomposition(max_iter=3000, tol=1e-3)],
-    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
+    expected_failed_checks=expected_failed_checks,
 )
 def test_sklearn_common_checks(estimator, check):
     check(estimator)
+
+
+def test_expected_failed_checks_are_those_of_a_finite_tol():
+    """At the default tol the sample-weight equivalence checks fail (two fits of equivalent
+    data agree within the certificate, not to 1e-7); they pass at tol=1e-8, and no other
+    check is expected to fail."""
+    from sklearn.utils.estimator_checks import check_sample_weight_equivalence_on_dense_data
+
+    default = StructSVMCuttingPlane(MultiClass())
+    assert set(expected_failed_checks(default)) == {
+        "check_sample_weight_equivalence_on_dense_data",
+        "check_sample_weight_equivalence_on_sparse_data"}
+    with pytest.raises(AssertionError, match="not equivalent"):
+        check_sample_weight_equivalence_on_dense_data("default", default)
+    precise = StructSVMCuttingPlane(MultiClass(), tol=1e-9, max_iter=2000)
+    assert expected_failed_checks(precise) == {}
+    check_sample_weight_equivalence_on_dense_data("precise", precise)
+    # learners without sample_weight expect every check to pass
+    assert expected_failed_checks(M3NSimplicialDecomposition(MultiClass())) == {}
+
+
+@pytest.mark.parametrize("estimator", [StructSVMCuttingPlane(), M3NExpGrad(), M3NExcessiveGap(),
+                                       L1M3N(), M3NSimplicialDecomposition()], ids=repr)
+def test_n_jobs_zero_is_refused_at_fit_by_every_learner(estimator, chain_data):
+    X, y = chain_data
+    with pytest.raises(ValueError, match="n_jobs"):
+        clone(estimator).set_params(n_jobs=0).fit(X, y)
 
 
 @pytest.fixture
