@@ -10,6 +10,7 @@ help:
 	@echo "make test   - run the test suite"
 	@echo "make bench  - run the benchmarks (needs ../shared/data)"
 	@echo "make doc    - build the documentation with the example gallery into doc/_build/html"
+	@echo "              (downloads CoNLL-2000 for the gallery when it is missing)"
 	@echo "make doc-nogallery - the same without running the examples (what CI builds)"
 	@echo "make clean  - remove build products"
 
@@ -52,8 +53,20 @@ $(DOCS_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install -q -r $(VENV)/docs-requirements.txt
 	touch $(DOCS_STAMP)
 
+# the gallery's data home, as examples/plot_conll_chunker.py picks it: $SKLSTRUCT_DATA, else
+# ../shared/data beside the project when it holds CoNLL-2000, else ~/sklstruct_data. Before
+# Sphinx runs that example (every example, unless EXAMPLES_PATTERN says otherwise), the
+# fetcher downloads CoNLL-2000 there when it is missing, or stops the build with its message.
+GALLERY_DATA := $(or $(SKLSTRUCT_DATA),$(if $(wildcard ../shared/data/conll2000),$(abspath ../shared/data)),$(HOME)/sklstruct_data)
+
 doc: $(DOCS_STAMP)
-	MPLBACKEND=Agg $(SPHINXBUILD) -W --keep-going -b html -d $(DOC_BUILD)/doctrees $(SPHINXOPTS) doc $(DOC_BUILD)/html
+	@if [ -z "$$EXAMPLES_PATTERN" ] || echo examples/plot_conll_chunker.py | grep -Eq -- "$$EXAMPLES_PATTERN"; then \
+	  SKLSTRUCT_DATA="$(GALLERY_DATA)" $(PY) -m sklstruct.datasets.fetch conll2000 || { \
+	    echo "make doc: the example gallery reads CoNLL-2000 (examples/plot_conll_chunker.py);" \
+	      "'make doc-nogallery' builds the documentation without running the examples." >&2; \
+	    exit 1; }; \
+	fi
+	SKLSTRUCT_DATA="$(GALLERY_DATA)" MPLBACKEND=Agg $(SPHINXBUILD) -W --keep-going -b html -d $(DOC_BUILD)/doctrees $(SPHINXOPTS) doc $(DOC_BUILD)/html
 
 # the gallery pages without running the examples; their run markers (.md5) are dropped so that
 # the next `make doc` runs the examples again instead of keeping these output-less pages

@@ -3,7 +3,7 @@ from sklstruct.datasets import load_conll2000
 from sklstruct.metrics import chunk_f1_score
 from sklstruct.preprocessing import SequenceVectorizer, window_features
 
-train = load_conll2000(subset="train")   # from $SKLSTRUCT_DATA, else ~/sklstruct_data
+train = load_conll2000(subset="train")   # downloaded to ~/sklstruct_data the first time
 test = load_conll2000(subset="test")
 vectorizer = SequenceVectorizer()
 X_train = vectorizer.fit_transform(

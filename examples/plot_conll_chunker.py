@@ -13,8 +13,9 @@ functions list the strongest features and transitions, and ``predict_proba`` and
 
 To stay under a minute on two cores the example trains on 1,200 of the 8,936 training
 sentences, calibrates the probabilities on 300 others and tests on 500 test sentences. The
-data are read from ``../shared/data`` beside the project (or the directory in
-``SKLSTRUCT_DATA``); nothing is downloaded.
+data are read from the directory in ``SKLSTRUCT_DATA``, else from ``../shared/data`` beside the
+project when it holds them, else from ``~/sklstruct_data``, where
+:func:`~sklstruct.datasets.load_conll2000` downloads them when they are missing.
 """
 
 import os
@@ -32,8 +33,9 @@ from sklstruct.pipeline import make_sequence_pipeline
 from sklstruct.preprocessing import window_features
 
 here = os.path.dirname(os.path.abspath(globals().get("__file__", "plot_conll_chunker.py")))
-data_home = os.environ.get("SKLSTRUCT_DATA",
-                           os.path.join(here, os.pardir, os.pardir, "shared", "data"))
+shared = os.path.join(here, os.pardir, os.pardir, "shared", "data")
+data_home = os.environ.get(  # None: the loader's default, ~/sklstruct_data
+    "SKLSTRUCT_DATA", shared if os.path.isdir(os.path.join(shared, "conll2000")) else None)
 train = load_conll2000(data_home, subset="train")
 test = load_conll2000(data_home, subset="test")
 

@@ -31,3 +31,21 @@ def make_chain_data(n_sequences=30, n_states=3, n_features=4, max_length=6, seed
         X.append(sp.csr_matrix(feats) if sparse else feats)
         y.append(labels)
     return X, y
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch):
+    """The tests never download: the data fetcher opens only file:// URLs and 127.0.0.1."""
+    from urllib.parse import urlsplit
+
+    from sklstruct.datasets import _fetch
+
+    urlopen = _fetch._urlopen
+
+    def local_only(url):
+        parts = urlsplit(url)
+        if parts.scheme != "file" and parts.hostname not in ("127.0.0.1", "localhost"):
+            raise AssertionError(f"a test tried to download {url}")
+        return urlopen(url)
+
+    monkeypatch.setattr(_fetch, "_urlopen", local_only)

@@ -27,7 +27,7 @@ needs_data = pytest.mark.skipif(
 def ocr():
     if not os.path.isdir(DATA_HOME):
         pytest.skip(f"benchmark data not found at {DATA_HOME}")
-    return load_ocr_letters(DATA_HOME)
+    return load_ocr_letters(DATA_HOME, download_if_missing=False)
 
 
 def _write_gz(path, text):
@@ -71,13 +71,13 @@ def test_ocr_letters_counts(ocr):
 
 @needs_data
 def test_ocr_letters_fold_selection(ocr):
-    fold1 = load_ocr_letters(DATA_HOME, folds=1)
+    fold1 = load_ocr_letters(DATA_HOME, folds=1, download_if_missing=False)
     _check_ocr_bunch(fold1)
     assert len(fold1.data) == 704
     assert sum(len(x) for x in fold1.data) == 5375
     assert np.all(fold1.folds == 1)
 
-    several = load_ocr_letters(DATA_HOME, folds=(2, 0))
+    several = load_ocr_letters(DATA_HOME, folds=(2, 0), download_if_missing=False)
     expected = np.flatnonzero(np.isin(ocr.folds, [0, 2]))
     assert len(several.data) == expected.size == 626 + 684
     assert several.words == [ocr.words[i] for i in expected]
@@ -208,7 +208,7 @@ def _check_conll_bunch(bunch):
     [("train", 8936, 211727, 106978), ("test", 2012, 47377, 23852)],
 )
 def test_conll2000_counts(subset, n_sentences, n_tokens, n_chunks):
-    conll = load_conll2000(DATA_HOME, subset=subset)
+    conll = load_conll2000(DATA_HOME, subset=subset, download_if_missing=False)
     _check_conll_bunch(conll)
     assert len(conll.words) == n_sentences
     assert sum(len(w) for w in conll.words) == n_tokens
@@ -233,7 +233,8 @@ def test_conll2000_counts(subset, n_sentences, n_tokens, n_chunks):
     ],
 )
 def test_conll2002_counts(subset, n_sentences, n_tokens, n_entities, max_length):
-    ner = load_conll2002(DATA_HOME, subset=subset, language="esp")
+    ner = load_conll2002(DATA_HOME, subset=subset, language="esp",
+                         download_if_missing=False)
     _check_conll_bunch(ner)
     assert len(ner.words) == n_sentences
     assert sum(len(w) for w in ner.words) == n_tokens
@@ -300,10 +301,28 @@ def test_conll_bad_options(loader, kwargs, tmp_path):
 def test_missing_file_message(loader, kwargs, relative, tmp_path):
     expected = os.path.join(str(tmp_path), *relative)
     with pytest.raises(FileNotFoundError) as excinfo:
-        loader(tmp_path, **kwargs)
+        loader(tmp_path, download_if_missing=False, **kwargs)
     message = str(excinfo.value)
     assert expected in message
-    assert "never download" in message
+    assert "download_if_missing=False" in message
+    assert f"python -m sklstruct.datasets.fetch {relative[0]}" in message
+    assert "SKLSTRUCT_DATA" in message
+    assert os.listdir(tmp_path) == []
+
+
+def test_missing_horses_message(tmp_path):
+    from sklstruct.datasets import load_weizmann_horses
+
+    with pytest.raises(FileNotFoundError, match="no public source") as excinfo:
+        load_weizmann_horses(tmp_path)
+    assert os.path.join(str(tmp_path), "weizmann_horse", "horses_32x32.npz") in str(
+        excinfo.value)
+
+
+@pytest.mark.parametrize("value", [None, 0, 1, "yes"])
+def test_download_if_missing_must_be_bool(value, tmp_path):
+    with pytest.raises(TypeError, match="download_if_missing must be a bool"):
+        load_conll2000(tmp_path, download_if_missing=value)
 
 
 def test_data_home_resolution(monkeypatch, tmp_path):
@@ -311,7 +330,7 @@ def test_data_home_resolution(monkeypatch, tmp_path):
     assert get_data_home() == str(tmp_path / "from_env")
     assert get_data_home(tmp_path / "explicit") == str(tmp_path / "explicit")
     with pytest.raises(FileNotFoundError, match="from_env"):
-        load_conll2000()
+        load_conll2000(download_if_missing=False)
 
     monkeypatch.delenv("SKLSTRUCT_DATA")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

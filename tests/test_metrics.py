@@ -226,7 +226,7 @@ def test_chunk_scores_match_span_sets(pairs):
 def test_chunk_scores_on_conll2000_test():
     from sklstruct.datasets import load_conll2000
 
-    y_true = load_conll2000(DATA_HOME, subset="test").target
+    y_true = load_conll2000(DATA_HOME, subset="test", download_if_missing=False).target
     assert chunk_precision_recall_fscore(y_true, y_true) == (1.0, 1.0, 1.0)
     # Drop every NP chunk: conlleval counts 23,852 phrases in this test set,
     # 12,422 of them NP, and every remaining predicted chunk is correct.
@@ -492,8 +492,8 @@ def _pos_baseline(train, test):
 def test_report_matches_conlleval_on_conll2000_test():
     from sklstruct.datasets import load_conll2000
 
-    train = load_conll2000(DATA_HOME, subset="train")
-    test = load_conll2000(DATA_HOME, subset="test")
+    train = load_conll2000(DATA_HOME, subset="train", download_if_missing=False)
+    test = load_conll2000(DATA_HOME, subset="test", download_if_missing=False)
     y_pred = _pos_baseline(train, test)
     per_type, overall = _assert_report_is_conlleval(test.target, y_pred)
     # conlleval's figures for this baseline in the shared-task overview

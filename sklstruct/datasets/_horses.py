@@ -16,7 +16,13 @@ at 128). Research use only; the photographs belong to their owners.
 def load_weizmann_horses(data_home=None):
     """Load the 32 x 32 Weizmann horses (``weizmann_horse/horses_32x32.npz``).
 
-    Nothing is downloaded; the file is read from ``data_home``.
+    The file is read from ``data_home``; it is never downloaded. It is derived
+    from the Weizmann horse database (Borenstein and Ullman; ``gray/``,
+    ``rgb/`` and ``figure_ground/`` JPEGs of 328 horses), each image resized to
+    32 x 32 by area averaging and each mask thresholded at 128, and no public
+    copy of the derived file (nor a stable source of the database with a known
+    checksum) exists to download it from. Research use only; the photographs
+    belong to their owners.
 
     Parameters
     ----------

