@@ -18,6 +18,9 @@ from sklstruct.utils.estimator_checks import expected_failed_checks
 
 from .conftest import make_chain_data
 
+# the common checks fit small data with capped iterations: non-convergence is expected
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
 @parametrize_with_checks(
     [StructSVMCuttingPlane(MultiClass(), max_iter=2000, tol=1e-9),
      # the defaults: the sample-weight equivalence checks need tol <= 1e-8

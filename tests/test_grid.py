@@ -175,6 +175,7 @@ def test_training_reaches_the_constrained_optimum(config, checkerboard, dense_mb
             free.fit(X, y)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_grid_structure_validation():
     X, y = _grid_data(n_images=2)
     with pytest.raises(ValueError, match="binary"):

@@ -170,6 +170,7 @@ def test_labelled_table_checks_its_shape():
         LabelledTable(np.eye(2), ["a", "b"], ["x", "y", "z"])
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_errors(chain_model, pipeline):
     for function in (state_features, transition_table, start_end_table):
         with pytest.raises(NotFittedError):

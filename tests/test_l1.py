@@ -92,6 +92,7 @@ def test_em_fixed_point_solves_p1_at_the_mapped_C(em_lambda):
     assert optimum - 1e-9 <= ours <= optimum * (1 + 1e-3)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("C", [0.05, 0.3])
 def test_default_em_solves_p1_at_this_C_with_a_valid_certificate(seed, C):
@@ -110,6 +111,7 @@ def test_default_em_solves_p1_at_this_C_with_a_valid_certificate(seed, C):
     np.testing.assert_array_equal(model.w_ != 0, np.abs(w_optimum) > 1e-9)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_default_em_multiclass_matches_the_exact_lp():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(40, 8))
@@ -138,6 +140,7 @@ def test_default_em_does_not_stop_on_a_small_change_after_a_loose_m_step():
     assert optimum - 1e-9 <= model.objective(X, y) <= optimum * (1 + 1e-3)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_variational_step_drops_shrinking_small_weights_and_lets_violators_re_enter():
     X, y, batch = _problem(3)
     model = L1M3N(ChainStructure(), C=0.3, tol=1e-8, max_iter=100).fit(X, y)
@@ -176,6 +179,7 @@ def test_variational_step_drops_shrinking_small_weights_and_lets_violators_re_en
     np.testing.assert_array_equal(w, model.w_)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_default_em_prunes_weights_without_raising_p1():
     """The EM's last step sets small weights to zero only when P1 does not increase, and the
     last record of history_ certifies the returned weights."""
@@ -292,6 +296,7 @@ def test_degenerate_cases_give_valid_models(solver, params):
     assert np.all(np.isfinite(model.w_))
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_subgradient_default_radius_is_the_l1_norm_of_the_l1_model_at_C():
     X, y = make_chain_data(n_sequences=12, seed=2)
     model = L1M3N(solver="subgradient", C=0.5, max_iter=200).fit(X, y)

@@ -73,6 +73,7 @@ def test_mismatched_inputs(metric):
         metric(None, None)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
 def test_empty_inputs():
     with pytest.raises(ValueError, match="at least one token"):
         token_accuracy([], [])
@@ -125,6 +126,7 @@ def test_bad_lengths():
          (1, 1 / 2, 2 / 3)),
     ],
 )
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
 def test_chunk_scores_hand_examples(y_true, y_pred, expected):
     precision, recall, f1 = chunk_precision_recall_fscore(y_true, y_pred)
     assert (precision, recall, f1) == pytest.approx(expected)
@@ -163,6 +165,7 @@ def test_chunks_stop_at_sequence_boundaries():
     assert chunk_precision_recall_fscore(flat_true, flat_pred) == (0.0, 0.0, 0.0)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
 def test_chunk_types_with_hyphens_and_non_string_labels():
     y_true = [["B-PER-NAME", "I-PER-NAME", "B-PER"]]
     y_pred = [["B-PER-NAME", "I-PER-NAME", "I-PER-NAME"]]
@@ -204,6 +207,7 @@ def _spans(tags):
         max_size=4,
     )
 )
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
 def test_chunk_scores_match_span_sets(pairs):
     y_true = [[t for t, _ in seq] for seq in pairs]
     y_pred = [[p for _, p in seq] for seq in pairs]

@@ -78,6 +78,7 @@ def _with_duplicates(A):
 @pytest.mark.parametrize("model", [M3NExpGrad(C=1.0, max_iter=30, random_state=0),
                                    M3NSimplicialDecomposition(C=1.0, random_state=0),
                                    StructSVMCuttingPlane(C=1.0)])
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_duplicate_entries_and_unsorted_indices_change_nothing(fitted, model):
     _, X, y = fitted
     lengths = [len(s) for s in y]
@@ -138,6 +139,7 @@ def test_empty_sequences_at_prediction(fitted):
         model.predict([np.zeros((0, n_features + 1))])
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_pickle_holds_the_model_not_the_dual_state():
     X, y = make_chain_data(n_sequences=300, n_states=4, n_features=20, max_length=30, seed=2)
     model = M3NExpGrad(C=1.0, max_iter=5).fit(X, y)
@@ -232,6 +234,7 @@ def test_potentials_beyond_double_range_are_refused_not_misdecoded():
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore:The number of unique classes:UserWarning")
 def test_node_marginals_of_many_labels_need_no_pairwise_tables():
     """predict_marginals computes node marginals without per-sequence expected transition
     counts (n_sequences x n_states^2: 512 MB here)."""

@@ -295,6 +295,7 @@ def test_multiclass_is_a_chain_of_one_token():
                                rtol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_grid_models_and_images_are_refused(chain_model):
     rng = np.random.default_rng(0)
     X = [rng.normal(size=(9, 3)) for _ in range(3)]

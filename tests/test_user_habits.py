@@ -150,6 +150,7 @@ def test_feature_dicts_name_the_pipeline_helper():
         StructSVMCuttingPlane().fit(token_dicts(X), y)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_feature_dicts_through_the_pipeline_helper(list_of_lists):
     X, y = list_of_lists
     pipe = make_sequence_pipeline(M3NSimplicialDecomposition(max_iter=30))
@@ -231,6 +232,7 @@ def binary_data(seed=0, shift=3.0):
     return X + shift, y  # shifted: no intercept, no fit
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("Learner", LEARNERS)
 def test_multiclass_form_is_a_linear_svc_drop_in(Learner):
     X, y = binary_data()
@@ -285,6 +287,7 @@ def test_topk_and_confidence_from_the_estimator_and_the_pipeline(list_of_lists):
     assert pipe.sequence_confidence(token_dicts(X)).shape == (len(X),)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_exact_kernel_model_has_neither_coef_nor_intercept():
     X, y = binary_data(seed=2)
     model = M3NExcessiveGap(kernel="rbf", max_iter=30).fit(X, y)
@@ -312,6 +315,7 @@ def test_pipeline_predicts_on_empty_sequences_and_names_weights_with_plain_str(l
     assert "Top positive" in format_state_features(pipe, top=2)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_review_findings():
     import numpy as np
     # array-valued features are not None
