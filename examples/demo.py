@@ -1,8 +1,9 @@
 """Chain structural SVM on handwritten words (the embedded OCR sample).
 
 Trains :class:`~sklstruct.StructSVMCuttingPlane` on 150 words and tests on 150 others, beside
-a per-letter ``LinearSVC`` that ignores the word structure. Runs offline; the fit takes about a
-second.
+a per-letter ``LinearSVC`` that ignores the word structure, to the default certified relative
+duality gap of 1e-2. Runs offline; the fit takes about half a second (0.5-0.6 s on a 2-core
+machine; the whole script, with the imports, a few seconds).
 """
 
 import time
@@ -28,7 +29,7 @@ def main():
           f"{len(test)} test words, 16x8 binary pixels per letter\n")
 
     start = time.perf_counter()
-    model = StructSVMCuttingPlane(ChainStructure(start_end=False), C=0.1, tol=1e-3)
+    model = StructSVMCuttingPlane(ChainStructure(start_end=False), C=0.1)
     model.fit(X_train, y_train)
     fit_time = time.perf_counter() - start
     predicted = model.predict(X_test)
