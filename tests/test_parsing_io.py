@@ -66,7 +66,8 @@ PTB = """( (S
         (PP-LOC=2 (IN in)
           (NP (NNP Paris) (-LRB- -LRB-) (NNP France) (-RRB- -RRB-) ))))
     (. .) ))
-( (SINV (S-TPC-3 (NP-SBJ (-NONE- *T*-2)) (VP (VBZ Hi))) (VP (VBD said) (SBAR (-NONE- 0) (S (-NONE- *T*-3)))) (NP-SBJ (PRP he)) (. .)))
+( (SINV (S-TPC-3 (NP-SBJ (-NONE- *T*-2)) (VP (VBZ Hi)))
+    (VP (VBD said) (SBAR (-NONE- 0) (S (-NONE- *T*-3)))) (NP-SBJ (PRP he)) (. .)))
 (TOP (FRAG (ADVP (RB Now)) (. !)))
 """
 

@@ -1,4 +1,4 @@
-"""Task-level helpers for parsing: treebank readers and tree transforms.
+"""Task-level helpers for parsing: treebank readers, tree transforms, parser metrics.
 
 Dependency trees are given per sentence as an array of heads (1-based, 0 for
 the root) and an array of relations; tokens are dicts of their CoNLL columns.
@@ -7,6 +7,7 @@ preterminals are ``(tag, word)``.
 """
 
 from ._conll import read_conll, read_dependency_columns, write_conll
+from ._metrics import attachment_scorer, attachment_scores, bracket_f1_scorer, bracket_scores
 from ._transforms import binarize, collapse_unary, expand_unary, unbinarize
 from ._trees import (
     from_nltk,
@@ -20,7 +21,11 @@ from ._trees import (
 )
 
 __all__ = [
+    "attachment_scorer",
+    "attachment_scores",
     "binarize",
+    "bracket_f1_scorer",
+    "bracket_scores",
     "collapse_unary",
     "expand_unary",
     "from_nltk",
