@@ -323,6 +323,12 @@ def write_conll(sentences, heads, relations, file, *, encoding="utf-8"):
     encoding : str, default="utf-8"
         Encoding of the file written at a path.
 
+    Returns
+    -------
+    None
+        The sentences are written to ``file``; nothing is written when an
+        error is raised.
+
     Raises
     ------
     ValueError
