@@ -383,7 +383,7 @@ def _is_pair(item):
 
 
 def _split_pairs(y):
-    """Heads and relations of a list of heads arrays or of (heads, relations) pairs."""
+    """The heads of a list of head arrays or of (heads, relations) pairs."""
     return [item[0] if _is_pair(item) else item for item in y]
 
 
