@@ -7,7 +7,7 @@ import re
 import pytest
 
 import sklstruct
-from sklstruct import inspection, metrics, pipeline, preprocessing
+from sklstruct import inspection, metrics, parsing, pipeline, preprocessing
 from sklstruct.datasets import (get_data_home, grid_pixel_features, load_conll2000,
                                 load_conll2002, load_ocr_letters, load_ocr_sample,
                                 load_weizmann_horses, make_sparse_chain)
@@ -22,7 +22,7 @@ PUBLIC_FUNCTIONS = [get_data_home, grid_pixel_features, load_conll2000, load_con
                     load_ocr_letters, load_ocr_sample, load_weizmann_horses, make_sparse_chain,
                     lengths_to_groups, lengths_from_sequence_ids,
                     preprocessing.window_features] + [
-    getattr(module, name) for module in (metrics, inspection, pipeline)
+    getattr(module, name) for module in (metrics, inspection, pipeline, parsing)
     for name in module.__all__ if inspect.isfunction(getattr(module, name))]
 
 

@@ -1,0 +1,43 @@
+"""Task-level helpers for parsing: treebank readers, tree transforms, parser metrics.
+
+Dependency trees are given per sentence as an array of heads (1-based, 0 for
+the root) and an array of relations; tokens are dicts of their CoNLL columns.
+Constituency trees are nested tuples ``(label, child, ...)`` whose
+preterminals are ``(tag, word)``.
+"""
+
+from ._conll import read_conll, read_dependency_columns, write_conll
+from ._metrics import attachment_scorer, attachment_scores, bracket_f1_scorer, bracket_scores
+from ._transforms import binarize, collapse_unary, expand_unary, unbinarize
+from ._trees import (
+    from_nltk,
+    labelled_spans,
+    read_ptb_trees,
+    to_nltk,
+    tree_from_string,
+    tree_tags,
+    tree_to_string,
+    tree_words,
+)
+
+__all__ = [
+    "attachment_scorer",
+    "attachment_scores",
+    "binarize",
+    "bracket_f1_scorer",
+    "bracket_scores",
+    "collapse_unary",
+    "expand_unary",
+    "from_nltk",
+    "labelled_spans",
+    "read_conll",
+    "read_dependency_columns",
+    "read_ptb_trees",
+    "to_nltk",
+    "tree_from_string",
+    "tree_tags",
+    "tree_to_string",
+    "tree_words",
+    "unbinarize",
+    "write_conll",
+]

@@ -1,0 +1,38 @@
+"""Opening a path (gzip by suffix) or using a caller's open text file."""
+
+import contextlib
+import gzip
+import os
+
+
+@contextlib.contextmanager
+def open_text(source, encoding, mode="r"):
+    """Yield a text file for ``source``: a path, or an open text file.
+
+    A path ending in ``.gz`` is opened through gzip. A path is opened with
+    ``encoding`` and closed on exit; an open file is used as given (its own
+    encoding applies) and left open.
+    """
+    if isinstance(source, (str, bytes, os.PathLike)):
+        path = os.fsdecode(source)
+        if path.endswith(".gz"):
+            handle = gzip.open(path, mode + "t", encoding=encoding)
+        else:
+            handle = open(path, mode, encoding=encoding)
+        with handle:
+            yield handle
+        return
+    needed = "read" if mode == "r" else "write"
+    if not hasattr(source, needed):
+        raise TypeError(
+            f"Expected a path or an open text file; got {type(source).__name__}."
+        )
+    yield source
+
+
+def numbered_lines(handle):
+    """Yield ``(line_number, line)`` with the line ending removed (numbers from 1)."""
+    for number, line in enumerate(handle, 1):
+        if not isinstance(line, str):
+            raise TypeError("The file is open in binary mode; open it in text mode.")
+        yield number, line.rstrip("\r\n")

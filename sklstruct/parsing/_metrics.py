@@ -1,0 +1,450 @@
+"""Parser evaluation: attachment scores (CoNLL eval.pl) and labelled brackets (evalb)."""
+
+import unicodedata
+import warnings
+from collections import Counter
+
+import numpy as np
+from sklearn.exceptions import UndefinedMetricWarning
+
+from ._trees import check_tree, is_preterminal, strip_function_tag
+
+__all__ = ["attachment_scorer", "attachment_scores", "bracket_f1_scorer", "bracket_scores"]
+
+# token-dict keys holding a part-of-speech tag (CoNLL-U, then CoNLL-X)
+_TAG_KEYS = ("upos", "xpos", "cpostag", "postag")
+# evalb's COLLINS.prm: DELETE_LABEL TOP, -NONE-, the punctuation tags; EQ_LABEL ADVP PRT
+_EVALB_PUNCTUATION_TAGS = frozenset({",", ":", "``", "''", "."})
+_EVALB_DELETED_LABELS = frozenset({"TOP", "", "-NONE-"}) | _EVALB_PUNCTUATION_TAGS
+_EVALB_EQUIVALENT = {"PRT": "ADVP"}
+
+
+# ----------------------------------------------------------------------- attachment scores
+def _as_head_arrays(heads, name):
+    if not isinstance(heads, (list, tuple, np.ndarray)):
+        raise TypeError(
+            f"{name} must be a list of per-sentence head arrays; got {type(heads).__name__}."
+        )
+    arrays = []
+    for i, sentence_heads in enumerate(heads):
+        array = np.asarray(sentence_heads)
+        if array.ndim != 1:
+            raise ValueError(f"{name}[{i}] must be 1-D; got shape {array.shape}.")
+        if array.size and array.dtype.kind not in "iu":
+            raise ValueError(f"{name}[{i}] must hold integers; got dtype {array.dtype}.")
+        array = array.astype(np.int64)
+        n = array.shape[0]
+        if n and (array.min() < 0 or array.max() > n):
+            raise ValueError(
+                f"{name}[{i}] has heads outside 0..{n} (0 is the root, 1..{n} the tokens)."
+            )
+        arrays.append(array)
+    return arrays
+
+
+def _as_relation_arrays(relations, lengths, name):
+    if len(relations) != len(lengths):
+        raise ValueError(
+            f"{name} has {len(relations)} sentences; the heads have {len(lengths)}."
+        )
+    arrays = []
+    for i, (sentence_relations, n) in enumerate(zip(relations, lengths)):
+        array = np.asarray(list(sentence_relations), dtype=object)
+        if array.shape != (n,):
+            raise ValueError(f"{name}[{i}] has {array.size} relations for {n} tokens.")
+        arrays.append(array)
+    return arrays
+
+
+def _is_punctuation_form(form):
+    return bool(form) and all(unicodedata.category(c).startswith("P") for c in form)
+
+
+def _punctuation_predicate(punctuation):
+    """A function token -> bool for the ``punctuation`` argument of attachment_scores."""
+    if punctuation is None:
+
+        def predicate(token):
+            form = token if isinstance(token, str) else token.get("form")
+            if not isinstance(form, str):
+                raise ValueError(
+                    "The default punctuation rule reads each token's form: give the "
+                    "tokens as dicts with a 'form' key (or as str)."
+                )
+            return _is_punctuation_form(form)
+
+        return predicate
+    if callable(punctuation):
+        return punctuation
+    if isinstance(punctuation, str) or not all(isinstance(t, str) for t in punctuation):
+        raise ValueError(
+            "punctuation must be None, a callable token -> bool, or a collection of "
+            f"tags such as {{'PUNCT'}}; got {punctuation!r}."
+        )
+    tags = frozenset(punctuation)
+
+    def predicate(token):
+        found = [token[key] for key in _TAG_KEYS if isinstance(token, dict) and key in token]
+        if not found:
+            raise ValueError(
+                f"A set of punctuation tags needs tokens with a tag among {_TAG_KEYS}; "
+                f"got {token!r}."
+            )
+        return any(tag in tags for tag in found)
+
+    return predicate
+
+
+def attachment_scores(
+    heads_true, heads_pred, relations_true=None, relations_pred=None, *, sentences=None,
+    exclude_punctuation=False, punctuation=None,
+):
+    """Unlabelled and labelled attachment scores (UAS, LAS) of dependency trees.
+
+    UAS is the fraction of scored tokens whose predicted head is the true
+    head; LAS the fraction whose head and relation are both right. Every
+    token is scored, as in the CoNLL-2007 shared task, unless
+    ``exclude_punctuation`` is set: then punctuation tokens are left out,
+    as the CoNLL-X scorer ``eval.pl`` does by default.
+
+    Parameters
+    ----------
+    heads_true : list of array-like of int
+        Per sentence, the true head of each token (1-based, 0 for the root).
+    heads_pred : list of array-like of int
+        Per sentence, the predicted heads, of the same lengths.
+    relations_true : list of array-like of str, default=None
+        Per sentence, the true relations. LAS needs both relation lists.
+    relations_pred : list of array-like of str, default=None
+        Per sentence, the predicted relations.
+    sentences : list of list of dict or str, default=None
+        The true tokens (as returned by :func:`read_conll`), needed to find
+        punctuation; a token given as a str is its form.
+    exclude_punctuation : bool, default=False
+        Leave punctuation tokens out of the scores.
+    punctuation : None, callable or collection of str, default=None
+        How a punctuation token is recognised when ``exclude_punctuation``
+        is set:
+
+        - None: by its form, punctuation when every character has a Unicode
+          general category starting with ``P`` (``Pc, Pd, Ps, Pe, Pi, Pf,
+          Po``), the rule of ``eval.pl`` (``/^\\p{Punctuation}+$/``). So
+          ``,``, ``.``, ``"``, ``--`` and ``...`` are punctuation; ``$``
+          (``Sc``), the Penn Treebank opening quotes made of two backticks
+          (``Sk``) and ``-LRB-`` are not.
+        - a callable: ``punctuation(token) -> bool`` for each token of
+          ``sentences``.
+        - a collection of tags: a token is punctuation when one of its tags
+          (``upos``, ``xpos``, ``cpostag`` or ``postag``, whichever it has) is
+          in it, for example ``{"PUNCT"}`` for Universal Dependencies.
+
+    Returns
+    -------
+    scores : dict
+        ``"uas"`` (float), ``"las"`` (float, or None without relations) and
+        ``"n_tokens"``, the number of tokens scored. With no token to score
+        both scores are 0.0 and an ``UndefinedMetricWarning`` is raised.
+
+    Raises
+    ------
+    ValueError
+        When the lists are empty or differ in length, a sentence's heads,
+        relations or tokens differ in number, a head lies outside 0..n,
+        only one relation list is given, or ``punctuation`` is given
+        without ``exclude_punctuation``.
+
+    See Also
+    --------
+    attachment_scorer : UAS as a scorer for model selection.
+
+    Examples
+    --------
+    >>> from sklstruct.parsing import attachment_scores
+    >>> heads_true = [[2, 0, 2]]
+    >>> heads_pred = [[2, 0, 1]]
+    >>> attachment_scores(heads_true, heads_pred, [["nsubj", "root", "punct"]],
+    ...                   [["obj", "root", "punct"]])
+    {'uas': 0.666..., 'las': 0.333..., 'n_tokens': 3}
+    >>> tokens = [["Dogs", "bark", "."]]
+    >>> attachment_scores(heads_true, heads_pred, sentences=tokens,
+    ...                   exclude_punctuation=True)
+    {'uas': 1.0, 'las': None, 'n_tokens': 2}
+    """
+    true = _as_head_arrays(heads_true, "heads_true")
+    pred = _as_head_arrays(heads_pred, "heads_pred")
+    if len(true) == 0:
+        raise ValueError("attachment_scores needs at least one sentence.")
+    if len(true) != len(pred):
+        raise ValueError(
+            f"heads_true has {len(true)} sentences and heads_pred {len(pred)}."
+        )
+    lengths = [a.shape[0] for a in true]
+    for i, (t, p) in enumerate(zip(true, pred)):
+        if t.shape != p.shape:
+            raise ValueError(
+                f"Sentence {i} has {t.shape[0]} true heads and {p.shape[0]} predicted."
+            )
+    if (relations_true is None) != (relations_pred is None):
+        raise ValueError("Give both relations_true and relations_pred, or neither.")
+    labelled = relations_true is not None
+    if labelled:
+        rel_true = _as_relation_arrays(relations_true, lengths, "relations_true")
+        rel_pred = _as_relation_arrays(relations_pred, lengths, "relations_pred")
+    if punctuation is not None and not exclude_punctuation:
+        raise ValueError("punctuation is given but exclude_punctuation is False.")
+    if exclude_punctuation:
+        if sentences is None:
+            raise ValueError(
+                "exclude_punctuation needs the true tokens: pass sentences=..."
+            )
+        if len(sentences) != len(true):
+            raise ValueError(
+                f"sentences has {len(sentences)} sentences; the heads have {len(true)}."
+            )
+        predicate = _punctuation_predicate(punctuation)
+        masks = []
+        for i, (tokens, n) in enumerate(zip(sentences, lengths)):
+            if len(tokens) != n:
+                raise ValueError(f"sentences[{i}] has {len(tokens)} tokens for {n} heads.")
+            masks.append(np.array([not predicate(token) for token in tokens], dtype=bool))
+    else:
+        masks = [np.ones(n, dtype=bool) for n in lengths]
+
+    n_tokens = n_heads = n_both = 0
+    for i, (t, p, scored) in enumerate(zip(true, pred, masks)):
+        right_head = (t == p) & scored
+        n_tokens += int(scored.sum())
+        n_heads += int(right_head.sum())
+        if labelled:
+            n_both += int((right_head & (rel_true[i] == rel_pred[i])).sum())
+    if n_tokens == 0:
+        warnings.warn("No token to score; the attachment scores are set to 0.0.",
+                      UndefinedMetricWarning, stacklevel=2)
+        return {"uas": 0.0, "las": 0.0 if labelled else None, "n_tokens": 0}
+    return {
+        "uas": n_heads / n_tokens,
+        "las": n_both / n_tokens if labelled else None,
+        "n_tokens": n_tokens,
+    }
+
+
+# ------------------------------------------------------------------------- bracket scores
+def _evalb_items(tree):
+    """Words, tags and brackets ``(label, start, end)`` of a tree, ``-NONE-`` leaves removed."""
+    words, tags, brackets = [], [], []
+
+    def visit(node, start):
+        if is_preterminal(node):
+            if node[0] == "-NONE-":
+                return start
+            tags.append(node[0])
+            words.append(node[1])
+            return start + 1
+        end = start
+        for child in node[1:]:
+            end = visit(child, end)
+        brackets.append((node[0], start, end))
+        return end
+
+    visit(tree, 0)
+    return words, tags, brackets
+
+
+def _evalb_brackets(brackets, kept_before):
+    counted = Counter()
+    for label, start, end in brackets:
+        start, end = kept_before[start], kept_before[end]
+        if start == end:  # dominates deleted words only
+            continue
+        label = strip_function_tag(label)
+        if label in _EVALB_DELETED_LABELS:
+            continue
+        counted[(_EVALB_EQUIVALENT.get(label, label), start, end)] += 1
+    return counted
+
+
+def bracket_scores(trees_true, trees_pred):
+    """Labelled bracket precision, recall and F1 with evalb's ``COLLINS.prm`` conventions.
+
+    The figures are those of ``evalb -p COLLINS.prm`` (Sekine and Collins,
+    1997), the standard Penn Treebank parsing score:
+
+    - ``-NONE-`` elements are removed, and so are the constituents that
+      dominate nothing else;
+    - words tagged ``,`` ``:`` `````` ``''`` or ``.`` are removed before the
+      spans are computed, and constituents left without words are not
+      counted;
+    - labels lose their function tags and co-indices (``NP-SBJ-1 -> NP``);
+      brackets labelled ``TOP`` are not counted, ``ADVP`` and ``PRT`` count
+      as the same label;
+    - every other phrasal node counts, the root included; preterminals do
+      not (part-of-speech tags are not scored);
+    - in each sentence, brackets match as multisets: a (label, span) that
+      occurs ``n`` times in the true tree and ``m`` times in the predicted
+      one gives ``min(n, m)`` matches.
+
+    Precision and recall are then summed over the sentences (micro
+    average), and ``exact_match`` is the fraction of sentences whose true
+    and predicted brackets agree entirely.
+
+    Two conventions differ from the evalb program, for trees it would
+    reject or that it reads differently: the punctuation removed is found
+    from the true tree's tags and removed from both trees (evalb uses each
+    tree's own tags, and reports a length mismatch and skips the sentence
+    when they disagree); and an unlabelled bracket (label ``""``) is
+    treated as ``TOP``, as the outer bracket of treebank files is.
+
+    Parameters
+    ----------
+    trees_true : list of tuple
+        The true trees, as nested tuples ``(label, child, ...)``.
+    trees_pred : list of tuple
+        The predicted trees over the same words.
+
+    Returns
+    -------
+    scores : dict
+        ``"precision"``, ``"recall"``, ``"f1"`` and ``"exact_match"``
+        (floats between 0 and 1; a ratio without a denominator is 0.0, as
+        in evalb) and ``"n_sentences"``.
+
+    Raises
+    ------
+    ValueError
+        When the lists are empty or differ in length, or a true and a
+        predicted tree differ in their words (``-NONE-`` elements aside).
+
+    See Also
+    --------
+    labelled_spans : The spans of a tree, without evalb's deletions.
+    bracket_f1_scorer : F1 as a scorer for model selection.
+
+    Examples
+    --------
+    >>> from sklstruct.parsing import bracket_scores, tree_from_string
+    >>> true = tree_from_string("(S (NP (DT The) (NN dog)) (VP (VBD barked)) (. .))")
+    >>> pred = tree_from_string("(S (NP (DT The)) (VP (NN dog) (VBD barked)) (. .))")
+    >>> scores = bracket_scores([true], [pred])
+    >>> scores["precision"], scores["recall"], scores["exact_match"]
+    (0.333..., 0.333..., 0.0)
+    """
+    for name, trees in (("trees_true", trees_true), ("trees_pred", trees_pred)):
+        if not isinstance(trees, (list, tuple)) or (trees and isinstance(trees[0], str)):
+            raise TypeError(
+                f"{name} must be a list of trees (nested tuples; parse bracketed strings "
+                f"with tree_from_string); got {type(trees).__name__}."
+            )
+    if len(trees_true) == 0:
+        raise ValueError("bracket_scores needs at least one sentence.")
+    if len(trees_true) != len(trees_pred):
+        raise ValueError(
+            f"trees_true has {len(trees_true)} trees and trees_pred {len(trees_pred)}."
+        )
+    n_true = n_pred = n_match = n_exact = 0
+    for i, (tree_true, tree_pred) in enumerate(zip(trees_true, trees_pred)):
+        check_tree(tree_true, f"trees_true[{i}]")
+        check_tree(tree_pred, f"trees_pred[{i}]")
+        words_true, tags_true, brackets_true = _evalb_items(tree_true)
+        words_pred, _, brackets_pred = _evalb_items(tree_pred)
+        if words_true != words_pred:
+            raise ValueError(
+                f"Sentence {i}: the true and predicted trees have different words "
+                f"({len(words_true)} and {len(words_pred)} words)."
+            )
+        kept = [tag not in _EVALB_PUNCTUATION_TAGS for tag in tags_true]
+        kept_before = np.concatenate([[0], np.cumsum(kept, dtype=np.int64)]).tolist()
+        counted_true = _evalb_brackets(brackets_true, kept_before)
+        counted_pred = _evalb_brackets(brackets_pred, kept_before)
+        sentence_true = sum(counted_true.values())
+        sentence_pred = sum(counted_pred.values())
+        sentence_match = sum((counted_true & counted_pred).values())
+        n_true += sentence_true
+        n_pred += sentence_pred
+        n_match += sentence_match
+        n_exact += sentence_true == sentence_pred == sentence_match
+    precision = n_match / n_pred if n_pred else 0.0
+    recall = n_match / n_true if n_true else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "exact_match": n_exact / len(trees_true),
+        "n_sentences": len(trees_true),
+    }
+
+
+# -------------------------------------------------------------------------------- scorers
+def _is_pair(item):
+    return (
+        isinstance(item, (tuple, list)) and len(item) == 2
+        and all(np.ndim(part) == 1 for part in item)
+    )
+
+
+def _split_pairs(y):
+    """The heads of a list of head arrays or of (heads, relations) pairs."""
+    return [item[0] if _is_pair(item) else item for item in y]
+
+
+class _ParseScorer:
+    """``scorer(estimator, X, y)``: a figure of ``estimator.predict(X)`` against ``y``."""
+
+    def __init__(self, name, score):
+        self._name = name
+        self._score = score
+
+    def __repr__(self):
+        return self._name
+
+    def __call__(self, estimator, X, y):
+        return self._score(y, estimator.predict(X))
+
+
+def _uas(y_true, y_pred):
+    return attachment_scores(_split_pairs(y_true), _split_pairs(y_pred))["uas"]
+
+
+def _bracket_f1(y_true, y_pred):
+    return bracket_scores(list(y_true), list(y_pred))["f1"]
+
+
+attachment_scorer = _ParseScorer("attachment_scorer", _uas)
+"""Scorer for ``GridSearchCV(scoring=...)`` and ``cross_validate``: unlabelled attachment.
+
+Called as ``attachment_scorer(estimator, X, y)``, it returns the UAS of
+``estimator.predict(X)`` against ``y`` over all tokens (see
+:func:`attachment_scores`). ``y`` and the predictions are lists with one
+item per sentence, each either an array of heads or a pair ``(heads,
+relations)`` (a tuple or list of two 1-D sequences), whose relations are
+ignored.
+
+Examples
+--------
+>>> from sklstruct.parsing import attachment_scorer
+>>> class Chain:  # attaches each token to the next one, the last to the root
+...     def predict(self, X):
+...         return [list(range(2, len(tokens) + 1)) + [0] for tokens in X]
+>>> X = [["Dogs", "bark"], ["Cats", "sleep", "a", "lot"]]
+>>> y = [[2, 0], ([2, 0, 4, 2], ["nsubj", "root", "det", "obl"])]
+>>> attachment_scorer(Chain(), X, y)
+0.666...
+"""
+
+bracket_f1_scorer = _ParseScorer("bracket_f1_scorer", _bracket_f1)
+"""Scorer for ``GridSearchCV(scoring=...)`` and ``cross_validate``: labelled bracket F1.
+
+Called as ``bracket_f1_scorer(estimator, X, y)``, it returns the evalb F1 of
+``estimator.predict(X)`` against ``y`` (see :func:`bracket_scores`); ``y``
+and the predictions are lists of trees.
+
+Examples
+--------
+>>> from sklstruct.parsing import bracket_f1_scorer, tree_from_string
+>>> class Flat:  # one S over the preterminals
+...     def predict(self, X):
+...         return [("S", *[("NN", word) for word in words]) for words in X]
+>>> y = [tree_from_string("(S (NP (NN Dogs)) (VP (NN bark)))")]
+>>> bracket_f1_scorer(Flat(), [["Dogs", "bark"]], y)
+0.5
+"""

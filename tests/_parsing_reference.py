@@ -1,0 +1,105 @@
+"""Test-only references for the parsing metrics and random trees for the parsing tests."""
+
+import unicodedata
+
+# evalb's COLLINS.prm
+_DELETE_LABELS = ("TOP", "-NONE-", ",", ":", "``", "''", ".")
+_EQ_LABELS = (("ADVP", "PRT"),)
+
+
+def _label_comp(a, b):
+    return a == b or (a, b) in _EQ_LABELS or (b, a) in _EQ_LABELS
+
+
+def _read_line(text):
+    """Terminals and brackets of one bracketed tree, as evalb's read_line builds them.
+
+    A bracket whose first element after the label is a word is a terminal; a terminal with a
+    delete label is dropped and does not advance the word position. Every other bracket is
+    recorded with its start and end word positions and its raw label.
+    """
+    tokens = text.replace("(", " ( ").replace(")", " ) ").split()
+    words, brackets, stack = [], [], []
+    i = 0
+    while i < len(tokens):
+        if tokens[i] == ")":
+            brackets[stack.pop()][2] = len(words)
+            i += 1
+            continue
+        i += 1  # past "(": words occur only inside terminals, consumed below
+        label = ""
+        if tokens[i] not in ("(", ")"):
+            label = tokens[i]
+            i += 1
+        if tokens[i] not in ("(", ")") and tokens[i + 1] == ")":  # (tag word)
+            if label not in _DELETE_LABELS:
+                words.append((tokens[i], label))
+            i += 2
+            continue
+        brackets.append([label, len(words), None])
+        stack.append(len(brackets) - 1)
+    return words, brackets
+
+
+def _massage(brackets):
+    """evalb's massage_data: zero-width and deleted brackets are dropped, labels cut at - or =."""
+    kept = []
+    for label, start, end in brackets:
+        if start == end:
+            continue
+        for k, c in enumerate(label):
+            if c in "-=":
+                label = label[:k]
+                break
+        if label in _DELETE_LABELS:
+            continue
+        kept.append([label, start, end, False])
+    return kept
+
+
+def evalb_counts(gold, test):
+    """(matched, gold, test) bracket counts of evalb -p COLLINS.prm for one sentence.
+
+    ``gold`` and ``test`` are one-line bracketed trees over the same words and with the same
+    punctuation tags. The matching is evalb's greedy loop: each gold bracket takes the first
+    unmatched test bracket with its span and an equivalent label.
+    """
+    gold_words, gold_brackets = _read_line(gold)
+    test_words, test_brackets = _read_line(test)
+    assert [w for w, _ in gold_words] == [w for w, _ in test_words]
+    gold_brackets = _massage(gold_brackets)
+    test_brackets = _massage(test_brackets)
+    match = 0
+    for label, start, end, _ in gold_brackets:
+        for candidate in test_brackets:
+            if (not candidate[3] and candidate[1] == start and candidate[2] == end
+                    and _label_comp(label, candidate[0])):
+                candidate[3] = True
+                match += 1
+                break
+    return match, len(gold_brackets), len(test_brackets)
+
+
+def is_punctuation_form(form):
+    """eval.pl's rule, character by character: /^\\p{Punctuation}+$/."""
+    return len(form) > 0 and all(unicodedata.category(c)[0] == "P" for c in form)
+
+
+def random_tree(rng, words, labels, tags, max_children=4):
+    """A random tree over ``words``: random splits, labels and tags, some unary nodes."""
+
+    def build(lo, hi, depth):
+        if hi - lo == 1 and (depth > 0 and rng.random() < 0.6):
+            return (tags[rng.integers(len(tags))], words[lo])
+        if hi - lo == 1:
+            return (labels[rng.integers(len(labels))], build(lo, hi, depth + 1))
+        n_children = int(rng.integers(2, min(max_children, hi - lo) + 1))
+        cuts = sorted(rng.choice(range(lo + 1, hi), n_children - 1, replace=False).tolist())
+        bounds = [lo, *cuts, hi]
+        children = [build(a, b, depth + 1) for a, b in zip(bounds, bounds[1:])]
+        node = (labels[rng.integers(len(labels))], *children)
+        if rng.random() < 0.15:
+            node = (labels[rng.integers(len(labels))], node)
+        return node
+
+    return build(0, len(words), 0)
