@@ -30,6 +30,9 @@ from libc.stdlib cimport free, malloc
 
 from sklstruct._typedefs cimport float64_t, int64_t, intp_t
 
+# Terms this many nats below the largest one are left out of a sum of exponentials: e^-40 is
+# 4e-18, so leaving out n of them changes the sum by less than n * 4e-18 relative.
+cdef double _NEGLIGIBLE = -40.0
 # The batched loops check for Ctrl-C whenever about this many chart cells were processed.
 cdef double _WORK_PER_SIGNAL_CHECK = 2.0e7
 
@@ -437,7 +440,10 @@ cdef double spanning_tree_decode(const double* scores, intp_t n, bint single_roo
 
 cdef inline double _log_sum_products(const double* left, const double* right,
                                      intp_t count) noexcept nogil:
-    """``log sum_i exp(left[i] + right[i])`` over ``i < count``, -inf for no finite term."""
+    """``log sum_i exp(left[i] + right[i])`` over ``i < count``, -inf for no finite term.
+
+    Shifted by the largest term; terms more than 40 nats below it are left out.
+    """
     cdef intp_t i
     cdef double peak = -INFINITY, total = 0.0, term
     for i in range(count):
@@ -447,16 +453,10 @@ cdef inline double _log_sum_products(const double* left, const double* right,
     if peak == -INFINITY:
         return -INFINITY
     for i in range(count):
-        total += exp(left[i] + right[i] - peak)
+        term = left[i] + right[i] - peak
+        if term > _NEGLIGIBLE:
+            total += exp(term)
     return peak + log(total)
-
-
-cdef inline double _log_add(double a, double b) noexcept nogil:
-    if a < b:
-        a, b = b, a
-    if b == -INFINITY:
-        return a
-    return a + log(1.0 + exp(b - a))
 
 
 cdef inline void _store(double* table, intp_t N, intp_t s, intp_t t, double value) noexcept nogil:
@@ -464,22 +464,52 @@ cdef inline void _store(double* table, intp_t N, intp_t s, intp_t t, double valu
     table[t * N + s] = value
 
 
+cdef inline void _push_back(double weight, double value, const double* left, const double* right,
+                            intp_t count, double* left_weight,
+                            double* right_weight) noexcept nogil:
+    """Back-propagate the marginal ``weight`` of ``value = log sum_i exp(left[i] + right[i])``.
+
+    Term i was used with probability ``exp(left[i] + right[i] - value)`` given the item; both
+    of its operands receive ``weight`` times that probability (none below e^-40).
+    """
+    cdef intp_t i
+    cdef double share
+    if weight == 0.0 or value == -INFINITY:
+        return
+    for i in range(count):
+        share = left[i] + right[i] - value
+        if share > _NEGLIGIBLE:
+            share = weight * exp(share)
+            left_weight[i] += share
+            right_weight[i] += share
+
+
 cdef double eisner_marginals(const double* scores, intp_t n, bint single_root,
                              double* marginals, double* work) noexcept nogil:
     """Arc marginals and log-partition over the projective trees of one sentence, O(n^3).
 
     The inside pass is Eisner's chart (:func:`eisner_decode`) with log-sum-exp in place of
-    max; the outside pass collects, for every chart item in order of decreasing span, the
-    log-sum of its parents' outside scores times its siblings' inside scores, and the
-    marginal of an arc is ``exp(inside + outside - log Z)`` of its incomplete span (every
-    projective tree has exactly one derivation in this chart). Each log-sum-exp is shifted by
-    its largest term, so the results keep full relative precision for any finite scores; -inf
-    arcs get marginal 0. With ``single_root`` the root's complete spans ``C[0][t]``,
-    ``t < n``, are removed from the chart so that the root attaches exactly one span.
+    max, each log-sum-exp shifted by its largest term. The outside pass is its reverse-mode
+    derivative: the adjoint of a chart item is the probability that a random tree's
+    derivation uses it (every projective tree has exactly one derivation in this chart), and
+    an item passes it on to the two operands of each of its terms in proportion to the
+    term's share ``exp(term - item)``. Items are visited by decreasing span, complete before
+    incomplete, so each adjoint is final when it is passed on. The adjoint of an incomplete
+    span is the marginal of its arc. Adjoints are probabilities, so the outside pass works in
+    linear scale without overflow; in the log domain only the inside pass, which keeps full
+    relative precision for any finite scores. One exponential per chart term and pass.
 
-    ``marginals`` (``(n + 1) x (n + 1)``) receives ``p(h -> m)`` at ``[h, m]`` and zeros
-    elsewhere. Returns ``log Z``; a sentence without a projective tree of finite score gets
-    -inf and zero marginals.
+    With ``single_root`` the root's complete spans ``C[0][t]``, ``t < n``, are removed from
+    the chart so that the root attaches exactly one span. -inf arcs get marginal 0.
+
+    Every table is ``(n + 1) x (n + 1)``. The inside tables hold span ``(s, t)`` at
+    ``[s, t]`` and ``[t, s]``; an adjoint table collects the shares passed along a row at
+    ``[s, t]`` and those passed along a column at ``[t, s]``, the adjoint being their sum.
+    The adjoints of the incomplete spans are collected directly in ``marginals``.
+
+    ``marginals`` receives ``p(h -> m)`` at ``[h, m]`` and zeros elsewhere. Returns
+    ``log Z``; a sentence without a projective tree of finite score gets -inf and zero
+    marginals.
     """
     cdef intp_t N = n + 1
     cdef intp_t NN = N * N
@@ -487,26 +517,33 @@ cdef double eisner_marginals(const double* scores, intp_t n, bint single_root,
     cdef double* left_complete = work + NN
     cdef double* right_incomplete = work + 2 * NN
     cdef double* left_incomplete = work + 3 * NN
-    cdef double* out_right = work + 4 * NN
-    cdef double* out_left = work + 5 * NN
-    cdef double* out_split = work + 6 * NN
-    cdef intp_t k, s, t, a, b
-    cdef double split, value, log_z, out_ri, out_li
+    cdef double* split = work + 4 * NN
+    cdef double* right_adjoint = work + 5 * NN
+    cdef double* left_adjoint = work + 6 * NN
+    cdef intp_t k, s, t
+    cdef double value, log_z, weight
     for s in range(NN):
         marginals[s] = 0.0
+        right_adjoint[s] = 0.0
+        left_adjoint[s] = 0.0
     for s in range(N):
         right_complete[s * N + s] = 0.0
         left_complete[s * N + s] = 0.0
     for k in range(1, N):
         for s in range(N - k):
             t = s + k
-            split = _log_sum_products(right_complete + s * N + s,
+            # S[s][t] = log sum_r exp(C[s][r] (right) + C[r + 1][t] (left)), s <= r < t
+            value = _log_sum_products(right_complete + s * N + s,
                                       left_complete + t * N + s + 1, t - s)
-            _store(right_incomplete, N, s, t, split + scores[s * N + t])
+            split[s * N + t] = value
+            _store(right_incomplete, N, s, t, value + scores[s * N + t])
             _store(left_incomplete, N, s, t,
-                   -INFINITY if s == 0 else split + scores[t * N + s])
-            _store(left_complete, N, s, t, _log_sum_products(
-                left_complete + s * N + s, left_incomplete + t * N + s, t - s))
+                   -INFINITY if s == 0 else value + scores[t * N + s])
+            # C[s][t] (left) from C[s][r] (left) + I[r][t] (left), s <= r < t
+            value = -INFINITY if s == 0 else _log_sum_products(
+                left_complete + s * N + s, left_incomplete + t * N + s, t - s)
+            _store(left_complete, N, s, t, value)
+            # C[s][t] (right) from I[s][r] (right) + C[r][t] (right), s < r <= t
             value = _log_sum_products(right_incomplete + s * N + s + 1,
                                       right_complete + t * N + s + 1, t - s)
             if single_root and s == 0 and t < n:
@@ -515,41 +552,22 @@ cdef double eisner_marginals(const double* scores, intp_t n, bint single_root,
     log_z = right_complete[n]
     if log_z == -INFINITY:
         return log_z
+    right_adjoint[n] = 1.0
     for k in range(n, 0, -1):
-        for a in range(N - k):
-            b = a + k
-            # C[a][b] facing right: in C[s][b] = I[s][a] + C[a][b] (s < a) and in
-            # S[a][t] = C[a][b] + C[b + 1][t] (t > b); C[0][n] is the goal
-            if a == 0 and b == n:
-                value = 0.0
-            elif a == 0 and single_root:
-                value = -INFINITY
-            else:
-                value = _log_add(
-                    _log_sum_products(out_right + b * N, right_incomplete + a * N, a),
-                    _log_sum_products(out_split + a * N + b + 1,
-                                      left_complete + (b + 1) * N + b + 1, n - b))
-            _store(out_right, N, a, b, value)
-            # C[a][b] facing left: in C[a][t] = C[a][b] + I[b][t] (t > b) and in
-            # S[s][b] = C[s][a - 1] + C[a][b] (s < a)
-            value = _log_add(
-                _log_sum_products(out_left + a * N + b + 1, left_incomplete + b * N + b + 1,
-                                  n - b),
-                _log_sum_products(out_split + b * N, right_complete + (a - 1) * N, a)
-                if a > 0 else -INFINITY)
-            _store(out_left, N, a, b, value)
-            # I[a][b] facing right: in C[a][t] = I[a][b] + C[b][t] (t >= b)
-            out_ri = _log_sum_products(out_right + a * N + b, right_complete + b * N + b,
-                                       n - b + 1)
-            marginals[a * N + b] = exp(right_incomplete[a * N + b] + out_ri - log_z)
-            # I[a][b] facing left: in C[s][b] = C[s][a] + I[a][b] (s <= a)
-            if a > 0:
-                out_li = _log_sum_products(out_left + b * N, left_complete + a * N, a + 1)
-                marginals[b * N + a] = exp(left_incomplete[a * N + b] + out_li - log_z)
-                value = _log_add(out_ri + scores[a * N + b], out_li + scores[b * N + a])
-            else:
-                value = out_ri + scores[a * N + b]
-            _store(out_split, N, a, b, value)
+        for s in range(N - k):
+            t = s + k
+            weight = right_adjoint[s * N + t] + right_adjoint[t * N + s]
+            _push_back(weight, right_complete[s * N + t], right_incomplete + s * N + s + 1,
+                       right_complete + t * N + s + 1, t - s, marginals + s * N + s + 1,
+                       right_adjoint + t * N + s + 1)
+            weight = left_adjoint[s * N + t] + left_adjoint[t * N + s]
+            _push_back(weight, left_complete[s * N + t], left_complete + s * N + s,
+                       left_incomplete + t * N + s, t - s, left_adjoint + s * N + s,
+                       marginals + t * N + s)
+            weight = marginals[s * N + t] + (marginals[t * N + s] if s > 0 else 0.0)
+            _push_back(weight, split[s * N + t], right_complete + s * N + s,
+                       left_complete + t * N + s + 1, t - s, right_adjoint + s * N + s,
+                       left_adjoint + t * N + s + 1)
     return log_z
 
 
