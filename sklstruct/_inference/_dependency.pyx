@@ -16,7 +16,8 @@ Per-sentence routines (exported through ``_dependency.pxd``):
   single-root constraint by the edge swaps of Gabow and Tarjan 1984 as in Zmigrod, Vieira and
   Cotterell 2020);
 - :func:`eisner_marginals`, the arc marginals and log-partition of projective trees by
-  inside-outside over Eisner's chart in the log domain, O(n^3);
+  inside-outside over Eisner's chart (the inside pass in the log domain, the outside pass as
+  its reverse-mode derivative), O(n^3);
 - :func:`matrix_tree_marginals`, the same over all trees by the matrix-tree theorem (Koo,
   Globerson, Carreras and Collins 2007; Smith and Smith 2007), O(n^3).
 
@@ -44,7 +45,8 @@ cdef enum:
     _LEFT_INCOMPLETE = 3
 
 
-cdef inline double _tree_score(const double* scores, intp_t n, const int64_t* heads) noexcept nogil:
+cdef inline double _tree_score(const double* scores, intp_t n,
+                               const int64_t* heads) noexcept nogil:
     """Score of a parse, summed over the modifiers in increasing order."""
     cdef intp_t m
     cdef double total = 0.0
@@ -593,10 +595,11 @@ cdef double matrix_tree_marginals(const double* scores, intp_t n, bint single_ro
     Accuracy: the weights lie in ``[0, 1]`` whatever the scale of the scores, and the result
     is as accurate as the factorisation of the shifted matrix, whose condition grows like
     ``exp(d)`` when some set of tokens is entered from outside only by arcs ``d`` nats below
-    the best arcs into its members (a cycle of best arcs that the trees must break). Against
-    exhaustive enumeration, normal scores of standard deviation up to about 5 give marginals
-    and ``log Z`` to 1e-10 (absolute, and relative for ``log Z``); beyond that the error grows
-    as ``1e-16 exp(d)`` and is unbounded for scores of scale 100 when the best arcs form a
+    the best arcs into its members (a cycle of best arcs that the trees must break). Normal
+    scores of standard deviation up to about 5 give marginals and ``log Z`` to 1e-10
+    (absolute, and relative for ``log Z``), measured against exhaustive enumeration for
+    n <= 6 and against 80-digit arithmetic for n = 10 to 40; beyond that the error grows as
+    ``1e-16 exp(d)`` and is unbounded for scores of scale 100 when the best arcs form a
     cycle. The projective routine :func:`eisner_marginals` has no such limit.
 
     A sentence without any tree of finite score (found by :func:`_max_arborescence`) gets
