@@ -23,7 +23,7 @@ cdef inline intp_t spanning_tree_work(intp_t n) noexcept nogil:
 
 cdef inline intp_t spanning_tree_int_work(intp_t n) noexcept nogil:
     """Integers of workspace :func:`spanning_tree_decode` needs for ``n`` tokens."""
-    return (n + 1) * (n + 1) + 26 * (n + 1)
+    return (n + 1) * (n + 1) + 24 * (n + 1)
 
 
 cdef inline intp_t inside_outside_work(intp_t n) noexcept nogil:
