@@ -26,8 +26,8 @@ order); ``rule_index`` maps a position back to the caller's rule.
 symbol ``X`` (``top_best``) and the best score of a subtree below the collapsed chain of
 bottom symbol ``P``, i.e. over the binary rules of ``P`` (``bottom_best``):
 
-    bottom_best[ij, P] = max over k, rules r = (P, L, R) of theta[r] + top_best[ik, L] + top_best[kj, R]
-    top_best[ij, X] = max over allowed labels a with top[a] = X of s[ij, a] + bottom_best[ij, bottom[a]]
+    bottom_best[ij, P] = max_{k, r = (P, L, R)} theta[r] + top_best[ik, L] + top_best[kj, R]
+    top_best[ij, X] = max_{allowed a, top[a] = X} s[ij, a] + bottom_best[ij, bottom[a]]
 
 (``s[ii+1, a]`` alone on words), O(n^3 |R| + n^2 K) per sentence. Ties are broken towards the
 first maximiser in this order: at the root the smallest label; for a label choice the smallest
@@ -1245,28 +1245,28 @@ def viterbi_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] length
     cdef bint failed = False
     _grammar_from_arrays(&g, &grammar_ints[0], &grammar_floats[0], span_scores.shape[1],
                          n_symbols, n_rules)
-    with nogil:
-        longest = _longest(&lengths[0], n_sentences)
-        chart = <double*> malloc(_viterbi_chart_size(longest, n_symbols) * sizeof(double))
-        pointers = <int32_t*> malloc(
-            _viterbi_pointers_size(longest, n_symbols) * sizeof(int32_t))
-        if chart == NULL or pointers == NULL:
-            failed = True
-        else:
-            for i in range(n_sentences):
-                n = lengths[i]
-                scores[i] = _cky_viterbi(&span_scores[row, 0], n, &g, chart, pointers,
-                                         &span_labels[row])
-                row += _n_spans(n)
-                if _signal_due(&since_check, n, n_rules):
-                    with gil:
-                        if PyErr_CheckSignals() < 0:
-                            break
+    try:
+        with nogil:
+            longest = _longest(&lengths[0], n_sentences)
+            chart = <double*> malloc(_viterbi_chart_size(longest, n_symbols) * sizeof(double))
+            pointers = <int32_t*> malloc(
+                _viterbi_pointers_size(longest, n_symbols) * sizeof(int32_t))
+            if chart == NULL or pointers == NULL:
+                failed = True
+            else:
+                for i in range(n_sentences):
+                    n = lengths[i]
+                    scores[i] = _cky_viterbi(&span_scores[row, 0], n, &g, chart, pointers,
+                                             &span_labels[row])
+                    row += _n_spans(n)
+                    if _signal_due(&since_check, n, n_rules):
+                        with gil:
+                            PyErr_CheckSignals()
+    finally:
         free(chart)
         free(pointers)
     if failed:
         raise MemoryError("could not allocate the CKY chart")
-    PyErr_CheckSignals()
 
 
 def kbest_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] lengths,
@@ -1286,35 +1286,35 @@ def kbest_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] lengths,
     _grammar_from_arrays(&g, &grammar_ints[0], &grammar_floats[0], span_scores.shape[1],
                          n_symbols, n_rules)
     _kbest_init(&lists, k)
-    with nogil:
-        longest = _longest(&lengths[0], n_sentences)
-        chart = <double*> malloc(_viterbi_chart_size(longest, n_symbols) * sizeof(double))
-        pointers = <int32_t*> malloc(
-            _viterbi_pointers_size(longest, n_symbols) * sizeof(int32_t))
-        record_of = <int32_t*> malloc(_kbest_nodes(longest, n_symbols) * sizeof(int32_t))
-        if chart == NULL or pointers == NULL or record_of == NULL:
-            failed = True
-        else:
-            for i in range(n_sentences):
-                n = lengths[i]
-                count = _cky_kbest(&span_scores[row, 0], n, &g, chart, pointers, record_of,
-                                   &lists, &scores[i, 0], &span_labels[row, 0])
-                if count < 0:
-                    failed = True
-                    break
-                counts[i] = count
-                row += _n_spans(n)
-                if _signal_due(&since_check, n, n_rules):
-                    with gil:
-                        if PyErr_CheckSignals() < 0:
-                            break
+    try:
+        with nogil:
+            longest = _longest(&lengths[0], n_sentences)
+            chart = <double*> malloc(_viterbi_chart_size(longest, n_symbols) * sizeof(double))
+            pointers = <int32_t*> malloc(
+                _viterbi_pointers_size(longest, n_symbols) * sizeof(int32_t))
+            record_of = <int32_t*> malloc(_kbest_nodes(longest, n_symbols) * sizeof(int32_t))
+            if chart == NULL or pointers == NULL or record_of == NULL:
+                failed = True
+            else:
+                for i in range(n_sentences):
+                    n = lengths[i]
+                    count = _cky_kbest(&span_scores[row, 0], n, &g, chart, pointers, record_of,
+                                       &lists, &scores[i, 0], &span_labels[row, 0])
+                    if count < 0:
+                        failed = True
+                        break
+                    counts[i] = count
+                    row += _n_spans(n)
+                    if _signal_due(&since_check, n, n_rules):
+                        with gil:
+                            PyErr_CheckSignals()
+    finally:
         free(chart)
         free(pointers)
         free(record_of)
         _kbest_free(&lists)
     if failed:
         raise MemoryError("could not allocate the k-best CKY lists")
-    PyErr_CheckSignals()
 
 
 def best_other_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] lengths,
@@ -1333,33 +1333,33 @@ def best_other_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] len
     _grammar_from_arrays(&g, &grammar_ints[0], &grammar_floats[0], span_scores.shape[1],
                          n_symbols, n_rules)
     _kbest_init(&lists, 2)
-    with nogil:
-        longest = _longest(&lengths[0], n_sentences)
-        chart = <double*> malloc(_viterbi_chart_size(longest, n_symbols) * sizeof(double))
-        pointers = <int32_t*> malloc(
-            _viterbi_pointers_size(longest, n_symbols) * sizeof(int32_t))
-        record_of = <int32_t*> malloc(_kbest_nodes(longest, n_symbols) * sizeof(int32_t))
-        if chart == NULL or pointers == NULL or record_of == NULL:
-            failed = True
-        else:
-            for i in range(n_sentences):
-                n = lengths[i]
-                if _cky_best_other(&span_scores[row, 0], n, &g, &given[row], chart, pointers,
-                                   record_of, &lists, &scores[i], &span_labels[row]) < 0:
-                    failed = True
-                    break
-                row += _n_spans(n)
-                if _signal_due(&since_check, n, n_rules):
-                    with gil:
-                        if PyErr_CheckSignals() < 0:
-                            break
+    try:
+        with nogil:
+            longest = _longest(&lengths[0], n_sentences)
+            chart = <double*> malloc(_viterbi_chart_size(longest, n_symbols) * sizeof(double))
+            pointers = <int32_t*> malloc(
+                _viterbi_pointers_size(longest, n_symbols) * sizeof(int32_t))
+            record_of = <int32_t*> malloc(_kbest_nodes(longest, n_symbols) * sizeof(int32_t))
+            if chart == NULL or pointers == NULL or record_of == NULL:
+                failed = True
+            else:
+                for i in range(n_sentences):
+                    n = lengths[i]
+                    if _cky_best_other(&span_scores[row, 0], n, &g, &given[row], chart, pointers,
+                                       record_of, &lists, &scores[i], &span_labels[row]) < 0:
+                        failed = True
+                        break
+                    row += _n_spans(n)
+                    if _signal_due(&since_check, n, n_rules):
+                        with gil:
+                            PyErr_CheckSignals()
+    finally:
         free(chart)
         free(pointers)
         free(record_of)
         _kbest_free(&lists)
     if failed:
         raise MemoryError("could not allocate the 2-best CKY lists")
-    PyErr_CheckSignals()
 
 
 def inside_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] lengths,
@@ -1373,24 +1373,24 @@ def inside_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] lengths
     cdef double since_check = 0.0
     cdef bint failed = False
     _grammar_from_arrays(&g, &grammar_ints[0], &grammar_floats[0], K, n_symbols, n_rules)
-    with nogil:
-        longest = _longest(&lengths[0], n_sentences)
-        work = <double*> malloc(_inside_size(longest, K, n_symbols) * sizeof(double))
-        if work == NULL:
-            failed = True
-        else:
-            for i in range(n_sentences):
-                n = lengths[i]
-                log_z[i] = _cky_inside(&span_scores[row, 0], n, &g, work)
-                row += _n_spans(n)
-                if _signal_due(&since_check, n, n_rules):
-                    with gil:
-                        if PyErr_CheckSignals() < 0:
-                            break
+    try:
+        with nogil:
+            longest = _longest(&lengths[0], n_sentences)
+            work = <double*> malloc(_inside_size(longest, K, n_symbols) * sizeof(double))
+            if work == NULL:
+                failed = True
+            else:
+                for i in range(n_sentences):
+                    n = lengths[i]
+                    log_z[i] = _cky_inside(&span_scores[row, 0], n, &g, work)
+                    row += _n_spans(n)
+                    if _signal_due(&since_check, n, n_rules):
+                        with gil:
+                            PyErr_CheckSignals()
+    finally:
         free(work)
     if failed:
         raise MemoryError("could not allocate the inside chart")
-    PyErr_CheckSignals()
 
 
 def inside_outside_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] lengths,
@@ -1407,30 +1407,30 @@ def inside_outside_batch(const float64_t[:, ::1] span_scores, const int64_t[::1]
     cdef double since_check = 0.0
     cdef bint failed = False
     _grammar_from_arrays(&g, &grammar_ints[0], &grammar_floats[0], K, n_symbols, n_rules)
-    with nogil:
-        longest = _longest(&lengths[0], n_sentences)
-        work = <double*> malloc(
-            _inside_outside_size(longest, K, n_symbols, n_rules) * sizeof(double))
-        counts = <double*> malloc((n_rules + 1) * sizeof(double))
-        if work == NULL or counts == NULL:
-            failed = True
-        else:
-            for i in range(n_sentences):
-                n = lengths[i]
-                log_z[i] = _cky_inside_outside(&span_scores[row, 0], n, &g, work,
-                                               &marginals[row, 0], counts)
-                for row_rule in range(n_rules):
-                    rule_counts[i, row_rule] = counts[row_rule]
-                row += _n_spans(n)
-                if _signal_due(&since_check, n, 3 * n_rules):
-                    with gil:
-                        if PyErr_CheckSignals() < 0:
-                            break
+    try:
+        with nogil:
+            longest = _longest(&lengths[0], n_sentences)
+            work = <double*> malloc(
+                _inside_outside_size(longest, K, n_symbols, n_rules) * sizeof(double))
+            counts = <double*> malloc((n_rules + 1) * sizeof(double))
+            if work == NULL or counts == NULL:
+                failed = True
+            else:
+                for i in range(n_sentences):
+                    n = lengths[i]
+                    log_z[i] = _cky_inside_outside(&span_scores[row, 0], n, &g, work,
+                                                   &marginals[row, 0], counts)
+                    for row_rule in range(n_rules):
+                        rule_counts[i, row_rule] = counts[row_rule]
+                    row += _n_spans(n)
+                    if _signal_due(&since_check, n, 3 * n_rules):
+                        with gil:
+                            PyErr_CheckSignals()
+    finally:
         free(work)
         free(counts)
     if failed:
         raise MemoryError("could not allocate the inside-outside chart")
-    PyErr_CheckSignals()
 
 
 def tree_check_batch(const int64_t[::1] span_labels, const int64_t[::1] lengths,

@@ -9,7 +9,7 @@ top symbol allowed as a root. A node labelled ``a`` whose children are labelled 
 ``c`` uses the binary rule ``(bottom[a], top[b], top[c])``, which must be a rule of the
 grammar. The score of a tree is
 
-    sum over its nodes of span_scores[span, label] + sum over its internal nodes of rule_scores[rule]
+    sum_{nodes} span_scores[span, label] + sum_{internal nodes} rule_scores[rule]
 
 **Batches.** The span scores of a sentence are a (n (n + 1) / 2, n_labels) matrix whose rows
 are the spans by length, then by start (:func:`span_index`, :func:`span_position`): the words
@@ -226,10 +226,10 @@ class Grammar:
         phrasal = _mask(phrasal, "phrasal", n_labels)
         root = _mask(root, "root", n_symbols)
         rules = np.asarray(rules)
-        if rules.size == 0 and rules.dtype.kind not in "biuf":
-            rules = rules.astype(np.int64)  # an empty list: no rules
-        if rules.size == 0:
-            rules = rules.reshape(0, 3)
+        if rules.size == 0 and rules.ndim == 1:
+            rules = rules.reshape(0, 3)    # an empty list: no rules
+        if rules.size == 0 and rules.dtype.kind == "f":
+            rules = rules.astype(np.int64)
         if rules.ndim != 2 or rules.shape[1] != 3:
             raise ValueError(
                 f"rules must have shape (n_rules, 3), rows (parent, left, right), got "
