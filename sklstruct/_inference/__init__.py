@@ -1,2 +1,2 @@
-"""Compiled inference kernels (chains, min-cut on grids, per-example kernels) and their
-validated Python wrappers."""
+"""Compiled inference kernels (chains, min-cut on grids, CKY for grammars, per-example
+kernels) and their validated Python wrappers."""

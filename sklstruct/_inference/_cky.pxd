@@ -43,13 +43,12 @@ cdef struct KBestLists:
     # _kbest_free. Set up with _kbest_init.
     intp_t k
     intp_t width                 # heap capacity of a record, 2 k + 2
-    # the sentence (set by _cky_kbest_begin)
+    # the sentence (set by _cky_kbest and _cky_best_other)
     const double* span_scores
     const Grammar* grammar
     intp_t n
     intp_t n_spans
     const double* chart          # the Viterbi chart of _cky_viterbi
-    const int32_t* pointers      # its back-pointers
     int32_t* record_of           # (_kbest_nodes(n, G),) record of each node, -1 for none
     # record pools: ``capacity`` allocated, ``used`` by the current sentence
     intp_t capacity
@@ -67,22 +66,19 @@ cdef void _grammar_from_arrays(Grammar* grammar, const int32_t* ints, const doub
                                intp_t n_rules) noexcept nogil
 
 cdef double _cky_viterbi(const double* span_scores, intp_t n, const Grammar* grammar,
-                         double* chart, int32_t* pointers,
-                         int64_t* span_labels) noexcept nogil
+                         double* chart, int64_t* span_labels) noexcept nogil
 
 cdef void _kbest_init(KBestLists* lists, intp_t k) noexcept nogil
 
 cdef void _kbest_free(KBestLists* lists) noexcept nogil
 
 cdef intp_t _cky_kbest(const double* span_scores, intp_t n, const Grammar* grammar,
-                       double* chart, int32_t* pointers, int32_t* record_of,
-                       KBestLists* lists, double* scores,
+                       double* chart, int32_t* record_of, KBestLists* lists, double* scores,
                        int64_t* span_labels) noexcept nogil
 
 cdef int _cky_best_other(const double* span_scores, intp_t n, const Grammar* grammar,
-                         const int64_t* given, double* chart, int32_t* pointers,
-                         int32_t* record_of, KBestLists* lists, double* score,
-                         int64_t* span_labels) noexcept nogil
+                         const int64_t* given, double* chart, int32_t* record_of,
+                         KBestLists* lists, double* score, int64_t* span_labels) noexcept nogil
 
 cdef double _cky_inside(const double* span_scores, intp_t n, const Grammar* grammar,
                         double* work) noexcept nogil
@@ -123,11 +119,6 @@ cdef inline intp_t _grammar_floats_size(intp_t n_symbols, intp_t n_rules) noexce
 cdef inline intp_t _viterbi_chart_size(intp_t n, intp_t n_symbols) noexcept nogil:
     """Doubles of the ``chart`` of :func:`_cky_viterbi` (and of the k-best routines)."""
     return 2 * _n_spans(n) * n_symbols
-
-
-cdef inline intp_t _viterbi_pointers_size(intp_t n, intp_t n_symbols) noexcept nogil:
-    """Int32 entries of the ``pointers`` of :func:`_cky_viterbi`."""
-    return 3 * _n_spans(n) * n_symbols
 
 
 cdef inline intp_t _kbest_nodes(intp_t n, intp_t n_symbols) noexcept nogil:

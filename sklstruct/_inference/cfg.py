@@ -368,17 +368,15 @@ def _check_labels(span_labels, offsets, name):
     return np.ascontiguousarray(labels, dtype=np.int64)
 
 
-def _check_size(lengths, grammar, hypergraph):
-    """Refuse sentences whose charts could not be indexed by the compiled code."""
+def _check_nodes(lengths, grammar):
+    """Refuse sentences whose k-best hypergraph could not be indexed by 32-bit integers."""
     if not lengths.shape[0]:
         return
     longest = int(lengths.max())
-    spans = longest * (longest + 1) // 2
-    factor = 2 if hypergraph else 3
-    if factor * spans * grammar.n_symbols + 1 > _INT32_MAX:
+    if longest * (longest + 1) * grammar.n_symbols + 1 > _INT32_MAX:
         raise ValueError(
-            f"a sentence of {longest} words is too long for a grammar of "
-            f"{grammar.n_symbols} symbols (chart indices are 32-bit).")
+            f"a sentence of {longest} words is too long for k-best lists over a grammar of "
+            f"{grammar.n_symbols} symbols (hypergraph nodes are indexed by 32-bit integers).")
 
 
 # ----------------------------------------------------------------------------- threads
@@ -452,7 +450,6 @@ def cky_decode(span_scores, lengths, grammar, rule_scores=None, n_jobs=None):
         Score of the best tree, -inf for a sentence without one.
     """
     span_scores, lengths, offsets = _check_span_scores(span_scores, lengths, grammar)
-    _check_size(lengths, grammar, False)
     ints, floats = grammar._ints, grammar._compiled_floats(
         _check_rule_scores(rule_scores, grammar))
 
@@ -497,7 +494,7 @@ def cky_kbest(span_scores, lengths, grammar, rule_scores=None, k=5, n_jobs=None)
     k = _check_k(k)
     if 2 * k + 2 > _INT32_MAX:
         raise ValueError(f"k must be below 2**30, got {k}.")
-    _check_size(lengths, grammar, True)
+    _check_nodes(lengths, grammar)
     ints, floats = grammar._ints, grammar._compiled_floats(
         _check_rule_scores(rule_scores, grammar))
 
@@ -536,7 +533,7 @@ def cky_best_other(span_scores, lengths, grammar, exclude, rule_scores=None, n_j
     """
     span_scores, lengths, offsets = _check_span_scores(span_scores, lengths, grammar)
     exclude = _check_labels(exclude, offsets, "exclude")
-    _check_size(lengths, grammar, True)
+    _check_nodes(lengths, grammar)
     ints, floats = grammar._ints, grammar._compiled_floats(
         _check_rule_scores(rule_scores, grammar))
 
