@@ -315,7 +315,7 @@ cdef double _cky_viterbi(const double* span_scores, intp_t n, const Grammar* g,
     off the tree); without a tree of finite score it is all -1 and -inf is returned. Ties as
     in the module docstring.
     """
-    cdef intp_t G = g.n_symbols, S = _n_spans(n)
+    cdef intp_t S = _n_spans(n)
     cdef intp_t length, i, j, k, s, a, q, child, root_label
     cdef double best
     _viterbi_chart(span_scores, n, g, chart)

@@ -554,9 +554,10 @@ def inside_outside(span_scores, lengths, grammar, rule_scores=None, n_jobs=None)
     The inside-outside algorithm (Baker 1979; Lari and Young 1990) for
     ``p(tree) = exp(score(tree) - log Z)`` over the trees of the grammar. The inner sums run
     on exponentials rescaled per span and per parent symbol, and any rescaled sum that
-    underflows is recomputed by an exact log-sum-exp, so the results are accurate to a few
-    ulps in log Z (and about 1e-13 relative in the marginals and counts) for any finite or
-    -inf scores, whatever their range. ``marginals`` is the gradient of ``log_partition``
+    underflows is recomputed by an exact log-sum-exp, so for any finite or -inf scores,
+    whatever their range, log Z is exact to a few ulps and the marginals and counts have
+    relative errors of about 1e-16 times the magnitude of the tree scores (1e-12 for scores
+    near 1e4). ``marginals`` is the gradient of ``log_partition``
     with respect to ``span_scores`` and ``rule_counts`` its gradient with respect to
     ``rule_scores``.
 
@@ -640,10 +641,10 @@ _TREE_ERRORS = {
 def check_span_tree(span_labels, lengths, grammar):
     """Raise ValueError unless every sentence's labelling is a tree of the grammar.
 
-    A tree labels every word with a lexical label, the root span ``[0, n)`` with a phrasal
-    (lexical when ``n == 1``) label whose top symbol is allowed as a root, and ``n - 2`` more
-    spans with phrasal labels, so that the labelled spans form a full binary bracketing whose
-    every internal node uses a rule of the grammar. The labels of the other spans are -1.
+    A tree labels ``2 n - 1`` spans: every word with a lexical label, the root span
+    ``[0, n)`` with a label whose top symbol is allowed as a root, the other spans with
+    phrasal labels, so that the labelled spans form a full binary bracketing whose every
+    internal node uses a rule of the grammar. The labels of the other spans are -1.
 
     Parameters
     ----------
