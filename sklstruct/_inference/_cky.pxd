@@ -1,0 +1,138 @@
+# Per-sentence routines of _cky.pyx (weighted context-free grammars over binary trees), shared
+# with other compiled modules. The span layout, the grammar description and the tie rules are
+# documented at the top of _cky.pyx.
+from sklstruct._typedefs cimport int32_t, int64_t, intp_t
+
+
+cdef struct Grammar:
+    intp_t n_labels         # K
+    intp_t n_symbols        # G
+    intp_t n_rules          # R
+    const int32_t* top      # (K,) top symbol of each label
+    const int32_t* bottom   # (K,) bottom symbol of each label
+    const int32_t* lexical  # (K,) 1 for labels allowed on words (length-1 spans)
+    const int32_t* phrasal  # (K,) 1 for labels allowed on longer spans
+    const int32_t* root     # (G,) 1 for symbols allowed as the root's top symbol
+    # Rules in "sorted position" order: by left child symbol, then by rule index.
+    const int32_t* left_start    # (G + 1,) rules with left child L: left_start[L]:left_start[L+1]
+    const int32_t* rule_left     # (R,) left child symbol of each sorted position
+    const int32_t* rule_right    # (R,) right child symbol
+    const int32_t* rule_parent   # (R,) parent symbol
+    const int32_t* rule_index    # (R,) index of the rule in the caller's rule list
+    const int32_t* parent_start  # (G + 1,) ranges of by_parent per parent symbol
+    const int32_t* by_parent     # (R,) sorted positions grouped by parent, then (left, right)
+    const int32_t* right_start   # (G + 1,) ranges of by_right per right child symbol
+    const int32_t* by_right      # (R,) sorted positions grouped by right child
+    const double* rule_score     # (R,) theta of each sorted position
+    const double* rule_weight    # (R,) exp(theta - parent_peak[parent])
+    const double* parent_peak    # (G,) largest theta of the rules of a parent (0 if none)
+
+
+cdef struct Derivation:
+    # An entry of a k-best list, or a candidate of its heap.
+    double value
+    int32_t edge     # the label (label-choice nodes) or the split point (rule nodes)
+    int32_t rule     # the sorted rule position (rule nodes), 0 otherwise
+    int32_t first    # rank in the list of the first (or only) tail node
+    int32_t second   # rank in the list of the second tail node (rule nodes), 0 otherwise
+
+
+cdef struct KBestLists:
+    # Lazy k-best lists of the CKY hypergraph (Huang and Chiang 2005, algorithm 3). Record
+    # pools grow with realloc and are kept from sentence to sentence; release with
+    # _kbest_free. Set up with _kbest_init.
+    intp_t k
+    intp_t width                 # heap capacity of a record, 2 k + 2
+    # the sentence (set by _cky_kbest and _cky_best_other)
+    const double* span_scores
+    const Grammar* grammar
+    intp_t n
+    intp_t n_spans
+    const double* chart          # the Viterbi chart of _cky_viterbi
+    int32_t* record_of           # (_kbest_nodes(n, G),) record of each node, -1 for none
+    # record pools: ``capacity`` allocated, ``used`` by the current sentence
+    intp_t capacity
+    intp_t used
+    int32_t* node
+    int32_t* count
+    int32_t* heap_size
+    int32_t* pending
+    Derivation* lists            # capacity * k
+    Derivation* heaps            # capacity * width
+
+
+cdef void _grammar_from_arrays(Grammar* grammar, const int32_t* ints, const double* floats,
+                               intp_t n_labels, intp_t n_symbols,
+                               intp_t n_rules) noexcept nogil
+
+cdef double _cky_viterbi(const double* span_scores, intp_t n, const Grammar* grammar,
+                         double* chart, int64_t* span_labels) noexcept nogil
+
+cdef void _kbest_init(KBestLists* lists, intp_t k) noexcept nogil
+
+cdef void _kbest_free(KBestLists* lists) noexcept nogil
+
+cdef intp_t _cky_kbest(const double* span_scores, intp_t n, const Grammar* grammar,
+                       double* chart, int32_t* record_of, KBestLists* lists, double* scores,
+                       int64_t* span_labels) noexcept nogil
+
+cdef int _cky_best_other(const double* span_scores, intp_t n, const Grammar* grammar,
+                         const int64_t* given, double* chart, int32_t* record_of,
+                         KBestLists* lists, double* score, int64_t* span_labels) noexcept nogil
+
+cdef double _cky_inside(const double* span_scores, intp_t n, const Grammar* grammar,
+                        double* work) noexcept nogil
+
+cdef double _cky_inside_outside(const double* span_scores, intp_t n, const Grammar* grammar,
+                                double* work, double* marginals,
+                                double* rule_counts) noexcept nogil
+
+cdef int _span_tree_check(const int64_t* span_labels, intp_t n, const Grammar* grammar,
+                          intp_t* bad_span) noexcept nogil
+
+cdef double _span_tree_score(const int64_t* span_labels, intp_t n, const Grammar* grammar,
+                             const double* span_scores) noexcept nogil
+
+
+cdef inline intp_t _n_spans(intp_t n) noexcept nogil:
+    """Number of spans of a sentence of ``n`` words, n (n + 1) / 2."""
+    return n * (n + 1) // 2
+
+
+cdef inline intp_t _span_at(intp_t n, intp_t i, intp_t j) noexcept nogil:
+    """Index of the span [i, j) of a sentence of ``n`` words: spans by length, then start."""
+    cdef intp_t length = j - i
+    return (length - 1) * (2 * n - length + 2) // 2 + i
+
+
+cdef inline intp_t _grammar_ints_size(intp_t n_labels, intp_t n_symbols,
+                                      intp_t n_rules) noexcept nogil:
+    """Length of the int32 array read by :func:`_grammar_from_arrays`."""
+    return 4 * n_labels + 4 * n_symbols + 3 + 6 * n_rules
+
+
+cdef inline intp_t _grammar_floats_size(intp_t n_symbols, intp_t n_rules) noexcept nogil:
+    """Length of the float64 array read by :func:`_grammar_from_arrays`."""
+    return 2 * n_rules + n_symbols
+
+
+cdef inline intp_t _viterbi_chart_size(intp_t n, intp_t n_symbols) noexcept nogil:
+    """Doubles of the ``chart`` of :func:`_cky_viterbi` (and of the k-best routines)."""
+    return 2 * _n_spans(n) * n_symbols
+
+
+cdef inline intp_t _kbest_nodes(intp_t n, intp_t n_symbols) noexcept nogil:
+    """Int32 entries of the ``record_of`` of the k-best routines (the hypergraph's nodes)."""
+    return 2 * _n_spans(n) * n_symbols + 1
+
+
+cdef inline intp_t _inside_size(intp_t n, intp_t n_labels, intp_t n_symbols) noexcept nogil:
+    """Doubles of the ``work`` of :func:`_cky_inside`."""
+    return _n_spans(n) * (3 * n_symbols + 1) + 2 * n_symbols + n_labels
+
+
+cdef inline intp_t _inside_outside_size(intp_t n, intp_t n_labels, intp_t n_symbols,
+                                        intp_t n_rules) noexcept nogil:
+    """Doubles of the ``work`` of :func:`_cky_inside_outside`."""
+    return (_inside_size(n, n_labels, n_symbols) + _n_spans(n) * (2 * n_symbols + 1)
+            + n_symbols + n_labels + n_rules)
