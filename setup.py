@@ -8,6 +8,7 @@ from setuptools import Extension, setup
 MODULES = [
     "sklstruct._check_build._check_build",
     "sklstruct._inference._chain",
+    "sklstruct._inference._graph",
     "sklstruct._inference._mincut",
     "sklstruct._inference._kernels",
     "sklstruct._inference._topk",
