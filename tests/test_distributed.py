@@ -75,7 +75,8 @@ def test_two_shards_agree_with_the_local_fit_within_the_certificate(client, data
 
 
 def test_placement_of_the_shards_does_not_change_the_model(client, data):
-    from sklstruct.distributed import ShardedSequences, _split, _ShardData
+    from sklstruct.distributed import ShardedSequences
+    from sklstruct.learners.cutting_plane._sharded import _ShardData, _split
 
     X, y = data
     spread = ShardedSequences.scatter(X, y, n_shards=2, client=client)

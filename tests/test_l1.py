@@ -14,6 +14,7 @@ from sklstruct import (ChainStructure, L1M3N, M3NSimplicialDecomposition, MultiC
                        StructSVMCuttingPlane)
 from sklstruct.datasets import make_sparse_chain
 from sklstruct._solvers.l1_ball import project_l1_ball
+from sklstruct.learners.l1._em import P1, _pruned, _variational_step
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import enumerate_constraints
@@ -38,7 +39,7 @@ def _problem(seed, structure=None):
 
 
 def _p1(model, batch, Y, w, C):
-    hinge, _, _ = model._hinge(batch, Y, w)
+    hinge, _, _ = P1(model.structure_, batch, Y, C, None).hinge(w)
     return 0.5 * float(np.abs(w).sum()) + C * float(hinge.sum())
 
 
@@ -67,7 +68,7 @@ def test_lp_backends_agree(backend):
     assert solver.backend == backend
     w = np.zeros(model.w_.size)
     for _ in range(100):  # Algorithm 1 driven by hand
-        hinge, Ybar, losses = model._hinge(batch, Y, w)
+        hinge, Ybar, losses = P1(model.structure_, batch, Y, 0.3, None).hinge(w)
         violated = np.flatnonzero(hinge > solver.slack + 1e-9)
         if violated.size == 0:
             break
@@ -156,26 +157,26 @@ def test_variational_step_drops_shrinking_small_weights_and_lets_violators_re_en
 
     v = _State.statistic_weights
     v[zeros[0]], v[zeros[1]] = 0.6, -0.3  # zeros[0] grows, zeros[1] shrinks
-    model.set_params(threshold=1e-3)
-    w, objective, scale2 = model._variational_step(batch, Y, noisy.copy(), _State(),
-                                                   reference=2 * largest)
+    p1 = P1(model.structure_, batch, Y, 0.3, None)
+    threshold = 1e-3
+    w, objective, scale2 = _variational_step(p1, noisy.copy(), _State(), 2 * largest,
+                                             threshold)
     assert objective == pytest.approx(_p1(model, batch, Y, w, 0.3), rel=1e-12)
     # small and shrinking (|v| < 1/2): dropped; small but growing: kept
     assert w[zeros[1]] == 0 and w[zeros[0]] == noisy[zeros[0]]
     np.testing.assert_allclose(scale2[w != 0], 2 * np.abs(w[w != 0]))
     # a zero weight with |v| > 1/2 re-enters at 2 threshold reference
     v[zeros[1]] = -0.8
-    w, _, scale2 = model._variational_step(batch, Y, model.w_.copy(), _State(),
-                                           reference=2 * largest)
+    w, _, scale2 = _variational_step(p1, model.w_.copy(), _State(), 2 * largest, threshold)
     assert w[zeros[1]] == 0 and scale2[zeros[1]] == pytest.approx(2 * 1e-3 * 2 * largest)
     # without a dual statistic a drop is made only when P1 does not rise: the noise goes,
     # and dropping every weight (threshold 1) does not happen
-    w, objective, _ = model._variational_step(batch, Y, noisy.copy(), None, reference=largest)
+    w, objective, _ = _variational_step(p1, noisy.copy(), None, largest, threshold)
     assert np.all(w[zeros] == 0)
     assert objective == pytest.approx(_p1(model, batch, Y, w, 0.3), rel=1e-12)
     assert objective <= _p1(model, batch, Y, noisy, 0.3)
-    model.set_params(threshold=1.0)
-    w, objective, _ = model._variational_step(batch, Y, model.w_.copy(), None, reference=largest)
+    threshold = 1.0
+    w, objective, _ = _variational_step(p1, model.w_.copy(), None, largest, threshold)
     np.testing.assert_array_equal(w, model.w_)
 
 
@@ -195,12 +196,13 @@ def test_default_em_prunes_weights_without_raising_p1():
     rng = np.random.default_rng(0)
     noisy = model.w_ + np.where(model.w_ == 0, 1e-4 * rng.standard_normal(model.w_.size), 0)
     noisy_p1 = _p1(model, batch, Y, noisy, 0.01)
-    pruned, value = model._pruned(batch, Y, noisy, noisy_p1)
+    p1 = P1(model.structure_, batch, Y, 0.01, None)
+    pruned, value = _pruned(p1, noisy, noisy_p1)
     assert value == pytest.approx(_p1(model, batch, Y, pruned, 0.01), rel=1e-12)
     assert value <= noisy_p1
     assert np.count_nonzero(pruned) <= np.count_nonzero(model.w_)
     # nothing to gain: the weights come back unchanged
-    same, same_value = model._pruned(batch, Y, noisy, -np.inf)
+    same, same_value = _pruned(p1, noisy, -np.inf)
     assert same is noisy and same_value == -np.inf
 
 

@@ -111,14 +111,10 @@ def test_max_time_stops_with_a_warning():
 def _schedule_run(relative_gap, tol, predict, growth=1.25, max_iter=1000):
     """Passes at which a CheckSchedule certifies a fit whose relative gap after k passes is
     ``relative_gap(k)``, until it reaches ``tol``."""
-    from types import SimpleNamespace
+    from sklstruct._progress import Certificate, CheckSchedule
 
-    from sklstruct.base import Certificate, CheckSchedule
-
-    estimator = SimpleNamespace(tol=tol, max_iter=max_iter, max_time=None, check_every=None,
-                                verbose=0, callback=None)
-    certificate = Certificate(estimator)
-    schedule = CheckSchedule(estimator, certificate, growth=growth, predict=predict)
+    certificate = Certificate("fit", tol=tol, max_iter=max_iter)
+    schedule = CheckSchedule(certificate, growth=growth, predict=predict)
     checks = []
     for passes in range(1, max_iter + 1):
         if schedule.due(passes):

@@ -11,12 +11,19 @@ from sklstruct._inference.chain import (
     topk_viterbi,
     viterbi,
 )
-from sklstruct._topk import predict_topk, sequence_confidence
 from sklstruct.structures import GridStructure
 
 from ._chain_reference import sequence_scores
 from ._enumeration import all_labelings
 from .conftest import make_chain_data
+
+
+def predict_topk(model, X, k=5, lengths=None):
+    return model.predict_topk(X, k, lengths=lengths)
+
+
+def sequence_confidence(model, X, lengths=None):
+    return model.sequence_confidence(X, lengths=lengths)
 
 
 def _random_chain(rng, n_states, lengths, integer, with_start, with_end):

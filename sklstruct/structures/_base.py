@@ -47,6 +47,10 @@ class BaseStructure(BaseEstimator):
     passes, and :meth:`pairwise_count_blocks` for the exp-oracle learners' bounds.
     """
 
+    # whether every example is a single token (the multiclass form: an intercept feature,
+    # LinearSVC's coef_ and intercept_, stratified folds)
+    one_token_per_example = False
+
     def bind(self, n_features, n_states, classes=None, y=None):
         """Return a copy of this structure bound to the data dimensions.
 
@@ -106,6 +110,20 @@ class BaseStructure(BaseEstimator):
         """
         n_unary = self.n_states_ * self.n_features_
         return w[:n_unary].reshape(self.n_features_, self.n_states_), w[n_unary:]
+
+    def named_parameters(self, pairwise):
+        """Named views of the pairwise block, the estimators' fitted attributes of that name
+        (a chain's ``transition_``, ``start_`` and ``end_``); none by default.
+
+        Parameters
+        ----------
+        pairwise : ndarray of shape (n_pairwise,)
+
+        Returns
+        -------
+        parameters : dict of str to ndarray
+        """
+        return {}
 
     # ----------------------------------------------------------------- features
     def unary_potentials(self, batch, w):
@@ -402,6 +420,25 @@ class BaseStructure(BaseEstimator):
         """
         raise NotImplementedError(f"{type(self).__name__} has no marginal oracle.")
 
+    def as_chain(self, batch, pairwise):
+        """The pairwise potentials as those of a first-order chain over every example's
+        tokens, ``(transition, start, end)`` (``start``/``end`` may be None): what k-best
+        decoding and sequence confidences run on. Structures that are not chains raise
+        ``ValueError``.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        pairwise : ndarray of shape (n_pairwise,)
+
+        Returns
+        -------
+        transition : ndarray of shape (n_states, n_states)
+        start, end : ndarray of shape (n_states,) or None
+        """
+        raise ValueError(f"top-k decoding and sequence confidence need a chain or multiclass "
+                         f"model; this model's structure is {type(self).__name__}.")
+
     def node_marginals(self, batch, unary, pairwise, n_jobs=None):
         """Node marginals only (prediction's probabilities): by default those of
         :meth:`marginals`; a structure whose expected pairwise statistics are large (a chain
@@ -475,6 +512,34 @@ def structured_hinge(structure, batch, Y, unary, pairwise, rescale="margin", n_j
         batch, unary, pairwise, Y, rescale=rescale, n_jobs=n_jobs, token_loss=token_loss)
     margins = structure.score(batch, unary, pairwise, Y) - scores
     return hinge_terms(losses, margins, rescale), labels, losses
+
+
+def primal_objective(structure, batch, Y, w, C, rescale="margin", n_jobs=None, weights=None,
+                     token_loss=None):
+    """``1/2 ||w||^2 + C sum_i s_i H_i(w)`` and the hinge terms ``H_i``.
+
+    Parameters
+    ----------
+    structure : bound structure
+    batch : SequenceBatch
+    Y : ndarray of int of shape (n_tokens,)
+    w : ndarray of shape (size_joint_feature_,)
+    C : float
+    rescale : {"margin", "slack"}, default="margin"
+    n_jobs : int, default=None
+    weights : ndarray of shape (n_sequences,), default=None
+        The sequences' weights ``s_i`` (ones by default).
+    token_loss : ndarray of shape (n_tokens, n_states), default=None
+
+    Returns
+    -------
+    primal : float
+    hinge : ndarray of shape (n_sequences,)
+    """
+    hinge, _, _ = structured_hinge(structure, batch, Y, *structure.potentials(batch, w),
+                                   rescale, n_jobs, token_loss)
+    total = hinge.sum() if weights is None else weights @ hinge
+    return 0.5 * float(w @ w) + float(C) * float(total), hinge
 
 
 def hinge_terms(losses, margins, rescale):

@@ -67,6 +67,16 @@ class ChainStructure(BaseStructure):
             return transition, pairwise[S * S: S * S + S], pairwise[S * S + S:]
         return transition, None, None
 
+    def named_parameters(self, pairwise):
+        transition, start, end = self.pairwise_parameters(pairwise)
+        named = {"transition_": transition}
+        if self.start_end:
+            named.update(start_=start, end_=end)
+        return named
+
+    def as_chain(self, batch, pairwise):
+        return self.pairwise_parameters(pairwise)
+
     def _inner_pairs(self, batch, Y):
         """Sequence index, left and right label of every within-sequence token pair."""
         inner = np.ones(max(Y.shape[0] - 1, 0), dtype=bool)

@@ -26,6 +26,8 @@ class MultiClass(BaseStructure):
         labels that the training data lack are ignored, as in scikit-learn.
     """
 
+    one_token_per_example = True
+
     def __init__(self, *, class_weight=None):
         self.class_weight = class_weight
 
@@ -59,6 +61,10 @@ class MultiClass(BaseStructure):
     def marginals(self, batch, unary, pairwise, n_jobs=None):
         self._check_single(batch)
         return softmax(unary, axis=1), np.zeros((batch.n_sequences, 0)), logsumexp(unary, axis=1)
+
+    def as_chain(self, batch, pairwise):
+        self._check_single(batch)
+        return np.zeros((self.n_states_, self.n_states_)), None, None
 
     def example_kernels(self, batch):
         self._check_single(batch)

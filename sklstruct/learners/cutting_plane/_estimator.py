@@ -2,11 +2,15 @@
 
 import numbers
 
+import numpy as np
+
+from ..._input import encode_targets
 from ..._kernel_map import LowRankKernelMap
 from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ._n_slack import fit_n_slack
-from ._one_slack import fit_one_slack
+from ._one_slack import fit_one_slack, solve_one_slack
+from ._sharded import ShardedSequences, ShardOracle
 
 # variant="auto": n-slack above this many training examples
 AUTO_N_SLACK_ABOVE = 1000
@@ -237,12 +241,57 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         return self._fit(X, y, lengths, sample_weight, sequence_ids)
 
     def _fit_staged(self, X, *args):
-        from ...distributed import ShardedSequences, fit_shards
-
         if isinstance(X, ShardedSequences):
-            self.w_ = fit_shards(self, X, *args)
+            self._fit_shards(X, *args)
         else:
             super()._fit_staged(X, *args)
+
+    def _fit_shards(self, shards, *others):
+        """The 1-slack fit on sharded data: the shards' labels, widths and weights validated
+        and the structure bound as a local fit does, then the 1-slack solver on their
+        map-reduce oracle. ``others`` (``y``, ``lengths``, ...) must be ``None``: the shards
+        hold them."""
+        if any(value is not None for value in others):
+            raise ValueError("With X a ShardedSequences, the labels, lengths and sample "
+                             "weights are in the shards: pass no y, lengths or sample_weight.")
+        if self.kernel != "linear":
+            raise ValueError("A ShardedSequences is fitted with the linear kernel only.")
+        if self.variant == "n-slack":
+            raise ValueError("A ShardedSequences is fitted by the 1-slack variant only: "
+                             "variant='n-slack' keeps the token rows of its constraints in "
+                             "the client.")
+        summaries = shards.summaries()
+        widths = {width for width, _, _, _ in summaries}
+        if len(widths) > 1:
+            raise ValueError(f"The shards have different numbers of features: "
+                             f"{sorted(widths)}.")
+        # the labels and weights are validated as a local fit validates them
+        classes, _ = encode_targets(np.concatenate([np.asarray(labels, dtype=object)
+                                                    for _, labels, _, _ in summaries]))
+        if not sum(total for _, _, _, total in summaries) > 0:
+            raise ValueError("sample_weight must not be all zero.")
+        counts = np.zeros(classes.shape[0], dtype=np.int64)
+        for _, labels, shard_counts, _ in summaries:
+            counts[np.searchsorted(classes, labels)] += shard_counts
+        self.n_features_in_ = widths.pop()
+        self.token_map_ = None
+        self._with_intercept = False
+        # labels with the shards' counts (what class_weight="balanced" reads)
+        self._bind_structure("list", self.n_features_in_, classes,
+                             np.repeat(np.arange(classes.shape[0]), counts))
+        if self.structure_.one_token_per_example and self.fit_intercept:
+            raise ValueError("A ShardedSequences holds no intercept feature: fit a MultiClass "
+                             "model on shards with fit_intercept=False (or a constant feature "
+                             "in the shards).")
+        self.variant_ = "1-slack"
+        certificate = self._certificate(unit="iteration", extra_fields=("n_constraints",))
+        oracle = ShardOracle(shards, self.structure_, classes, rescale=self.rescale,
+                             cache_size=self.cache_size, n_jobs=self.n_jobs)
+        self.w_, self.dual_coef_ = solve_one_slack(
+            self.structure_, oracle, C=float(self.C), inactive_window=self.inactive_window,
+            certificate=certificate)
+        self._record(certificate)
+        self.temperature_ = 1.0
 
     def _fit_token_map(self, X):
         if self.kernel == "linear":
@@ -256,6 +305,17 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     def _fit_batch(self, batch, Y, sample_weight):
         self.variant_ = self.variant if self.variant != "auto" else (
             "n-slack" if batch.n_sequences > AUTO_N_SLACK_ABOVE else "1-slack")
-        fit = fit_n_slack if self.variant_ == "n-slack" else fit_one_slack
-        w, self.dual_coef_ = fit(self, batch, Y, sample_weight)
+        common = dict(C=float(self.C), rescale=self.rescale,
+                      inactive_window=self.inactive_window, n_jobs=self.n_jobs)
+        if self.variant_ == "n-slack":
+            certificate = self._certificate(extra_fields=("n_constraints",))
+            w, self.dual_coef_ = fit_n_slack(
+                self.structure_, batch, Y, sample_weight, batch_size=self.batch_size,
+                random_state=self.random_state, certificate=certificate, **common)
+        else:
+            certificate = self._certificate(unit="iteration", extra_fields=("n_constraints",))
+            w, self.dual_coef_ = fit_one_slack(
+                self.structure_, batch, Y, sample_weight, cache_size=self.cache_size,
+                certificate=certificate, **common)
+        self._record(certificate)
         return w

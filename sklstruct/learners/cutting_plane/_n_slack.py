@@ -12,27 +12,26 @@ is computed with one more oracle pass, and the duality gap is recorded.
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ...base import Certificate
 from ...structures._base import hinge_terms
+from ...utils._growable import GrowableArray
 from ._n_slack_fast import margins, sweep
-from ._one_slack import _GrowableArray
 
 
 class NSlackConstraints:
     """Per-example constraints ``w . g_k >= c_k - xi_i`` stored as labelings (see _block_qp)."""
 
     def __init__(self, n_pairwise):
-        self.entry_ptr = _GrowableArray(dtype=np.int64)
+        self.entry_ptr = GrowableArray(dtype=np.int64)
         self.entry_ptr.extend(np.zeros(1, dtype=np.int64))
-        self.tokens = _GrowableArray(dtype=np.int64)
-        self.true_state = _GrowableArray(dtype=np.int32)
-        self.wrong_state = _GrowableArray(dtype=np.int32)
-        self.scale = _GrowableArray()
-        self.pairwise = _GrowableArray((n_pairwise,))
-        self.offsets = _GrowableArray()
-        self.alpha = _GrowableArray()
-        self.owner = _GrowableArray(dtype=np.int64)
-        self.last_active = _GrowableArray(dtype=np.int64)
+        self.tokens = GrowableArray(dtype=np.int64)
+        self.true_state = GrowableArray(dtype=np.int32)
+        self.wrong_state = GrowableArray(dtype=np.int32)
+        self.scale = GrowableArray()
+        self.pairwise = GrowableArray((n_pairwise,))
+        self.offsets = GrowableArray()
+        self.alpha = GrowableArray()
+        self.owner = GrowableArray(dtype=np.int64)
+        self.last_active = GrowableArray(dtype=np.int64)
 
     def __len__(self):
         return self.offsets.data.shape[0]
@@ -95,12 +94,6 @@ class NSlackSolver:
         self.bound = np.broadcast_to(np.asarray(C, dtype=np.float64), (batch.n_sequences,)).copy()
         self.constraints = NSlackConstraints(structure.n_pairwise_)
 
-    def _arrays(self):
-        c = self.constraints
-        return (self.indptr, self.indices, self.data, self.WT, self.theta, c.entry_ptr.data,
-                c.tokens.data, c.true_state.data, c.wrong_state.data, c.scale.data,
-                c.pairwise.data)
-
     def slacks(self, sequences):
         """Current slack ``max(0, max_k c_k - w . g_k)`` of each example in ``sequences``."""
         c = self.constraints
@@ -108,7 +101,7 @@ class NSlackSolver:
         which = np.flatnonzero(np.isin(c.owner.data, sequences)).astype(np.int64)
         if which.size:
             out = np.empty(which.shape[0])
-            margins(*self._arrays(), which, out)
+            margins(self, which, out)
             np.maximum.at(slack, c.owner.data[which], c.offsets.data[which] - out)
         return slack[sequences]
 
@@ -153,8 +146,7 @@ class NSlackSolver:
         order = np.asarray(sequences, dtype=np.int64)
         violation = np.inf
         for _ in range(max_sweeps):
-            violation = sweep(*self._arrays(), c.offsets.data, c.alpha.data, block_ptr,
-                              members, self.bound, order, self.scratch, float(tol), 100)
+            violation = sweep(self, block_ptr, members, order, float(tol), 100)
             if violation <= tol:
                 break
         return violation
@@ -165,9 +157,11 @@ class NSlackSolver:
         return float(c.alpha.data @ c.offsets.data) - 0.5 * norm2, norm2
 
 
-def fit_n_slack(model, batch, Y, sample_weight):
+def fit_n_slack(structure, batch, Y, sample_weight, *, C, rescale, batch_size,
+                inactive_window, random_state, n_jobs, certificate):
     """Algorithms 1 (margin) and 2 (slack rescaling) with batched QP re-optimisation on
-    ``model.structure_``; returns ``(w, dual_coef)`` and records the fit's progress.
+    ``structure``; returns ``(w, dual_coef)`` and records the fit's progress on
+    ``certificate`` (whose ``tol`` and ``max_iter`` stop it).
 
     Every pass ends with the exact primal, dual and gap; the fit stops when the gap is at most
     ``tol`` times the primal. Constraints violated by more than
@@ -176,30 +170,29 @@ def fit_n_slack(model, batch, Y, sample_weight):
     solved to the same ``epsilon``.
     """
     n = batch.n_sequences
-    C, tol = float(model.C), float(model.tol)
-    token_loss_bound = batch.sum_per_sequence(model.structure_.token_loss(Y).max(axis=1))
+    C, tol = float(C), certificate.tol
+    token_loss_bound = batch.sum_per_sequence(structure.token_loss(Y).max(axis=1))
     primal_scale = C * float(sample_weight @ token_loss_bound)  # the primal at w = 0
     total_weight = float(sample_weight.sum())
-    solver = NSlackSolver(model.structure_, batch, Y, C * sample_weight, model.rescale,
-                          0.5 * tol * primal_scale / (C * total_weight), model.n_jobs)
-    certificate = Certificate(model, extra_fields=("n_constraints",))
+    solver = NSlackSolver(structure, batch, Y, C * sample_weight, rescale,
+                          0.5 * tol * primal_scale / (C * total_weight), n_jobs)
     everything = np.arange(n)
-    rng = check_random_state(model.random_state)
+    rng = check_random_state(random_state)
     oracle_calls = 0
     precise = False
     subproblems = 0
-    for iteration in range(1, model.max_iter + 1):
+    for iteration in range(1, certificate.max_iter + 1):
         epsilon = solver.epsilon
         added = 0
-        for start in range(0, n, model.batch_size):
-            chunk = everything[start: start + model.batch_size]
+        for start in range(0, n, batch_size):
+            chunk = everything[start: start + batch_size]
             new = solver.add_violated(chunk, subproblems)
             oracle_calls += chunk.shape[0]
             if new:
                 added += new
                 solver.optimise(chunk, epsilon, max_sweeps=2)
                 subproblems += 1
-        solver.constraints.remove_inactive(subproblems, model.inactive_window)
+        solver.constraints.remove_inactive(subproblems, inactive_window)
         with_constraints = rng.permutation(np.unique(solver.constraints.owner.data))
         if added == 0 and not precise:
             # no example is violated: certify by solving the QP precisely, then re-check

@@ -9,6 +9,9 @@ state and ``-scale`` on the wrong one. The dual
 is optimised one block (example) at a time: the block's margins ``w . g_k`` and Gram matrix are
 computed from the CSR token rows, the block QP is solved by SMO with the rest fixed, and the
 weights ``W^T`` (n_features x n_states) and pairwise parameters are updated in place.
+
+The functions take the solver's state (:class:`~._n_slack.NSlackSolver`), whose arrays a
+typed :class:`_Constraints` binds once per call, as every compiled pass of the learners does.
 """
 
 from cpython.exc cimport PyErr_CheckSignals
@@ -18,84 +21,82 @@ from sklstruct._solvers._smo cimport smo_capped_simplices
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
 
-cdef inline float64_t _row_dot(const int64_t[::1] indptr, const int32_t[::1] indices,
-                               const float64_t[::1] data, const float64_t[:, ::1] WT,
-                               int64_t t, int32_t a, int32_t b) noexcept nogil:
-    """``x_t . (W[a] - W[b])``."""
-    cdef int64_t q
-    cdef float64_t total = 0.0
-    for q in range(indptr[t], indptr[t + 1]):
-        total += data[q] * (WT[indices[q], a] - WT[indices[q], b])
-    return total
+cdef class _Constraints:
+    """The token rows, weights and stored constraints of an n-slack solver, typed."""
+    cdef const int64_t[::1] indptr, entry_ptr, tok
+    cdef const int32_t[::1] indices, true_state, wrong_state
+    cdef const float64_t[::1] data, scale
+    cdef const float64_t[:, ::1] pairwise
+    cdef float64_t[:, ::1] WT
+    cdef float64_t[::1] theta
+
+    def __init__(self, solver):
+        constraints = solver.constraints
+        self.indptr, self.indices, self.data = solver.indptr, solver.indices, solver.data
+        self.WT, self.theta = solver.WT, solver.theta
+        self.entry_ptr = constraints.entry_ptr.data
+        self.tok = constraints.tokens.data
+        self.true_state = constraints.true_state.data
+        self.wrong_state = constraints.wrong_state.data
+        self.scale = constraints.scale.data
+        self.pairwise = constraints.pairwise.data
+
+    cdef inline float64_t row_dot(self, int64_t t, int32_t a, int32_t b) noexcept nogil:
+        """``x_t . (W[a] - W[b])``."""
+        cdef int64_t q
+        cdef float64_t total = 0.0
+        for q in range(self.indptr[t], self.indptr[t + 1]):
+            total += self.data[q] * (self.WT[self.indices[q], a] - self.WT[self.indices[q], b])
+        return total
+
+    cdef float64_t margin(self, int64_t k) noexcept nogil:
+        """``w . g_k``."""
+        cdef int64_t e, r
+        cdef float64_t total = 0.0
+        for e in range(self.entry_ptr[k], self.entry_ptr[k + 1]):
+            total += self.scale[e] * self.row_dot(self.tok[e], self.true_state[e],
+                                                  self.wrong_state[e])
+        for r in range(self.pairwise.shape[1]):
+            total += self.pairwise[k, r] * self.theta[r]
+        return total
+
+    cdef void add_direction(self, int64_t k, float64_t step) noexcept nogil:
+        """``w += step * g_k``."""
+        cdef int64_t e, q, t
+        cdef float64_t v
+        for e in range(self.entry_ptr[k], self.entry_ptr[k + 1]):
+            t = self.tok[e]
+            v = step * self.scale[e]
+            for q in range(self.indptr[t], self.indptr[t + 1]):
+                self.WT[self.indices[q], self.true_state[e]] += v * self.data[q]
+                self.WT[self.indices[q], self.wrong_state[e]] -= v * self.data[q]
+        for q in range(self.pairwise.shape[1]):
+            self.theta[q] += step * self.pairwise[k, q]
 
 
-cdef float64_t _margin(const int64_t[::1] indptr, const int32_t[::1] indices,
-                       const float64_t[::1] data, const float64_t[:, ::1] WT,
-                       const float64_t[::1] theta, const int64_t[::1] entry_ptr,
-                       const int64_t[::1] tok, const int32_t[::1] true_state,
-                       const int32_t[::1] wrong_state, const float64_t[::1] scale,
-                       const float64_t[:, ::1] pairwise, int64_t k) noexcept nogil:
-    """``w . g_k``."""
-    cdef int64_t e, r
-    cdef float64_t total = 0.0
-    for e in range(entry_ptr[k], entry_ptr[k + 1]):
-        total += scale[e] * _row_dot(indptr, indices, data, WT, tok[e], true_state[e],
-                                     wrong_state[e])
-    for r in range(pairwise.shape[1]):
-        total += pairwise[k, r] * theta[r]
-    return total
-
-
-cdef void _add_direction(const int64_t[::1] indptr, const int32_t[::1] indices,
-                         const float64_t[::1] data, float64_t[:, ::1] WT,
-                         float64_t[::1] theta, const int64_t[::1] entry_ptr,
-                         const int64_t[::1] tok, const int32_t[::1] true_state,
-                         const int32_t[::1] wrong_state, const float64_t[::1] scale,
-                         const float64_t[:, ::1] pairwise, int64_t k,
-                         float64_t step) noexcept nogil:
-    """``w += step * g_k``."""
-    cdef int64_t e, q, t
-    cdef float64_t v
-    for e in range(entry_ptr[k], entry_ptr[k + 1]):
-        t = tok[e]
-        v = step * scale[e]
-        for q in range(indptr[t], indptr[t + 1]):
-            WT[indices[q], true_state[e]] += v * data[q]
-            WT[indices[q], wrong_state[e]] -= v * data[q]
-    for q in range(pairwise.shape[1]):
-        theta[q] += step * pairwise[k, q]
-
-
-def margins(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t[::1] data,
-            const float64_t[:, ::1] WT, const float64_t[::1] theta,
-            const int64_t[::1] entry_ptr, const int64_t[::1] tok,
-            const int32_t[::1] true_state, const int32_t[::1] wrong_state,
-            const float64_t[::1] scale, const float64_t[:, ::1] pairwise,
-            const int64_t[::1] which, float64_t[::1] out):
-    """``out[j] = w . g_k`` for the constraints ``k = which[j]``."""
+def margins(solver, const int64_t[::1] which, float64_t[::1] out):
+    """``out[j] = w . g_k`` for the constraints ``k = which[j]`` of the solver."""
+    cdef _Constraints c = _Constraints(solver)
     cdef int64_t j
     with nogil:
         for j in range(which.shape[0]):
-            out[j] = _margin(indptr, indices, data, WT, theta, entry_ptr, tok, true_state,
-                             wrong_state, scale, pairwise, which[j])
+            out[j] = c.margin(which[j])
 
 
-def sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t[::1] data,
-          float64_t[:, ::1] WT, float64_t[::1] theta,
-          const int64_t[::1] entry_ptr, const int64_t[::1] tok,
-          const int32_t[::1] true_state, const int32_t[::1] wrong_state,
-          const float64_t[::1] scale, const float64_t[:, ::1] pairwise,
-          const float64_t[::1] offset, float64_t[::1] alpha,
-          const int64_t[::1] block_ptr, const int64_t[::1] members,
-          const float64_t[::1] bound, const int64_t[::1] order,
-          float64_t[::1] scratch, float64_t tol, int64_t max_inner):
+def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
+          const int64_t[::1] order, float64_t tol, int64_t max_inner):
     """One pass of block coordinate ascent over the blocks listed in ``order``.
 
-    ``scratch`` is a zeroed work array of size ``n_features * n_states`` (left zeroed).
-    Returns the largest pairwise KKT violation seen before the blocks' updates.
+    The solver's ``scratch`` is a zeroed work array of size ``n_features * n_states`` (left
+    zeroed). Returns the largest pairwise KKT violation seen before the blocks' updates.
     """
-    cdef int64_t n_states = WT.shape[1]
-    cdef int64_t p_dim = pairwise.shape[1]
+    cdef _Constraints c = _Constraints(solver)
+    cdef const float64_t[::1] offset = solver.constraints.offsets.data
+    cdef float64_t[::1] alpha = solver.constraints.alpha.data
+    cdef const float64_t[::1] bound = solver.bound
+    cdef float64_t[::1] scratch = solver.scratch
+    cdef int64_t n_states = c.WT.shape[1]
+    cdef int64_t p_dim = c.pairwise.shape[1]
     cdef int64_t oi, blk, m, u, v, kk, k, e, q, t, col
     cdef int64_t max_m = 0, blocks_since_check = 0
     cdef intp_t n_steps
@@ -129,8 +130,7 @@ def sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t
                 slack = bound[blk]
                 for u in range(m):
                     k = members[block_ptr[blk] + u]
-                    grad[u] = offset[k] - _margin(indptr, indices, data, WT, theta, entry_ptr, tok,
-                                                  true_state, wrong_state, scale, pairwise, k)
+                    grad[u] = offset[k] - c.margin(k)
                     slack -= alpha[k]
                     value[u] = alpha[k]
                 if slack <= 1e-12 * bound[blk]:  # rounding residue of a full block
@@ -138,31 +138,32 @@ def sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t
                 # block Gram matrix through the scratch accumulator
                 for u in range(m):
                     k = members[block_ptr[blk] + u]
-                    for e in range(entry_ptr[k], entry_ptr[k + 1]):
-                        t = tok[e]
-                        for q in range(indptr[t], indptr[t + 1]):
-                            col = indices[q] * n_states
-                            scratch[col + true_state[e]] += scale[e] * data[q]
-                            scratch[col + wrong_state[e]] -= scale[e] * data[q]
+                    for e in range(c.entry_ptr[k], c.entry_ptr[k + 1]):
+                        t = c.tok[e]
+                        for q in range(c.indptr[t], c.indptr[t + 1]):
+                            col = c.indices[q] * n_states
+                            scratch[col + c.true_state[e]] += c.scale[e] * c.data[q]
+                            scratch[col + c.wrong_state[e]] -= c.scale[e] * c.data[q]
                     for v in range(u, m):
                         kk = members[block_ptr[blk] + v]
                         diff = 0.0
-                        for e in range(entry_ptr[kk], entry_ptr[kk + 1]):
-                            t = tok[e]
-                            for q in range(indptr[t], indptr[t + 1]):
-                                col = indices[q] * n_states
-                                diff += scale[e] * data[q] * (scratch[col + true_state[e]]
-                                                              - scratch[col + wrong_state[e]])
+                        for e in range(c.entry_ptr[kk], c.entry_ptr[kk + 1]):
+                            t = c.tok[e]
+                            for q in range(c.indptr[t], c.indptr[t + 1]):
+                                col = c.indices[q] * n_states
+                                diff += c.scale[e] * c.data[q] * (
+                                    scratch[col + c.true_state[e]]
+                                    - scratch[col + c.wrong_state[e]])
                         for q in range(p_dim):
-                            diff += pairwise[k, q] * pairwise[kk, q]
+                            diff += c.pairwise[k, q] * c.pairwise[kk, q]
                         gram[u * m + v] = diff
                         gram[v * m + u] = diff
-                    for e in range(entry_ptr[k], entry_ptr[k + 1]):
-                        t = tok[e]
-                        for q in range(indptr[t], indptr[t + 1]):
-                            col = indices[q] * n_states
-                            scratch[col + true_state[e]] = 0.0
-                            scratch[col + wrong_state[e]] = 0.0
+                    for e in range(c.entry_ptr[k], c.entry_ptr[k + 1]):
+                        t = c.tok[e]
+                        for q in range(c.indptr[t], c.indptr[t + 1]):
+                            col = c.indices[q] * n_states
+                            scratch[col + c.true_state[e]] = 0.0
+                            scratch[col + c.wrong_state[e]] = 0.0
                 # SMO on the block (the unused capacity acts as a variable of gradient 0)
                 group_ptr[1] = m
                 viol = smo_capped_simplices(gram, m, grad, value, group_ptr, 1, &slack, tol,
@@ -173,9 +174,7 @@ def sweep(const int64_t[::1] indptr, const int32_t[::1] indices, const float64_t
                 for u in range(m):
                     k = members[block_ptr[blk] + u]
                     if value[u] != alpha[k]:
-                        _add_direction(indptr, indices, data, WT, theta, entry_ptr, tok,
-                                       true_state, wrong_state, scale, pairwise, k,
-                                       value[u] - alpha[k])
+                        c.add_direction(k, value[u] - alpha[k])
                         alpha[k] = value[u]
     finally:
         free(gram)

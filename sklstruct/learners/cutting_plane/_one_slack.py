@@ -18,44 +18,14 @@ matrix-vector products.
 
 import numpy as np
 
-from ...base import Certificate
+from ...structures._base import hinge_terms, structured_hinge
+from ...utils._growable import GrowableArray
 from ...utils._sequences import SequenceBatch
-from ...structures._base import hinge_terms
 from ..._solvers.qp import solve_capped_simplex_qp
 from ._label_cache import LabelCache
 from ._one_slack_fast import constraint_dots, scatter_constraints
 
 DENSE_BYTES_PER_CONSTRAINT = 2**19
-
-
-class _GrowableArray:
-    """An array grown along axis 0 by amortised doubling; ``data`` is the used part."""
-
-    def __init__(self, shape_tail=(), dtype=np.float64):
-        self._store = np.zeros((16, *shape_tail), dtype=dtype)
-        self._used = 0
-
-    @property
-    def data(self):
-        return self._store[: self._used]
-
-    def extend(self, rows):
-        needed = self._used + rows.shape[0]
-        if needed > self._store.shape[0]:
-            grown = np.zeros((max(needed, 2 * self._store.shape[0]), *self._store.shape[1:]),
-                             dtype=self._store.dtype)
-            grown[: self._used] = self.data
-            self._store = grown
-        self._store[self._used: needed] = rows
-        self._used = needed
-
-    def select(self, mask):
-        self.assign(self.data[mask])
-
-    def assign(self, rows):
-        """Replace the contents by ``rows`` (at most the current length)."""
-        self._store[: rows.shape[0]] = rows
-        self._used = rows.shape[0]
 
 
 class WorkingSet:
@@ -75,18 +45,18 @@ class WorkingSet:
         self.Y = Y
         self.gram = np.zeros((0, 0))
         self._entry_cache = None
-        self._offsets = _GrowableArray()
-        self._pairwise = _GrowableArray((structure.n_pairwise_,))
+        self._offsets = GrowableArray()
+        self._pairwise = GrowableArray((structure.n_pairwise_,))
         size = structure.size_joint_feature_
         self.dense = 8 * size <= DENSE_BYTES_PER_CONSTRAINT
         if self.dense:
-            self._directions = _GrowableArray((size,))
+            self._directions = GrowableArray((size,))
         else:
             # flat indices t * n_states + state of the true and the wrong state of each entry
-            self._true_index = _GrowableArray(dtype=np.int64)
-            self._wrong_index = _GrowableArray(dtype=np.int64)
-            self._scale = _GrowableArray()
-            self._owner = _GrowableArray(dtype=np.int64)
+            self._true_index = GrowableArray(dtype=np.int64)
+            self._wrong_index = GrowableArray(dtype=np.int64)
+            self._scale = GrowableArray()
+            self._owner = GrowableArray(dtype=np.int64)
 
     def __len__(self):
         return self._offsets.data.shape[0]
@@ -245,21 +215,35 @@ class LocalOracle:
 
     The interface :func:`solve_one_slack` reads the training data through: ``n_sequences``,
     ``loss_bound`` (``sum_i s_i max_y Delta(y_i, y)``), :meth:`working_set`, :meth:`separate`
-    and :meth:`hinge`. :mod:`sklstruct.distributed` implements it over data shards on a dask
-    cluster.
+    and :meth:`hinge`. :class:`~._sharded.ShardOracle` implements it over data shards on a
+    dask cluster.
+
+    Parameters
+    ----------
+    structure : bound structure
+    batch : SequenceBatch
+    Y : ndarray of int of shape (n_tokens,)
+    sample_weight : ndarray of shape (n_sequences,)
+    rescale : {"margin", "slack"}
+    cache_size : int
+        Recent most-violating labellings kept per example.
+    n_jobs : int or None
+        Threads of the separation oracle.
     """
 
-    def __init__(self, model, batch, Y, sample_weight):
-        self.model, self.batch, self.Y, self.sample_weight = model, batch, Y, sample_weight
-        self.token_loss = model.structure_.token_loss(Y)
-        self.cache = LabelCache(batch.n_tokens, batch.n_sequences, model.cache_size)
+    def __init__(self, structure, batch, Y, sample_weight, *, rescale, cache_size, n_jobs):
+        self.structure, self.batch, self.Y, self.sample_weight = structure, batch, Y, \
+            sample_weight
+        self.rescale, self.n_jobs = rescale, n_jobs
+        self.token_loss = structure.token_loss(Y)
+        self.cache = LabelCache(batch.n_tokens, batch.n_sequences, cache_size)
         self.n_sequences = batch.n_sequences
         self.loss_bound = float(sample_weight @ batch.sum_per_sequence(
             self.token_loss.max(axis=1)))
 
     def working_set(self):
         """An empty working set whose constraints are stored as labellings of the batch."""
-        return WorkingSet(self.model.structure_, self.batch, self.Y)
+        return WorkingSet(self.structure, self.batch, self.Y)
 
     def separate(self, w, slack, bar):
         """The next 1-slack constraint at ``w`` as a :class:`Cut`.
@@ -268,58 +252,78 @@ class LocalOracle:
         (weighted hinge sum minus ``slack``) exceeds ``bar``. Otherwise the oracle is called
         (and refreshes the cache).
         """
-        model, batch, Y, weights = self.model, self.batch, self.Y, self.sample_weight
-        structure = model.structure_
+        structure, batch, Y, weights = self.structure, self.batch, self.Y, self.sample_weight
         unary, pairwise = structure.potentials(batch, w)
-        Ybar, losses, scores, from_oracle = _separate(
-            model, batch, Y, unary, pairwise, self.token_loss, self.cache, slack, bar, weights)
+        Ybar, losses, scores, from_oracle = self._separate(unary, pairwise, slack, bar)
         hinge = hinge_terms(losses, structure.score(batch, unary, pairwise, Y) - scores,
-                            model.rescale)
-        scale = weights * (1.0 if model.rescale == "margin" else losses)
+                            self.rescale)
+        scale = weights * (1.0 if self.rescale == "margin" else losses)
         return Cut(float(weights @ hinge), float(weights @ losses), from_oracle, (Ybar, scale))
+
+    def _separate(self, unary, pairwise, slack, bar):
+        """The next 1-slack constraint, and whether the separation oracle produced it.
+
+        The cached labelings are tried first; their constraint is used when it is violated
+        by more than ``bar`` (see :func:`solve_one_slack`). Otherwise the oracle is called
+        (and refreshes the cache).
+
+        Returns ``(labels, losses, scores, from_oracle)``.
+        """
+        structure, batch, Y, cache = self.structure, self.batch, self.Y, self.cache
+        if cache.filled:
+            Ybar, losses, scores = cache.most_violating(structure, batch, Y, unary, pairwise,
+                                                        self.rescale)
+            margins = structure.score(batch, unary, pairwise, Y) - scores
+            hinge = hinge_terms(losses, margins, self.rescale)
+            if self.sample_weight @ hinge - slack > bar:
+                return Ybar, losses, scores, False
+        Ybar, losses, scores = structure.loss_augmented_decode(
+            batch, unary, pairwise, Y, rescale=self.rescale, n_jobs=self.n_jobs,
+            token_loss=self.token_loss)
+        cache.insert(Ybar, losses)
+        return Ybar, losses, scores, True
 
     def hinge(self, w):
         """The weighted sum of the exact hinge terms at ``w`` (one oracle call)."""
-        model, batch = self.model, self.batch
-        hinge, _, _ = model._structured_hinge(batch, self.Y,
-                                              *model.structure_.potentials(batch, w),
-                                              model.rescale, self.token_loss)
+        hinge, _, _ = structured_hinge(self.structure, self.batch, self.Y,
+                                       *self.structure.potentials(self.batch, w),
+                                       self.rescale, self.n_jobs, self.token_loss)
         return float(self.sample_weight @ hinge)
 
 
-def _separate(model, batch, Y, unary, pairwise, token_loss, cache, slack, bar, weights):
-    """The next 1-slack constraint, and whether the separation oracle produced it.
+def fit_one_slack(structure, batch, Y, sample_weight, *, C, rescale, cache_size,
+                  inactive_window, n_jobs, certificate):
+    """Algorithms 3 and 4 on a batch held in this process (see :func:`solve_one_slack`).
 
-    The cached labelings are tried first; their constraint is used when it is violated by
-    more than ``bar`` (see :func:`solve_one_slack`). Otherwise the oracle is called (and
-    refreshes the cache).
+    Parameters
+    ----------
+    structure : bound structure
+    batch : SequenceBatch
+    Y : ndarray of int of shape (n_tokens,)
+    sample_weight : ndarray of shape (n_sequences,)
+    C : float
+    rescale : {"margin", "slack"}
+    cache_size : int
+    inactive_window : int
+    n_jobs : int or None
+    certificate : Certificate
+        The fit's record; its ``tol`` and ``max_iter`` stop the fit.
 
-    Returns ``(labels, losses, scores, from_oracle)``.
+    Returns
+    -------
+    w : ndarray of shape (size_joint_feature_,)
+    dual_coef : ndarray of shape (n_constraints,)
     """
-    structure = model.structure_
-    if cache.filled:
-        Ybar, losses, scores = cache.most_violating(structure, batch, Y, unary, pairwise,
-                                                    model.rescale)
-        margins = structure.score(batch, unary, pairwise, Y) - scores
-        hinge = hinge_terms(losses, margins, model.rescale)
-        if weights @ hinge - slack > bar:
-            return Ybar, losses, scores, False
-    Ybar, losses, scores = structure.loss_augmented_decode(
-        batch, unary, pairwise, Y, rescale=model.rescale, n_jobs=model.n_jobs,
-        token_loss=token_loss)
-    cache.insert(Ybar, losses)
-    return Ybar, losses, scores, True
+    oracle = LocalOracle(structure, batch, Y, sample_weight, rescale=rescale,
+                         cache_size=cache_size, n_jobs=n_jobs)
+    return solve_one_slack(structure, oracle, C=C, inactive_window=inactive_window,
+                           certificate=certificate)
 
 
-def fit_one_slack(model, batch, Y, sample_weight):
-    """Algorithms 3 and 4 on a batch held in this process (see :func:`solve_one_slack`)."""
-    return solve_one_slack(model, LocalOracle(model, batch, Y, sample_weight))
-
-
-def solve_one_slack(model, oracle):
-    """Algorithms 3 (margin) and 4 (slack rescaling) on ``model.structure_`` with the data
-    behind ``oracle`` (a :class:`LocalOracle` or a sharded one); returns ``(w, dual_coef)``
-    and records the fit's progress on ``model``.
+def solve_one_slack(structure, oracle, *, C, inactive_window, certificate):
+    """Algorithms 3 (margin) and 4 (slack rescaling) on ``structure`` with the data behind
+    ``oracle`` (a :class:`LocalOracle` or a sharded one); returns ``(w, dual_coef)`` and
+    records the fit's progress on ``certificate``.
 
     Every oracle iteration certifies ``w = w(alpha)`` by the exact gap between the primal and
     the working-set dual; the fit stops when it is at most ``tol`` times the primal. A new
@@ -330,11 +334,9 @@ def solve_one_slack(model, oracle):
     constraint, so that the cache saves oracle calls without trading them for many small
     steps.
     """
-    structure = model.structure_
     n = oracle.n_sequences
-    C, tol = float(model.C), float(model.tol)
+    C, tol = float(C), certificate.tol
     working_set = oracle.working_set()
-    certificate = Certificate(model, unit="iteration", extra_fields=("n_constraints",))
     w = np.zeros(structure.size_joint_feature_)
     alpha = np.zeros(0)
     last_active = np.zeros(0, dtype=np.int64)
@@ -342,7 +344,7 @@ def solve_one_slack(model, oracle):
     oracle_violation = np.inf
     # the primal at w = 0 bounds the objective: the first target violation
     primal_scale = C * oracle.loss_bound
-    for iteration in range(1, model.max_iter + 1):
+    for iteration in range(1, certificate.max_iter + 1):
         epsilon = 0.5 * tol * primal_scale / C
         norm2 = float(alpha @ working_set.gram @ alpha)
         dual = float(alpha @ working_set.offsets) - 0.5 * norm2
@@ -375,7 +377,7 @@ def solve_one_slack(model, oracle):
             working_set.gram, working_set.offsets, C, alpha0=alpha, tol=qp_tol
         )
         last_active[alpha > 0] = iteration
-        stale = iteration - last_active >= model.inactive_window
+        stale = iteration - last_active >= inactive_window
         if stale.any():
             working_set.remove(~stale)
             alpha, last_active = alpha[~stale], last_active[~stale]

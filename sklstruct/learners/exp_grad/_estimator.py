@@ -3,15 +3,11 @@
 
 import numbers
 
-import numpy as np
-from sklearn.utils import check_random_state
-from sklearn.utils.extmath import row_norms
-
-from ...base import BaseStructuredClassifier, Certificate, CheckSchedule
+from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions
 from .._factored_dual import per_example_tables_too_large
-from ._online import ONLINE_MAX_CHANGE, OnlineEGState
 from ._safe_rate import safe_learning_rate
+from ._solver import solve_batch, solve_online
 
 
 class M3NExpGrad(BaseStructuredClassifier):
@@ -201,15 +197,6 @@ class M3NExpGrad(BaseStructuredClassifier):
             return safe_learning_rate(self.structure_, batch, Y, self.C)
         return None if self.eta is None else float(self.eta)
 
-    def _sequence_scales(self, batch):
-        """Squared feature norm plus length of every sequence."""
-        return np.bincount(batch.sequence_index, weights=row_norms(batch.X, squared=True),
-                           minlength=batch.n_sequences) + batch.lengths
-
-    def _initial_potentials(self, batch, Y):
-        """Node potentials ``init_bias`` on the true state of every token, 0 elsewhere."""
-        return float(self.init_bias) * self.structure_.onehot(Y)
-
     def _fit_batch(self, batch, Y, sample_weight):
         # fit takes no sample_weight, so every sequence weighs 1 here
         algorithm = self._resolved_algorithm(batch)
@@ -221,117 +208,15 @@ class M3NExpGrad(BaseStructuredClassifier):
             raise ValueError("warm_start: an online fit cannot be continued by batch passes "
                              "(its examples have separate pairwise potentials); use "
                              "algorithm='online'.")
-        certificate = Certificate(self, extra_fields=("passes", "eta"))
-        run = self._run_online if algorithm == "online" else self._run_batch
-        w, state = run(batch, Y, eta, state, certificate)
-        certificate.finish(self.n_iter_)
+        certificate = self._certificate(extra_fields=("passes", "eta"))
+        solve = solve_online if algorithm == "online" else solve_batch
+        w, self.eta_, state = solve(
+            self.structure_, batch, Y, C=float(self.C), eta=eta, init_bias=self.init_bias,
+            adaptive=self.step == "adaptive", state=state, check_every=self.check_every,
+            random_state=self.random_state, n_jobs=self.n_jobs, certificate=certificate)
+        self._record(certificate)
         self._keep_warm_state(float(self.C), batch, Y, state)
         return w
-
-    def _check(self, certificate, batch, Y, w, dual, passes, calls, eta, primal=None):
-        """Record the certificate at ``w`` (``primal``: its objective, when known); return
-        whether the gap is small enough."""
-        if primal is None:
-            primal, _ = self._primal(batch, Y, w)
-        return certificate.check(passes, primal, dual, calls, w=w, passes=passes, eta=eta)
-
-    # ------------------------------------------------------------------ online
-    def _run_online(self, batch, Y, eta, state, certificate):
-        structure, C = self.structure_, float(self.C)
-        adaptive = self.step == "adaptive"
-        if state is not None and state["pair_pot"].ndim == 2:
-            online = OnlineEGState(structure, batch, Y, C, **state)
-            if not adaptive and eta is not None:
-                online.eta[:] = eta
-        else:
-            if state is not None:
-                node_pot, table = state["node_pot"], state["pair_pot"]
-            else:
-                node_pot = self._initial_potentials(batch, Y)
-                table = np.zeros(structure.n_pairwise_)
-            if eta is not None:
-                rates = np.full(batch.n_sequences, eta)
-            else:
-                rates = 1.0 / (C * C * self._sequence_scales(batch))
-            online = OnlineEGState.from_shared_potentials(structure, batch, Y, C, node_pot,
-                                                          table, rates, n_jobs=self.n_jobs)
-        w, dual = online.certificate()
-        calls, passes = batch.n_sequences, 0
-        converged = self._check(certificate, batch, Y, w, dual, 0, calls,
-                                float(np.median(online.eta)), primal=online.primal())
-        schedule = CheckSchedule(self, certificate, growth=1.25, predict=True)
-        rng = check_random_state(self.random_state)
-        while not converged and passes < self.max_iter:
-            calls += online.run_pass(adaptive, rng.permutation(batch.n_sequences),
-                                     max_change=ONLINE_MAX_CHANGE)
-            passes += 1
-            if schedule.due(passes):
-                w, dual = online.certificate()
-                converged = self._check(certificate, batch, Y, w, dual, passes, calls,
-                                        float(np.median(online.eta)), primal=online.primal())
-                schedule.checked(passes)
-        w = w.copy()  # (the state's weights)
-        self.eta_ = online.eta.copy()
-        self.n_iter_ = passes
-        state = {name: getattr(online, name).copy() for name in
-                 ("node_pot", "node_marg", "pair_pot", "pair_marg", "eta", "probing")}
-        return w, state
-
-    # ------------------------------------------------------------------ batch
-    def _dual_at(self, batch, Y, token_loss, node_potentials, pairwise_potentials):
-        """Marginals of the current Gibbs distributions, ``w(a)`` and the dual value."""
-        structure, C = self.structure_, float(self.C)
-        node, pairwise, _ = structure.summed_marginals(batch, node_potentials,
-                                                       pairwise_potentials, n_jobs=self.n_jobs)
-        w = C * (structure.joint_feature(batch, Y)
-                 - structure.expected_joint_feature(batch, node, pairwise[None, :]))
-        expected_loss = float((token_loss * node).sum())
-        return w, C * expected_loss - 0.5 * float(w @ w)
-
-    def _run_batch(self, batch, Y, eta, state, certificate):
-        structure, C = self.structure_, float(self.C)
-        if state is not None:
-            node_pot, pair_pot = state["node_pot"].copy(), state["pair_pot"].copy()
-            if eta is None:
-                eta = float(state["eta"])
-        else:
-            node_pot = self._initial_potentials(batch, Y)
-            pair_pot = np.zeros(structure.n_pairwise_)
-        probing = state is None or bool(state.get("probing", True))
-        if eta is None:
-            eta = 1.0 / (C * C * float(self._sequence_scales(batch).max()))
-        # loss of every token and state: the part losses l_{i,r}
-        token_loss = structure.token_loss(Y)
-        w, dual = self._dual_at(batch, Y, token_loss, node_pot, pair_pot)
-        calls, passes = batch.n_sequences, 0
-        converged = self._check(certificate, batch, Y, w, dual, 0, calls, eta)
-        schedule = CheckSchedule(self, certificate, growth=1.25, predict=True)
-        while not converged and passes < self.max_iter:
-            # EG step on every part: theta_r += eta * C * (l_r + w . phi_r)
-            unary, pairwise = structure.potentials(batch, w)
-            node_grad = C * (token_loss + unary)
-            pair_grad = C * pairwise
-            while True:
-                new_node = node_pot + eta * node_grad
-                new_node -= new_node.max(axis=1, keepdims=True)  # shift: same distribution
-                new_pair = pair_pot + eta * pair_grad
-                new_w, new_dual = self._dual_at(batch, Y, token_loss, new_node, new_pair)
-                calls += batch.n_sequences
-                if self.step != "adaptive" or new_dual >= dual or eta < 1e-300:
-                    break
-                eta *= 0.5
-                probing = False
-            node_pot, pair_pot, w, dual = new_node, new_pair, new_w, new_dual
-            if self.step == "adaptive":  # double until the first rejection, then grow slowly
-                eta *= 2.0 if probing else 1.05
-            passes += 1
-            if schedule.due(passes):
-                converged = self._check(certificate, batch, Y, w, dual, passes, calls, eta)
-                schedule.checked(passes)
-        self.eta_ = eta
-        self.n_iter_ = passes
-        return w, {"node_pot": node_pot, "pair_pot": pair_pot, "eta": eta,
-                   "probing": probing}
 
 
 def check_online_structure(structure, batch, what="algorithm='online'"):

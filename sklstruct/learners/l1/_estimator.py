@@ -6,25 +6,13 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ...base import BaseStructuredClassifier, Certificate
-from ...structures._scaled import scaled_structure
+from ..._progress import Certificate
+from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions
-from ..cutting_plane import StructSVMCuttingPlane
-from ..simplicial._frank_wolfe import MultiPointFrankWolfeState, supports_multi_point
-from ._solvers import LPCuttingPlane, constraint_directions, projected_subgradient
+from ._em import fit_em_adaptive, fit_em_variational, l1_norm
+from ._solvers import fit_lp_cutting_plane, fit_subgradient
 
-_DEFAULT_MAX_ITER = {"em": 15, "subgradient": 1000, "cutting_plane": 500}
-
-
-def _max_abs(w):
-    """``max_k |w_k|`` (0 for an empty ``w``) without a temporary array."""
-    return max(float(w.max(initial=0.0)), -float(w.min(initial=0.0)))
-
-
-def _l1_norm(w, chunk=1 << 20):
-    """``||w||_1`` in chunks (no temporary array of the size of ``w``)."""
-    return float(sum(np.abs(w[start:start + chunk]).sum()
-                     for start in range(0, w.shape[0], chunk)))
+DEFAULT_MAX_ITER = {"em": 15, "subgradient": 1000, "cutting_plane": 500}
 
 
 class L1M3N(BaseStructuredClassifier):
@@ -219,266 +207,38 @@ class L1M3N(BaseStructuredClassifier):
         return 0.5 * float(np.abs(self.w_).sum())
 
     def _fit_batch(self, batch, Y, sample_weight):
-        max_iter = self.max_iter or _DEFAULT_MAX_ITER[self.solver]
-        run = {"em": self._fit_em, "subgradient": self._fit_subgradient,
-               "cutting_plane": self._fit_cutting_plane}[self.solver]
-        return run(batch, Y, max_iter)
-
-    def _hinge(self, batch, Y, w):
-        """Per-sequence hinge, most violating labels and their losses at ``w``."""
-        return self._structured_hinge(batch, Y, *self.structure_.potentials(batch, w),
-                                      "margin")
-
-    def _p1(self, w, hinge):
-        return 0.5 * _l1_norm(w) + float(self.C) * float(hinge.sum())
-
-    def _objective(self, batch, Y, w):
-        """P1 at ``w`` (one loss-augmented decoding)."""
-        return self._p1(w, self._hinge(batch, Y, w)[0])
-
-    # ------------------------------------------------------------------ Algorithm 1
-    def _fit_cutting_plane(self, batch, Y, max_iter):
-        certificate = Certificate(self, unit="round", extra_fields=("n_nonzero",
-                                                                    "n_constraints"))
-        solver = LPCuttingPlane(self.structure_, batch, Y, self.C)
-        w = np.zeros(self.structure_.size_joint_feature_)
-        lower, calls = 0.0, 0
-        for round_ in range(1, max_iter + 1):
-            hinge, Ybar, losses = self._hinge(batch, Y, w)
-            calls += batch.n_sequences
-            primal = self._p1(w, hinge)
-            violated = np.flatnonzero(hinge > solver.slack + 1e-9 * max(1.0, hinge.max()))
-            if certificate.check(round_, primal, lower, calls, w=w,
-                                 converged=primal - lower <= self.tol * abs(primal)
-                                 or violated.size == 0,
-                                 n_nonzero=np.count_nonzero(w),
-                                 n_constraints=solver.n_constraints):
-                break
-            solver.add(Ybar, losses, violated)
-            w, lower = solver.solve()
-        certificate.finish(round_)
-        return w
-
-    # ------------------------------------------------------------------ Algorithm 2
-    def _fit_subgradient(self, batch, Y, max_iter):
-        certificate = Certificate(self, unit="step", extra_fields=("n_nonzero",))
-        structure, n = self.structure_, batch.n_sequences
-        all_sequences = np.arange(n)
-
-        def hinge_and_subgradient(w):
-            hinge, Ybar, _ = self._hinge(batch, Y, w)
-            active = all_sequences[hinge > 0]
-            if active.size == 0:
-                return 0.0, np.zeros_like(w)
-            directions = constraint_directions(structure, batch, Y, Ybar, active)
-            return float(hinge.sum()) / n, -np.asarray(directions.sum(axis=0)).ravel() / n
-
-        def record(t, value, w):
-            # no duality-gap certificate: the step budget is the stopping rule
-            return certificate.check(t, value, np.nan, t * n, converged=False, w=w,
-                                     n_nonzero=np.count_nonzero(w))
-
-        w, _ = projected_subgradient(hinge_and_subgradient, structure.size_joint_feature_,
-                                     self._radius(batch, Y), float(self.learning_rate), max_iter,
-                                     record)
-        certificate.finish(len(certificate.rows["primal"]), warn=False)
-        return w
-
-    def _radius(self, batch, Y):
-        """``radius``, or by default the l1 norm of the l1 model at this ``C`` (the default EM
-        stopped at ``tol=0.1``): the solution of P1 at ``C`` solves P1' at the l1 norm of
-        that solution."""
-        if self.radius is not None:
-            return float(self.radius)
-        em = L1M3N(C=self.C, tol=0.1, threshold=self.threshold, n_jobs=self.n_jobs)
-        em.structure_ = self.structure_
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            w = em._fit_batch(batch, Y, np.ones(batch.n_sequences))
-        self.radius_ = _l1_norm(w)
-        return self.radius_
-
-    # ------------------------------------------------------------------ Algorithm 3
-    def _m_step_scaled_structure(self, batch, Y, beta, C):
-        """The M-step by the 1-slack cutting plane on the joint features scaled by ``beta``
-        (structures without compiled kernels); returns ``(g, oracle calls)``."""
-        structure = self.structure_
-        n_unary = structure.n_states_ * structure.n_features_
-        m_step = StructSVMCuttingPlane(C=C, tol=self.tol, max_iter=100000, n_jobs=self.n_jobs,
-                                       variant="1-slack")
-        m_step.structure_ = scaled_structure(
-            structure, beta[:n_unary].reshape(structure.n_features_, structure.n_states_),
-            beta[n_unary:])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            g = m_step._fit_batch(batch, Y, np.ones(batch.n_sequences))
-        return g, int(m_step.history_["oracle_calls"][-1])
-
-    def _m_step_frank_wolfe(self, batch, scale2, state, target, rng):
-        """The M-step by the compiled restricted simplicial decomposition passes on the dual
-        with squared scales ``scale2``, warm-started from the last M-step's dual point (the
-        dual distributions do not depend on the scales), until its relative duality gap is at
-        most ``target``, within a pass budget that grows as ``tol`` tightens
-        (``max(100, min(2000, 0.1 / tol))``); returns the oracle calls (the solution is the
-        state's: ``v = state.statistic_weights``, ``w = state.w = scale2 * v``)."""
-        state.rescale(scale2)
-        calls, primal = 0, np.inf
-        budget = int(max(100, min(2000, 0.1 / self.tol)))
-        for passes in range(1, budget + 1):
-            estimate = state.run_pass(rng.permutation(batch.n_sequences))
-            calls += batch.n_sequences
-            if estimate <= target * abs(primal) or passes % 10 == 0 or passes == budget:
-                _, dual = state.certificate()
-                primal = state.primal()
-                calls += batch.n_sequences
-                if primal - dual <= target * abs(primal):
-                    break
-        return calls
-
-    def _variational_step(self, batch, Y, w, state, reference):
-        """``em_lambda=None``, after an M-step with weights ``w``: the weights with
-        ``|w_k| <= threshold * max |w|`` are set to 0 when they are shrinking (their dual
-        statistic ``|v_k| < 1/2``: the next M-step would multiply them by ``2 |v_k|``), or,
-        without a dual statistic (``state`` None: the first M-step, whose scales are not
-        ``2 |w|``, or structures without compiled kernels), when that does not increase P1.
-        Returns ``(w, P1 at w, the next M-step's squared scales)``: ``2 |w_k|``, and
-        ``2 threshold reference`` for a zero weight whose ``|v_k|`` exceeds 1/2 (it
-        re-enters; ``reference`` the largest ``|w_k|`` of the fit so far). With ``state``,
-        ``w`` is the state's own weight array and is zeroed in place (the next M-step
-        recomputes it from the dual statistics)."""
-        magnitude = np.abs(w)
-        small = (magnitude <= self.threshold * float(magnitude.max(initial=0.0))) & \
-            (magnitude > 0)
-        v = state.statistic_weights if state is not None else None
-        if v is not None:
-            small &= (v < 0.5) & (v > -0.5)
-            w[small] = 0.0  # the state's weights: the next M-step recomputes them
-        objective = self._objective(batch, Y, w)
-        if v is None and small.any():
-            trial = np.where(small, 0.0, w)
-            value = self._objective(batch, Y, trial)
-            if value <= objective:
-                w, objective = trial, value
-            else:
-                small[:] = False
-        magnitude[small] = 0.0
-        scale2 = np.multiply(magnitude, 2.0, out=magnitude)
-        if v is not None and reference > 0:
-            scale2[(w == 0.0) & ((v > 0.5) | (v < -0.5))] = 2.0 * self.threshold * reference
-        return w, objective, scale2
-
-    def _pruned(self, batch, Y, w, objective):
-        """The sparsest of ``w`` with its weights below ``eps * max |w|`` set to 0, for
-        ``eps`` in 1 (all weights), 0.1, 0.03, 0.01, 0.003, 0.001, whose P1 is at most
-        ``objective`` (P1 at ``w``), with its P1; ``(w, objective)`` when none is."""
-        largest = _max_abs(w)
-        for eps in (1.0, 0.1, 0.03, 0.01, 0.003, 0.001):
-            cut = eps * largest
-            small = (w != 0) & (w >= -cut) & (w <= cut)
-            if not small.any():
-                continue
-            trial = w.copy()
-            trial[small] = 0.0
-            value = self._objective(batch, Y, trial)
-            if value <= objective:
-                return trial, value
-            del trial
-        return w, objective
-
-    def _l1_dual_bound(self, state, smallest_p1):
-        """A lower bound on min P1 from the M-step's dual point (see ``solver="em"``):
-        ``max(E min(1, 1 / (2 ||v||_inf)), E - R (||v||_inf - 1/2)_+)`` with ``R`` twice
-        ``smallest_p1``, the smallest P1 seen."""
-        expected = float(self.C) * float(state.expected_loss.sum())
-        v = state.statistic_weights
-        largest = _max_abs(v)
-        scaled = expected * min(1.0, 0.5 / largest) if largest > 0 else expected
-        return max(scaled, expected - 2.0 * smallest_p1 * max(0.0, largest - 0.5))
-
-    def _fit_em(self, batch, Y, max_iter):
-        structure = self.structure_
-        certificate = Certificate(self, unit="iteration", extra_fields=("n_nonzero", "C_P1"))
-        size = structure.size_joint_feature_
-        C = float(self.C)
-        variational = self.em_lambda is None
-        # the M-step: min_g 1/2 ||g||^2 + m_step_C sum_i H_i(beta * g), scale2 = beta^2
-        if variational:  # the first M-step is the l2 problem at C
-            m_step_C, scale2 = C, np.ones(size)
+        unit = {"em": "iteration", "subgradient": "step", "cutting_plane": "round"}[self.solver]
+        extra = {"em": ("n_nonzero", "C_P1"), "subgradient": ("n_nonzero",),
+                 "cutting_plane": ("n_nonzero", "n_constraints")}[self.solver]
+        certificate = self._certificate(unit=unit, extra_fields=extra,
+                                        max_iter=self.max_iter or DEFAULT_MAX_ITER[self.solver])
+        common = dict(C=float(self.C), n_jobs=self.n_jobs, certificate=certificate)
+        if self.solver == "cutting_plane":
+            w = fit_lp_cutting_plane(self.structure_, batch, Y, **common)
+        elif self.solver == "subgradient":
+            radius = self.radius
+            if radius is None:
+                radius = self.radius_ = self._default_radius(batch, Y)
+            w = fit_subgradient(self.structure_, batch, Y, radius=float(radius),
+                                learning_rate=float(self.learning_rate), **common)
+        elif self.em_lambda is None:
+            w, self.beta_ = fit_em_variational(self.structure_, batch, Y,
+                                               threshold=self.threshold, **common)
         else:
-            lam = float(self.em_lambda)
-            m_step_C, beta = C / (2.0 * lam), np.full(size, np.sqrt(lam))
-            scale2 = beta ** 2
-        compiled = structure.example_kernels(batch) is not None and \
-            len(structure.nonnegative_) == 0 and supports_multi_point(structure, batch)
-        state = MultiPointFrankWolfeState(structure, batch, Y, m_step_C, 5,
-                                          scale2=scale2) if compiled else None
-        rng = np.random.RandomState(0)  # the M-steps' visiting orders
-        calls, objective, change, lower = 0, np.inf, np.inf, -np.inf
-        # em_lambda=None: the iterate with the smallest P1, the largest weight seen
-        best, reference = (None, np.inf), 0.0
-        target = self.tol  # the last M-step's precision (non-compiled M-steps: tol)
-        for iteration in range(1, max_iter + 1):
-            if variational:
-                beta = None if compiled else np.sqrt(scale2)
-            if compiled:  # the M-step's precision follows the EM's progress
-                target = max(self.tol, min(0.1, 0.1 * change))
-                calls += self._m_step_frank_wolfe(batch, scale2, state, target, rng)
-                # the effective weights scale2 * v (the state's array: the next M-step
-                # recomputes it from the statistics), or the paper's g = beta * v
-                w = state.w if variational else None
-                gamma = None if variational else beta * state.statistic_weights
-            else:
-                gamma, m_calls = self._m_step_scaled_structure(batch, Y, beta, m_step_C)
-                calls += m_calls
-                w = beta * gamma if variational else None
-            if variational:
-                reference = max(reference, _max_abs(w))
-                w, new_objective, scale2 = self._variational_step(
-                    batch, Y, w, state if iteration > 1 else None, reference)
-            else:
-                norm = float(np.linalg.norm(gamma))
-                new_beta = np.sqrt(size) * np.abs(gamma) / norm if norm > 0 \
-                    else np.zeros(size)
-                new_beta[new_beta < self.threshold] = 0.0
-                w = np.where(new_beta > 0, beta * gamma, 0.0)
-                beta = new_beta
-                scale2 = beta ** 2
-                new_objective = self._objective(batch, Y, w)
-            change = abs(objective - new_objective) / abs(new_objective) \
-                if np.isfinite(objective) else np.inf
-            objective = new_objective
-            if variational and state is not None:
-                lower = max(lower, self._l1_dual_bound(state, min(objective, best[1])))
-            if variational:
-                C_p1 = C
-            else:
-                l1 = _l1_norm(w)
-                C_p1 = C * size / (4.0 * lam * l1) if l1 > 0 else np.inf
-            # a small change counts only after an M-step run with the target tol (a looser
-            # M-step that barely moves the weights says nothing about the EM's fixed point)
-            converged = (change <= self.tol and target <= self.tol) or \
-                objective - lower <= self.tol * abs(objective)
-            if variational:
-                if objective < best[1]:
-                    best = (w.copy(), objective)
-                if converged or iteration == max_iter or (
-                        self.max_time is not None and certificate.elapsed() >= self.max_time):
-                    # the last iterate: the best one seen, with exact zeros for the weights
-                    # still on their way to zero (M-steps are inexact: P1 may rise a little)
-                    w, objective = self._pruned(batch, Y, *best)
-            if certificate.check(iteration, objective, lower if np.isfinite(lower) else np.nan,
-                                 calls, w=w, converged=converged,
-                                 n_nonzero=np.count_nonzero(w), C_P1=C_p1):
-                break
-        certificate.finish(iteration, what=f"a relative change of the objective <= "
-                                           f"tol={self.tol}")
-        gap = certificate.rows["gap"][-1] / abs(certificate.rows["primal"][-1])
-        if certificate.stop_reason == "converged" and gap > self.tol:  # (NaN: no bound)
-            warnings.warn(
-                f"L1M3N(solver='em') stopped after {iteration} iterations on a relative "
-                f"change of P1 of at most tol={self.tol}, with a certified relative duality "
-                f"gap of {gap:.3g}: P1 has stalled, but only a gap <= tol certifies it within "
-                "tol of its minimum. Lower tol, or use solver='cutting_plane' for a "
-                "certificate.", ConvergenceWarning)
-        self.beta_ = np.sqrt(scale2) if variational else beta
+            w, self.beta_ = fit_em_adaptive(self.structure_, batch, Y, em_lambda=self.em_lambda,
+                                            threshold=self.threshold, **common)
+        self._record(certificate)
         return w
+
+    def _default_radius(self, batch, Y):
+        """The l1 norm of the l1 model at this ``C`` (the default EM stopped at ``tol=0.1``):
+        the solution of P1 at ``C`` solves P1' at the l1 norm of that solution."""
+        certificate = Certificate(type(self).__name__, tol=0.1,
+                                  max_iter=DEFAULT_MAX_ITER["em"], unit="iteration",
+                                  extra_fields=("n_nonzero", "C_P1"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            w, _ = fit_em_variational(self.structure_, batch, Y, C=float(self.C),
+                                      threshold=self.threshold, n_jobs=self.n_jobs,
+                                      certificate=certificate)
+        return l1_norm(w)

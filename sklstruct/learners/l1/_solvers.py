@@ -7,6 +7,8 @@ section 4).
   on the optimum of P1 (a relaxation) and ``P1(w)`` an upper bound: their difference certifies.
 * :func:`projected_subgradient`: Algorithm 2 on P1' (hinge loss on an l1 ball), with the exact
   Euclidean projection onto the l1 ball.
+* :func:`fit_lp_cutting_plane` and :func:`fit_subgradient`: their outer loops, recorded on the
+  fit's certificate (Algorithm 3, the EM, is in :mod:`._em`).
 
 Both build the constraint directions ``Psi(x_i, y_i) - Psi(x_i, ybar_i)`` of many examples at
 once from the CSR token rows (no loop over sequences).
@@ -18,6 +20,7 @@ import scipy.sparse as sp
 from ..._solvers.l1_ball import project_l1_ball
 from ..._solvers.lp import IncrementalLP
 from ...utils._sequences import ragged_arange
+from ._em import P1
 
 
 def constraint_directions(structure, batch, Y, Ybar, sequences):
@@ -102,3 +105,85 @@ def projected_subgradient(hinge_and_subgradient, size, radius, learning_rate, n_
             break
         w = project_l1_ball(w - learning_rate / np.sqrt(t) * gradient, radius)
     return best_w, best
+
+
+def fit_lp_cutting_plane(structure, batch, Y, *, C, n_jobs, certificate):
+    """Algorithm 1 to a certified gap: rounds of loss-augmented decoding, the constraints of
+    the examples violated beyond their slack added to the LP, the LP re-solved.
+
+    The LP optimum is a lower bound on min P1 and ``P1(w)`` an upper bound; the fit stops when
+    their difference is at most ``tol`` times ``P1(w)``, when no example is violated, or at
+    the certificate's budgets.
+
+    Parameters
+    ----------
+    structure : bound structure
+    batch : SequenceBatch
+    Y : ndarray of int of shape (n_tokens,)
+    C : float
+    n_jobs : int or None
+    certificate : Certificate
+
+    Returns
+    -------
+    w : ndarray of shape (size_joint_feature_,)
+    """
+    p1 = P1(structure, batch, Y, C, n_jobs)
+    solver = LPCuttingPlane(structure, batch, Y, C)
+    w = np.zeros(structure.size_joint_feature_)
+    lower, calls = 0.0, 0
+    for round_ in range(1, certificate.max_iter + 1):
+        hinge, Ybar, losses = p1.hinge(w)
+        calls += batch.n_sequences
+        primal = p1.of_hinge(w, hinge)
+        violated = np.flatnonzero(hinge > solver.slack + 1e-9 * max(1.0, hinge.max()))
+        if certificate.check(round_, primal, lower, calls, w=w,
+                             converged=primal - lower <= certificate.tol * abs(primal)
+                             or violated.size == 0,
+                             n_nonzero=np.count_nonzero(w),
+                             n_constraints=solver.n_constraints):
+            break
+        solver.add(Ybar, losses, violated)
+        w, lower = solver.solve()
+    certificate.finish(round_)
+    return w
+
+
+def fit_subgradient(structure, batch, Y, *, C, radius, learning_rate, n_jobs, certificate):
+    """Algorithm 2 on P1' with the l1 ball of ``radius``: the step budget
+    (``certificate.max_iter``) is its stopping rule, since P1' has no duality-gap
+    certificate here (the history's ``dual`` and ``gap`` are NaN; ``primal`` is P1's
+    ``(1/n) sum_i H_i``).
+
+    Parameters
+    ----------
+    structure, batch, Y, C, n_jobs, certificate
+        As for :func:`fit_lp_cutting_plane` (``C`` is unused by the steps: P1' has no ``C``).
+    radius : float
+    learning_rate : float
+
+    Returns
+    -------
+    w : ndarray of shape (size_joint_feature_,)
+        The iterate with the smallest objective.
+    """
+    p1 = P1(structure, batch, Y, C, n_jobs)
+    n = batch.n_sequences
+    all_sequences = np.arange(n)
+
+    def hinge_and_subgradient(w):
+        hinge, Ybar, _ = p1.hinge(w)
+        active = all_sequences[hinge > 0]
+        if active.size == 0:
+            return 0.0, np.zeros_like(w)
+        directions = constraint_directions(structure, batch, Y, Ybar, active)
+        return float(hinge.sum()) / n, -np.asarray(directions.sum(axis=0)).ravel() / n
+
+    def record(t, value, w):
+        return certificate.check(t, value, np.nan, t * n, converged=False, w=w,
+                                 n_nonzero=np.count_nonzero(w))
+
+    w, _ = projected_subgradient(hinge_and_subgradient, structure.size_joint_feature_,
+                                 radius, learning_rate, certificate.max_iter, record)
+    certificate.finish(len(certificate.rows["primal"]), warn=False)
+    return w

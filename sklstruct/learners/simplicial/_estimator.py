@@ -5,12 +5,13 @@ import numbers
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ...base import BaseStructuredClassifier, Certificate, CheckSchedule
+from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions
 from .._factored_dual import per_example_tables_too_large
 from ._frank_wolfe import (BlockFrankWolfeState, MultiPointFrankWolfeState,
                            supports_multi_point)
 from ._general import SimplicialDecompositionState
+from ._solver import solve_compiled, solve_general
 
 
 class M3NSimplicialDecomposition(BaseStructuredClassifier):
@@ -235,132 +236,15 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                     working_set_size=working_set, random_state=rng)
         elif not compiled:
             state.rng = rng
-        certificate = Certificate(self, extra_fields=("passes", "fw_gap"))
-        run = self._run_compiled if compiled else self._run_general
-        w = run(state, batch, Y, rng, certificate)
-        certificate.finish(self.n_iter_)
+        certificate = self._certificate(extra_fields=("passes", "fw_gap"))
+        if compiled:
+            w = solve_compiled(state, self.structure_, batch, Y, C=float(self.C),
+                               check_every=self.check_every, rng=rng, n_jobs=self.n_jobs,
+                               certificate=certificate)
+        else:
+            w = solve_general(state, self.structure_, batch, Y, C=float(self.C),
+                              rescale=self.rescale, check_every=self.check_every,
+                              n_jobs=self.n_jobs, certificate=certificate)
+        self._record(certificate)
         self._keep_warm_state(settings, batch, Y, state)
         return w
-
-    def _check(self, certificate, batch, Y, w, dual, passes, calls, fw_gap, primal=None):
-        """Record a certificate at ``w``; return (converged, oracle calls so far)."""
-        if primal is None:
-            primal, _ = self._primal(batch, Y, w)
-            calls += batch.n_sequences
-        converged = certificate.check(passes, primal, dual, calls, w=w, passes=passes,
-                                      fw_gap=fw_gap)
-        return converged, calls
-
-    # ------------------------------------------------------------------ solvers
-    def _run_compiled(self, state, batch, Y, rng, certificate):
-        schedule = CheckSchedule(self, certificate)
-        w, dual = state.certificate()
-        calls, passes = 0, 0
-        if not np.any(w):  # w = 0: the primal is the largest loss, C sum_t max_s L[t, s]
-            converged, calls = self._check(certificate, batch, Y, w, dual, 0, calls, np.nan,
-                                           primal=self.C * state.max_loss())
-        else:
-            converged, calls = self._check(certificate, batch, Y, w, dual, 0,
-                                           calls + batch.n_sequences, np.nan,
-                                           primal=state.primal())
-        primal = certificate.rows["primal"][-1]
-        # the weights of the lowest certified primal (a copy: the state's are kept for a warm
-        # start); in exact arithmetic the last iterate's, but not when the dual's precision
-        # runs out (features of huge norm, or a huge C)
-        best_primal, best_w, last_dual = primal, w.copy(), dual
-        while not converged and passes < self.max_iter:
-            fw_gap = state.run_pass(rng.permutation(batch.n_sequences))
-            if getattr(state, "cached", False):
-                self._sweep(state, rng)
-            calls += batch.n_sequences
-            passes += 1
-            if schedule.due(passes, fw_gap, primal):
-                # every fifth certificate also removes the passes' rounding drift
-                w, dual = state.certificate(exact=len(certificate.rows["primal"]) % 5 == 0)
-                converged, calls = self._check(certificate, batch, Y, w, dual, passes,
-                                               calls + batch.n_sequences, fw_gap,
-                                               primal=state.primal())
-                primal = certificate.rows["primal"][-1]
-                schedule.checked(passes)
-                if primal < best_primal:
-                    best_primal = primal
-                    np.copyto(best_w, w)
-                if dual < last_dual - 1e-8 * abs(last_dual):
-                    certificate.precision_lost(
-                        "the dual decreased: its ascent is below double precision at this "
-                        "scale of C * ||x||^2; standardise the features or lower C")
-                    break
-                last_dual = max(last_dual, dual)
-        self.n_iter_ = passes
-        if primal > best_primal:  # the returned weights are the best certified ones
-            certificate.amend_last(best_primal, last_dual)
-            return best_w
-        np.copyto(best_w, w)
-        return best_w
-
-    @staticmethod
-    def _sweep(state, rng, max_sweeps=20, min_fraction=0.1):
-        """Re-solve the cached masters after an oracle pass (no oracle calls) while a sweep
-        raises the dual by at least ``min_fraction`` of what the pass raised it by."""
-        for _ in range(max_sweeps):
-            if state.run_sweep(rng.permutation(state.batch.n_sequences)) \
-                    < min_fraction * state.last_gain:
-                break
-
-    def _run_general(self, state, batch, Y, rng, certificate):
-        # one block over all the data: each iteration's direction finding is a certificate
-        free_certificate = state.n_blocks == 1
-        schedule = CheckSchedule(self, certificate)
-        primal = None
-        calls, passes = 0, 0
-        converged = precision_lost = False
-        # the last certified weights, those of the lowest certified primal and the best dual
-        # (in exact arithmetic the last are the best; see _run_compiled)
-        track = {"primal": np.inf, "w": None, "dual": -np.inf, "last_w": None}
-
-        def record(w, dual):
-            """Track a check; return whether its dual decreased (precision ran out)."""
-            if certificate.rows["primal"][-1] < track["primal"]:
-                track["primal"], track["w"] = certificate.rows["primal"][-1], w
-            decreased = dual < track["dual"] - 1e-8 * abs(track["dual"])
-            track["dual"], track["last_w"] = max(track["dual"], dual), w
-            return decreased
-
-        if not free_certificate:
-            w, dual = state.w.copy(), state.dual()
-            converged, calls = self._check(certificate, batch, Y, w, dual, 0, calls, np.nan)
-            record(w, dual)
-        while not converged and not precision_lost and passes < self.max_iter:
-            w_before, dual_before = state.w.copy(), state.dual()
-            n_calls, fw_gap = state.run_pass(n_jobs=self.n_jobs)
-            calls += n_calls
-            if free_certificate:  # certifies the iterate the direction finding was done at
-                converged, calls = self._check(certificate, batch, Y, None, dual_before,
-                                               passes, calls, fw_gap,
-                                               primal=dual_before + fw_gap)
-                precision_lost = record(w_before, dual_before)
-                if converged or precision_lost:
-                    break
-            passes += 1
-            if not free_certificate and schedule.due(passes, fw_gap, primal):
-                w, dual = state.w.copy(), state.dual()
-                converged, calls = self._check(certificate, batch, Y, w, dual, passes, calls,
-                                               fw_gap)
-                primal = certificate.rows["primal"][-1]
-                schedule.checked(passes)
-                precision_lost = record(w, dual)
-        if free_certificate and not converged and not precision_lost:
-            # the last row certifies the weights returned
-            w, dual = state.w.copy(), state.dual()
-            converged, calls = self._check(certificate, batch, Y, w, dual, passes, calls,
-                                           np.nan)
-            precision_lost = record(w, dual)
-        self.n_iter_ = passes
-        if precision_lost:
-            certificate.precision_lost(
-                "the dual decreased: its ascent is below double precision at this scale of "
-                "C * ||x||^2; standardise the features or lower C")
-        if certificate.rows["primal"][-1] > track["primal"]:
-            certificate.amend_last(track["primal"], track["dual"])
-            return track["w"]
-        return track["last_w"]

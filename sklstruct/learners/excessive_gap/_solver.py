@@ -1,0 +1,181 @@
+"""Algorithm 2 of Zhang, Saha and Vishwanathan (excessive gap reduction with Bregman
+projections) on the marginals of a structure: :class:`ExcessiveGapRun` takes the bound
+structure, the data, ``C``, the geometry of the weights (explicit, or through a token kernel
+matrix) and the fit's :class:`~sklstruct._progress.Certificate`, whose ``tol``, ``max_iter``
+and ``max_time`` stop it.
+"""
+
+import numpy as np
+
+from ...structures._base import structured_hinge
+from ._geometry import LinearGeometry
+
+
+class ExcessiveGapRun:
+    """One run of Algorithm 2 from ``mu_1``; keeps ``w_k`` and the marginals of ``alpha_k``.
+
+    The structure gives the marginals (its exp-oracle on potentials), the loss-augmented
+    decoding for the primal, and the count blocks for renormalising the marginals; the
+    geometry keeps the unary part of the weights (explicit, or through a kernel matrix).
+    """
+
+    def __init__(self, structure, batch, Y, C, geometry, certificate, n_jobs, init_bias=0.0):
+        self.structure, self.batch, self.Y, self.C = structure, batch, Y, C
+        self.geometry, self.certificate, self.n_jobs = geometry, certificate, n_jobs
+        self.token_loss = structure.token_loss(Y)
+        self.true_unary = C * structure.onehot(Y)
+        self.true_pairwise = C * structure.pairwise_statistics(batch, Y)
+        self.calls = 0
+        # the prox centre alpha_0, whose node potentials are init_bias on the true states
+        # (0: uniform), and log Z_0 = max_alpha KL(alpha || alpha_0) per example (the
+        # log-number of labellings log |Y_i| for the uniform centre); the centre's potentials
+        # enter every smoothed best response and Bregman projection
+        self.centre = init_bias * structure.onehot(Y) if init_bias else 0.0
+        self.prox_node, self.prox_pair, self.log_sizes = self._marginals(
+            np.zeros((batch.n_tokens, structure.n_states_)) + self.centre,
+            np.zeros(structure.n_pairwise_))
+        self.count_blocks = structure.pairwise_count_blocks(batch)
+        self.n_increases = 0
+
+    # --------------------------------------------------------------- building blocks
+    def _marginals(self, unary, pairwise):
+        self.calls += self.batch.n_sequences
+        node, pair, log_z = self.structure.marginals(self.batch, unary, pairwise,
+                                                     n_jobs=self.n_jobs)
+        return node, np.asarray(pair).reshape(self.batch.n_sequences, -1), log_z
+
+    def _weights_of(self, node, pair):
+        """``w(alpha)``: representation of its unary part and its pairwise part."""
+        return (self.geometry.represent(self.true_unary - self.C * node),
+                self.true_pairwise - self.C * pair.sum(axis=0))
+
+    def _flat_weights(self, rep, theta):
+        w = np.zeros(self.structure.size_joint_feature_)
+        n_unary = w.shape[0] - theta.shape[0]
+        if isinstance(self.geometry, LinearGeometry):
+            w[:n_unary] = rep.ravel()
+        w[n_unary:] = theta
+        return w
+
+    def _dual(self, node, pair):
+        rep, theta = self._weights_of(node, pair)
+        expected_loss = float((self.token_loss * node).sum())
+        return self.C * expected_loss - 0.5 * (self.geometry.norm_sq(rep) + float(theta @ theta))
+
+    def _renormalise(self, node, pair):
+        """Remove the rounding drift of the convex combinations; return the drift.
+
+        Every token's marginals sum to one; every count block of the pairwise statistics to
+        its total.
+        """
+        sums = node.sum(axis=1)
+        drift = float(np.max(np.abs(sums - 1.0)))
+        np.maximum(node, 0.0, out=node)
+        node /= node.sum(axis=1, keepdims=True)
+        for start, stop, totals in self.count_blocks:
+            part = pair[:, start:stop]
+            total = part.sum(axis=1)
+            drift = max(drift, float(np.max(np.abs(total - totals), initial=0.0)))
+            np.maximum(part, 0.0, out=part)
+            part *= np.divide(totals, part.sum(axis=1), out=np.zeros_like(total),
+                              where=totals > 0)[:, None]
+        return drift
+
+    # --------------------------------------------------------------- the algorithm
+    def _smoothed_primal(self, norm_sq, scores, theta, mu):
+        """``n C J_mu(w)`` and the marginals of ``alpha_mu(w)`` (eq. (38))."""
+        node, pair, log_z = self._marginals((self.token_loss + scores) / mu + self.centre,
+                                            theta / mu)
+        true_scores = self.structure.score(self.batch, scores, theta, self.Y)
+        smoothed = 0.5 * norm_sq + self.C * float(np.sum(mu * log_z - true_scores)) \
+            - self.C * mu * float(self.log_sizes.sum())
+        return smoothed, node, pair
+
+    def _condition_holds(self, smoothed, dual):
+        """The excessive gap condition (11), ``J_mu(w) <= D(alpha)``, up to rounding."""
+        return smoothed <= dual + 1e-9 * max(abs(dual), 1.0)
+
+    def _step(self, tau, state):
+        """Steps 3-7 of Algorithm 1 from ``state`` with ``tau``; returns the next state and the
+        smoothed primal of its weights (whose marginals are the next step's ``alpha_mu``)."""
+        rep, theta, scores, node, pair, mu, smooth_node, smooth_pair = state
+        geometry, token_loss = self.geometry, self.token_loss
+        hat_node = (1.0 - tau) * node + tau * smooth_node
+        hat_pair = (1.0 - tau) * pair + tau * smooth_pair
+        hat_rep, hat_theta = self._weights_of(hat_node, hat_pair)
+        hat_scores = geometry.scores(hat_rep)
+        # alpha~ = V(alpha_mu(w_k), -tau/((1-tau) mu) grad D(alpha^)), eq. (40)
+        c = tau / ((1.0 - tau) * mu)
+        tilde_node, tilde_pair, _ = self._marginals(
+            (token_loss + scores) / mu + self.centre + c * (token_loss + hat_scores),
+            theta / mu + c * hat_theta)
+        rep = geometry.combine(1.0 - tau, rep, tau, hat_rep)
+        theta = (1.0 - tau) * theta + tau * hat_theta
+        scores = (1.0 - tau) * scores + tau * hat_scores
+        node = (1.0 - tau) * node + tau * tilde_node
+        pair = (1.0 - tau) * pair + tau * tilde_pair
+        drift = self._renormalise(node, pair)
+        mu = (1.0 - tau) * mu
+        norm_sq = geometry.norm_sq(rep) + float(theta @ theta)
+        smoothed, smooth_node, smooth_pair = self._smoothed_primal(norm_sq, scores, theta, mu)
+        return (rep, theta, scores, node, pair, mu, smooth_node, smooth_pair), smoothed, drift
+
+    def run(self, worst, adaptive):
+        """Iterate until the gap certificate (or the callback, or ``max_time``) stops the fit,
+        or the certificate's ``max_iter``.
+
+        ``adaptive=False``: the paper's schedule, ``mu_1 = worst`` (``L / sigma``) and
+        ``tau_k = 2 / (k + 3)``. ``adaptive=True``: ``tau_k`` solves
+        ``tau^2 / (1 - tau) = mu_k / L_k`` for an estimate ``L_k`` of the curvature ``L``; the
+        excessive gap condition (11) is checked at the new iterate (with the marginals the next
+        step needs anyway) and a step that breaks it is redone with ``L_k`` twice as large
+        (never beyond the worst case, where the paper's proof guarantees it); an accepted step
+        lowers ``L_k`` by a fifth. The initial ``mu_1 = L_1`` is found the same way (from
+        ``4^-8`` times the worst case, four times larger after each failure). So (11), and with it
+        ``gap_k <= mu_k D`` (eq. (12)), holds at every iterate.
+        """
+        C, geometry, token_loss = self.C, self.geometry, self.token_loss
+        curvature = worst * 4.0 ** -8 if adaptive else worst
+        # initialisation: alpha_0 the prox centre, w_1 = w(alpha_0), alpha_1 = V(alpha_0, ...)
+        rep, theta = self._weights_of(self.prox_node, self.prox_pair)
+        scores = geometry.scores(rep)
+        norm_sq = geometry.norm_sq(rep) + float(theta @ theta)
+        while True:
+            mu = curvature
+            # alpha_1 = V(alpha_0, -grad D(alpha_0) / mu_1) is alpha_mu1(w_1)
+            smoothed, node, pair = self._smoothed_primal(norm_sq, scores, theta, mu)
+            if not adaptive or curvature >= worst or \
+                    self._condition_holds(smoothed, self._dual(node, pair)):
+                break
+            curvature = min(4.0 * curvature, worst)
+            self.n_increases += 1
+        state = (rep, theta, scores, node, pair, mu, node, pair)
+        drift = 0.0
+        for k in range(1, self.certificate.max_iter + 1):
+            rep, theta, scores, node, pair, mu, _, _ = state
+            w = self._flat_weights(rep, theta)
+            norm_sq = geometry.norm_sq(rep) + float(theta @ theta)
+            hinge, _, _ = structured_hinge(self.structure, self.batch, self.Y, scores, theta,
+                                           n_jobs=self.n_jobs, token_loss=token_loss)
+            self.calls += self.batch.n_sequences
+            primal = 0.5 * norm_sq + C * float(hinge.sum())
+            dual = self._dual(node, pair)
+            self.w, self.rep, self.norm_sq, self.n_iter, self.mu = w, rep, norm_sq, k, mu
+            if self.certificate.check(k, primal, dual, self.calls, w=w, mu=mu,
+                                      smoothed_primal=smoothed, drift=drift):
+                break
+            if not adaptive:
+                state, smoothed, drift = self._step(2.0 / (k + 3.0), state)
+                continue
+            while True:
+                ratio = mu / curvature
+                tau = 0.5 * (np.sqrt(ratio * ratio + 4.0 * ratio) - ratio)
+                new_state, new_smoothed, new_drift = self._step(tau, state)
+                if curvature >= worst or self._condition_holds(
+                        new_smoothed, self._dual(new_state[3], new_state[4])):
+                    break
+                curvature = min(2.0 * curvature, worst)
+                self.n_increases += 1
+            state, smoothed, drift = new_state, new_smoothed, new_drift
+            curvature *= 0.8
+        self.certificate.finish(self.n_iter)
