@@ -13,6 +13,7 @@ from scipy.optimize import minimize_scalar
 from sklearn.utils.validation import column_or_1d
 
 from ._inference import chain as chain_kernels
+from ._inference._validation import check_k
 from .utils._sequences import flatten_labels, image_rows
 
 
@@ -184,7 +185,7 @@ class PredictionMixin:
         scores : list of ndarray of shape (k_i,), or ndarray of shape (n_samples, k_c)
             The model score ``w . Psi(x, y)`` of each labelling, non-increasing.
         """
-        k = chain_kernels._check_k(k)
+        k = check_k(k)
         model = self._fitted_view()
         batch, form, unary, transition, start, end = model._chain_potentials(
             X, model._lengths_of(X, lengths, sequence_ids))

@@ -13,8 +13,10 @@ from collections import Counter
 import numpy as np
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.metrics import classification_report
-from sklearn.utils.metadata_routing import UNUSED, _MetadataRequester
-from sklearn.utils.validation import _num_samples
+from sklearn.utils.metadata_routing import UNUSED
+
+from .utils._sklearn_compat import _MetadataRequester, _num_samples
+
 
 __all__ = [
     "SequenceScorer",

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sklstruct._inference.chain import hamming_token_loss
+from sklstruct.structures._loss import hamming_token_loss
 from sklstruct._inference.graph import (check_graph, forest_map, forest_marginals, grid3d_map,
                                         is_forest, loopy_map, submodular_map)
 

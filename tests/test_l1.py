@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_selection import SelectFromModel
 from sklearn.pipeline import make_pipeline
 
-from sklstruct import (ChainStructure, L1M3N, M3NSimplicialDecomposition, MultiClass,
+from sklstruct import (ChainStructure, L1M3N, MultiClass,
                        StructSVMCuttingPlane)
 from sklstruct.datasets import make_sparse_chain
 from sklstruct._solvers.l1_ball import project_l1_ball

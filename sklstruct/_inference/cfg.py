@@ -32,7 +32,7 @@ import numpy as np
 from joblib import Parallel, delayed
 
 from . import _cky
-from .chain import _check_k, _check_n_jobs
+from ._validation import check_k, check_n_jobs
 
 __all__ = [
     "Grammar",
@@ -399,7 +399,7 @@ def _map_chunks(solve, span_scores, lengths, offsets, per_span, n_jobs):
     are solved by joblib workers (threads unless the active joblib backend says otherwise);
     the outputs are concatenated in order, so the result does not depend on ``n_jobs``.
     """
-    n_threads = _check_n_jobs(n_jobs)
+    n_threads = check_n_jobs(n_jobs)
     chunks = _chunks(lengths, n_threads)
     if len(chunks) <= 1:
         return solve(span_scores, lengths, per_span)
@@ -491,7 +491,7 @@ def cky_kbest(span_scores, lengths, grammar, rule_scores=None, k=5, n_jobs=None)
         Number of trees returned: ``k``, or the number of trees of finite score if smaller.
     """
     span_scores, lengths, offsets = _check_span_scores(span_scores, lengths, grammar)
-    k = _check_k(k)
+    k = check_k(k)
     if 2 * k + 2 > _INT32_MAX:
         raise ValueError(f"k must be below 2**30, got {k}.")
     _check_nodes(lengths, grammar)

@@ -8,24 +8,26 @@ A batch of sequences is given as stacked per-token state scores ``unary`` of sha
 
 and its loss is decomposable over tokens, ``Delta(y, ybar) = sum_t token_loss[t, ybar_t]``:
 for the weighted Hamming loss against true labels ``y``,
-``token_loss[t, s] = loss_weights[y_t] * [s != y_t]`` (:func:`hamming_token_loss`).
+``token_loss[t, s] = loss_weights[y_t] * [s != y_t]``
+(:func:`sklstruct.structures._loss.hamming_token_loss`).
 
 These functions check their inputs, allocate the outputs and run the compiled dynamic
 programmes of :mod:`sklstruct._inference._chain`, optionally on several threads.
 """
 
 import math
-import numbers
 from fractions import Fraction
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import Parallel, delayed
 
+from ..structures._loss import hamming_token_loss
 from . import _chain, _topk
+from ._validation import (as_float_array, as_int_array, check_k, check_n_jobs,
+                          split_into_chunks)
 
 __all__ = [
     "forward_backward",
-    "hamming_token_loss",
     "log_partition",
     "loss_augmented_viterbi",
     "topk_viterbi",
@@ -36,36 +38,11 @@ MAX_LOSS_UNITS = 10_000
 _MAX_DENOMINATOR = 1000
 
 
-def _as_float_array(value, name, ndim):
-    """Convert ``value`` to a C-contiguous float64 array of ``ndim`` dimensions."""
-    if value is None:
-        raise TypeError(f"{name} must be an array of numbers, got None.")
-    array = np.asarray(value)
-    if array.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}.")
-    if array.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-D, got an array of shape {array.shape}.")
-    array = np.ascontiguousarray(array, dtype=np.float64)
-    if not np.isfinite(array).all():
-        raise ValueError(f"{name} contains NaN or infinite values.")
-    return array
-
-
-def _as_int_array(value, name):
-    """Convert ``value`` to a 1-D array of an integer dtype without changing its values."""
-    array = np.asarray(value)
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"{name} must be an array of integers, got dtype {array.dtype}.")
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got an array of shape {array.shape}.")
-    return array
-
-
 def _check_state_vector(value, name, n_states, default):
     """Validate an optional per-state vector such as ``start``, ``end`` or ``loss_weights``."""
     if value is None:
         return np.full(n_states, default, dtype=np.float64)
-    array = _as_float_array(value, name, 1)
+    array = as_float_array(value, name, 1)
     if array.shape[0] != n_states:
         raise ValueError(
             f"{name} must have one entry per state ({n_states}), got {array.shape[0]}."
@@ -75,11 +52,11 @@ def _check_state_vector(value, name, n_states, default):
 
 def _check_chain(unary, offsets, transition, start, end):
     """Validate a batch of chain potentials and return them as contiguous arrays."""
-    unary = _as_float_array(unary, "unary", 2)
+    unary = as_float_array(unary, "unary", 2)
     n_tokens, n_states = unary.shape
     if n_states < 1:
         raise ValueError("unary must have at least one state (column).")
-    offsets = _as_int_array(offsets, "offsets")
+    offsets = as_int_array(offsets, "offsets")
     if offsets.shape[0] < 1:
         raise ValueError("offsets must contain at least one entry (offsets[0] == 0).")
     if offsets[0] != 0:
@@ -94,7 +71,7 @@ def _check_chain(unary, offsets, transition, start, end):
         empty = int(np.flatnonzero(offsets[1:] == offsets[:-1])[0])
         raise ValueError(f"sequence {empty} is empty; every sequence needs one token.")
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    transition = _as_float_array(transition, "transition", 2)
+    transition = as_float_array(transition, "transition", 2)
     if transition.shape != (n_states, n_states):
         raise ValueError(
             f"transition must have shape ({n_states}, {n_states}) to match unary, "
@@ -142,7 +119,7 @@ def check_score_range(unary, offsets, transition, start, end, extra=0.0):
 
 def _check_labels(labels, name, n_tokens, n_states):
     """Validate per-token labels and return them as a contiguous int64 array."""
-    labels = _as_int_array(labels, name)
+    labels = as_int_array(labels, name)
     if labels.shape[0] != n_tokens:
         raise ValueError(
             f"{name} must have one entry per token ({n_tokens}), got {labels.shape[0]}."
@@ -153,7 +130,7 @@ def _check_labels(labels, name, n_tokens, n_states):
 
 
 def _check_token_loss(token_loss, n_tokens, n_states):
-    token_loss = _as_float_array(token_loss, "token_loss", 2)
+    token_loss = as_float_array(token_loss, "token_loss", 2)
     if token_loss.shape != (n_tokens, n_states):
         raise ValueError(f"token_loss must have shape ({n_tokens}, {n_states}), got "
                          f"{token_loss.shape}.")
@@ -167,26 +144,6 @@ def _check_loss_weights(loss_weights, n_states):
     if np.any(weights < 0):
         raise ValueError("loss_weights must be non-negative.")
     return weights
-
-
-def hamming_token_loss(y, loss_weights, n_states):
-    """Per-token loss matrix of the weighted Hamming loss: ``c[y_t] [s != y_t]``.
-
-    Parameters
-    ----------
-    y : ndarray of int of shape (n_tokens,)
-    loss_weights : ndarray of shape (n_states,)
-        Cost of mislabeling a token, indexed by its true state.
-    n_states : int
-
-    Returns
-    -------
-    token_loss : ndarray of shape (n_tokens, n_states)
-    """
-    token_loss = np.repeat(np.asarray(loss_weights, dtype=np.float64)[y][:, None], n_states,
-                           axis=1)
-    token_loss[np.arange(y.shape[0]), y] = 0.0
-    return token_loss
 
 
 def _loss_units(values):
@@ -220,26 +177,6 @@ def _loss_units(values):
     return units[inverse].reshape(values.shape), float(unit)
 
 
-def _check_n_jobs(n_jobs):
-    if n_jobs is None:
-        return 1
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
-        raise TypeError(f"n_jobs must be None or an integer, got {n_jobs!r}.")
-    if n_jobs == 0:
-        raise ValueError("n_jobs == 0 has no meaning; use None, 1, 2, ... or -1.")
-    return effective_n_jobs(int(n_jobs))
-
-
-def _chunks(offsets, n_chunks):
-    """Split the sequences into contiguous chunks holding roughly equal numbers of tokens."""
-    n_sequences = offsets.shape[0] - 1
-    n_chunks = max(1, min(n_chunks, n_sequences))
-    targets = np.linspace(0, offsets[-1], n_chunks + 1)[1:-1]
-    bounds = np.searchsorted(offsets, targets)
-    bounds = np.unique(np.concatenate(([0], bounds, [n_sequences])))
-    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
-
-
 def _slice_tokens(per_token, lo, hi):
     """Rows ``lo:hi`` of a per-token array (or of each array of a tuple; None stays None)."""
     if per_token is None:
@@ -259,8 +196,8 @@ def _map_chunks(solve, unary, offsets, y, shared, n_jobs):
     otherwise); per-token and per-sequence outputs are then concatenated in order, so the
     result does not depend on ``n_jobs``.
     """
-    n_threads = _check_n_jobs(n_jobs)
-    chunks = _chunks(offsets, n_threads)
+    n_threads = check_n_jobs(n_jobs)
+    chunks = split_into_chunks(offsets, n_threads)
     if len(chunks) <= 1:
         return solve(unary, offsets, y, *shared)
     pieces = Parallel(n_jobs=n_threads, prefer="threads")(
@@ -509,15 +446,6 @@ def forward_backward(unary, offsets, transition, start=None, end=None, n_jobs=No
 _INT32_MAX = 2**31 - 1
 
 
-def _check_k(k):
-    """Validate a number of labelings to return (a positive integer)."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise TypeError(f"k must be a positive integer, got {k!r}.")
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}.")
-    return int(k)
-
-
 def _solve_topk(unary, offsets, y, transition, start, end, k):
     n_sequences = offsets.shape[0] - 1
     labels = np.full((unary.shape[0], k), -1, dtype=np.int64)
@@ -578,7 +506,7 @@ def topk_viterbi(unary, offsets, transition, start=None, end=None, k=5, n_jobs=N
     unary, offsets, transition, start, end = _check_chain(
         unary, offsets, transition, start, end
     )
-    k = _check_k(k)
+    k = check_k(k)
     n_states = unary.shape[1]
     if k * n_states > _INT32_MAX:
         raise ValueError(

@@ -21,7 +21,7 @@ import numpy as np
 from joblib import Parallel, delayed
 
 from . import _dependency
-from .chain import _check_n_jobs
+from ._validation import check_n_jobs
 
 __all__ = ["check_heads", "decode_trees", "tree_marginals"]
 
@@ -103,7 +103,7 @@ def _chunks(lengths, n_chunks):
 
 def _map_chunks(solve, scores, lengths, offsets, flags, n_jobs):
     """Run ``solve(scores, lengths, *flags)`` on the batch, in chunks on threads if asked."""
-    n_threads = _check_n_jobs(n_jobs)
+    n_threads = check_n_jobs(n_jobs)
     chunks = _chunks(lengths, n_threads)
     if len(chunks) <= 1:
         return solve(scores, lengths, *flags)

@@ -32,7 +32,7 @@ import numpy as np
 from joblib import Parallel, delayed
 
 from . import _graph
-from .chain import _as_float_array, _as_int_array, _check_n_jobs, _chunks
+from ._validation import as_float_array, as_int_array, check_n_jobs, split_into_chunks
 
 __all__ = [
     "check_graph",
@@ -50,7 +50,7 @@ _SUBMODULAR_RTOL = 1e-12
 
 
 def _check_offsets(offsets, name, total, what, allow_empty):
-    offsets = _as_int_array(offsets, name)
+    offsets = as_int_array(offsets, name)
     if offsets.shape[0] < 1 or offsets[0] != 0:
         raise ValueError(f"{name} must start at 0.")
     if offsets[-1] != total:
@@ -218,7 +218,7 @@ def check_graph(n_nodes, edges, edge_features=None, *, feature_shape=None):
 
 def _check_batch(unary, node_offsets, edges, edge_offsets, pairwise):
     """Validate a batch of graph potentials; return contiguous arrays."""
-    unary = _as_float_array(unary, "unary", 2)
+    unary = as_float_array(unary, "unary", 2)
     n_nodes, n_states = unary.shape
     if n_states < 1:
         raise ValueError("unary must have at least one state (column).")
@@ -235,7 +235,7 @@ def _check_batch(unary, node_offsets, edges, edge_offsets, pairwise):
         raise TypeError("pairwise must be an array of numbers, got None.")
     if np.size(pairwise) == 0 and expected[0] == 0:
         pairwise = np.zeros(expected)
-    pairwise = _as_float_array(pairwise, "pairwise", np.ndim(pairwise))
+    pairwise = as_float_array(pairwise, "pairwise", np.ndim(pairwise))
     if pairwise.shape != expected:
         raise ValueError(f"pairwise must have shape (n_edges, n_states, n_states) = "
                          f"{expected}, got {pairwise.shape}.")
@@ -244,7 +244,7 @@ def _check_batch(unary, node_offsets, edges, edge_offsets, pairwise):
 
 def _graph_chunks(node_offsets, edge_offsets, n_chunks):
     """Contiguous runs of graphs with similar numbers of nodes plus edges."""
-    return _chunks(node_offsets + edge_offsets, n_chunks)
+    return split_into_chunks(node_offsets + edge_offsets, n_chunks)
 
 
 def _map_graphs(solve, unary, node_offsets, edges, edge_offsets, pairwise, shared, n_jobs):
@@ -253,7 +253,7 @@ def _map_graphs(solve, unary, node_offsets, edges, edge_offsets, pairwise, share
     Per-node, per-edge and per-graph outputs are concatenated in order, so the result does
     not depend on ``n_jobs``.
     """
-    chunks = _graph_chunks(node_offsets, edge_offsets, _check_n_jobs(n_jobs))
+    chunks = _graph_chunks(node_offsets, edge_offsets, check_n_jobs(n_jobs))
     if len(chunks) <= 1:
         return solve(unary, node_offsets, edges, edge_offsets, pairwise, *shared)
     pieces = Parallel(n_jobs=len(chunks), prefer="threads")(
@@ -302,7 +302,7 @@ def is_forest(node_offsets, edges, edge_offsets):
     -------
     forest : ndarray of bool, shape (n_graphs,)
     """
-    node_offsets = _as_int_array(node_offsets, "node_offsets")
+    node_offsets = as_int_array(node_offsets, "node_offsets")
     n_nodes = int(node_offsets[-1]) if node_offsets.shape[0] else 0
     node_offsets = _check_offsets(node_offsets, "node_offsets", n_nodes, "nodes", False)
     edges = _as_edge_array(edges)
@@ -638,12 +638,12 @@ def grid3d_map(unary, shapes, costs, n_jobs=None):
     scores : ndarray of float64, shape (n_volumes,)
         Score of the returned labelling of each volume.
     """
-    unary = _as_float_array(unary, "unary", 2)
+    unary = as_float_array(unary, "unary", 2)
     if unary.shape[1] != 2:
         raise ValueError(f"grid labellings are binary: unary must have 2 columns, got "
                          f"{unary.shape[1]}.")
     shapes, offsets = _check_shapes(shapes, unary.shape[0])
-    costs = _as_float_array(costs, "costs", 2)
+    costs = as_float_array(costs, "costs", 2)
     if costs.shape != (unary.shape[0], 3):
         raise ValueError(f"costs must have shape (n_voxels, 3) = ({unary.shape[0]}, 3), got "
                          f"{costs.shape}.")
@@ -654,7 +654,7 @@ def grid3d_map(unary, shapes, costs, n_jobs=None):
         raise ValueError(f"costs must be non-negative (a minimum cut needs submodular terms); "
                          f"volume {volume}, voxel {t - int(offsets[volume])} has "
                          f"{costs[t].tolist()}.")
-    chunks = _chunks(offsets, _check_n_jobs(n_jobs))
+    chunks = split_into_chunks(offsets, check_n_jobs(n_jobs))
     if len(chunks) <= 1:
         return _solve_grid3d(unary, offsets, shapes, costs)
     pieces = Parallel(n_jobs=len(chunks), prefer="threads")(

@@ -15,13 +15,13 @@ labelling is a minimum cut, computed exactly by :func:`sklstruct._inference._min
 import numpy as np
 
 from . import _mincut
-from .chain import _as_float_array, _as_int_array
+from ._validation import as_float_array, as_int_array
 
 __all__ = ["grid_map"]
 
 
 def _check_offsets(offsets, n_pixels):
-    offsets = _as_int_array(offsets, "offsets").astype(np.int64)
+    offsets = as_int_array(offsets, "offsets").astype(np.int64)
     if offsets.shape[0] < 1 or offsets[0] != 0 or offsets[-1] != n_pixels:
         raise ValueError(f"offsets must start at 0 and end at the number of pixels {n_pixels}.")
     if np.any(np.diff(offsets) < 0):
@@ -36,7 +36,7 @@ def check_widths(width, lengths):
             raise ValueError(f"width must be a positive integer, got {width!r}.")
         widths = np.full(lengths.shape[0], int(width), dtype=np.int64)
     else:
-        widths = _as_int_array(width, "width").astype(np.int64)
+        widths = as_int_array(width, "width").astype(np.int64)
         if widths.shape != lengths.shape or np.any(widths < 1):
             raise ValueError("width must hold one positive width per image.")
     bad = np.flatnonzero(lengths % widths)
@@ -64,7 +64,7 @@ def grid_map(unary, offsets, width, right_cost, down_cost):
     labels : ndarray of int64, shape (n_pixels,)
     cut_value : float
     """
-    unary = _as_float_array(unary, "unary", 2)
+    unary = as_float_array(unary, "unary", 2)
     if unary.shape[1] != 2:
         raise ValueError(f"grid labellings are binary: unary must have 2 columns, got "
                          f"{unary.shape[1]}.")
@@ -72,7 +72,7 @@ def grid_map(unary, offsets, width, right_cost, down_cost):
     widths = check_widths(width, np.diff(offsets))
     costs = []
     for name, cost in (("right_cost", right_cost), ("down_cost", down_cost)):
-        cost = _as_float_array(cost, name, 1)
+        cost = as_float_array(cost, name, 1)
         if cost.shape[0] != unary.shape[0]:
             raise ValueError(f"{name} must have one entry per pixel ({unary.shape[0]}), got "
                              f"{cost.shape[0]}.")

@@ -4,7 +4,8 @@ import numbers
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, validate_params
+
+from ..utils._sklearn_compat import Interval, validate_params
 
 
 @validate_params(

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.extmath import safe_sparse_dot
 
-from .._inference.chain import hamming_token_loss
+from ._loss import hamming_token_loss
 
 
 class BaseStructure(BaseEstimator):

@@ -1,5 +1,6 @@
-"""Utilities shared by sklstruct's estimators."""
+"""Utilities shared by sklstruct's estimators: the batch layout of sequence data and the
+helpers that convert lengths and sequence identifiers."""
 
-from ._sequences import lengths_from_sequence_ids, lengths_to_groups
+from ._sequences import SequenceBatch, lengths_from_sequence_ids, lengths_to_groups
 
-__all__ = ["lengths_from_sequence_ids", "lengths_to_groups"]
+__all__ = ["SequenceBatch", "lengths_from_sequence_ids", "lengths_to_groups"]

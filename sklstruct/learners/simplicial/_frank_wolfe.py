@@ -10,6 +10,7 @@ max-oracle call on the example and touches only the weights of its features.
 import numpy as np
 
 from ...structures._base import BaseStructure
+from ...structures._loss import hamming_max_loss
 from .._factored_dual import DualWeights, FactoredDualState
 from ._frank_wolfe_fast import (TOKEN_GRAM_ENTRIES, frank_wolfe_pass, master_sweep,
                                 multi_point_pass, statistics_weights)
@@ -236,9 +237,7 @@ class MultiPointFrankWolfeState(DualWeights):
     def max_loss(self):
         if self.token_loss.size:
             return float(self.token_loss.max(axis=1).sum())
-        if self.structure.n_states_ < 2:
-            return 0.0
-        return float(self.loss_weights[self.Y].sum())
+        return hamming_max_loss(self.Y, self.loss_weights, self.structure.n_states_)
 
     def _set_up_token_grams(self, keep):
         """Room for the examples' token Gram matrices (``length^2`` entries each, computed

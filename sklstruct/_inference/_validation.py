@@ -1,0 +1,61 @@
+"""Validation helpers shared by the wrappers of the compiled inference kernels."""
+
+import numbers
+
+import numpy as np
+from joblib import effective_n_jobs
+
+
+def as_float_array(value, name, ndim):
+    """Convert ``value`` to a C-contiguous float64 array of ``ndim`` dimensions."""
+    if value is None:
+        raise TypeError(f"{name} must be an array of numbers, got None.")
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}.")
+    if array.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got an array of shape {array.shape}.")
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    if not np.isfinite(array).all():
+        raise ValueError(f"{name} contains NaN or infinite values.")
+    return array
+
+
+def as_int_array(value, name):
+    """Convert ``value`` to a 1-D array of an integer dtype without changing its values."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an array of integers, got dtype {array.dtype}.")
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got an array of shape {array.shape}.")
+    return array
+
+
+def check_n_jobs(n_jobs):
+    """The number of joblib workers ``n_jobs`` asks for (None: 1; 0 is refused)."""
+    if n_jobs is None:
+        return 1
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
+        raise TypeError(f"n_jobs must be None or an integer, got {n_jobs!r}.")
+    if n_jobs == 0:
+        raise ValueError("n_jobs == 0 has no meaning; use None, 1, 2, ... or -1.")
+    return effective_n_jobs(int(n_jobs))
+
+
+def split_into_chunks(offsets, n_chunks):
+    """Split the sequences into contiguous chunks holding roughly equal numbers of tokens."""
+    n_sequences = offsets.shape[0] - 1
+    n_chunks = max(1, min(n_chunks, n_sequences))
+    targets = np.linspace(0, offsets[-1], n_chunks + 1)[1:-1]
+    bounds = np.searchsorted(offsets, targets)
+    bounds = np.unique(np.concatenate(([0], bounds, [n_sequences])))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+
+def check_k(k):
+    """Validate a number of labelings to return (a positive integer)."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise TypeError(f"k must be a positive integer, got {k!r}.")
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}.")
+    return int(k)
