@@ -63,9 +63,10 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         The 1-slack formulation (Algorithms 3 and 4) or the n-slack formulation (Algorithms 1
         and 2), whose QP is re-optimised after every ``batch_size`` examples (section 4) by
         block coordinate ascent with the weights kept explicitly. ``"auto"`` takes n-slack
-        for more than 1,000 training examples and 1-slack otherwise (measured with the
-        default ``tol``: 1-slack is about 2x faster on OCR's 704 words, n-slack about 3x
-        faster on CoNLL-2000's 8,936 sentences and 1.5x on 5,000 multiclass examples).
+        for more than 1,000 training examples and 1-slack otherwise: 1-slack's iterations
+        each cost one oracle pass over all examples, n-slack's passes re-optimise as they
+        go, which pays on many examples (the measurements are in the user guide's
+        "Choosing an estimator" page).
     rescale : {"margin", "slack"}, default="margin"
         Margin rescaling (Algorithms 1 and 3) or slack rescaling (Algorithms 2 and 4).
     tol : float, default=1e-2
@@ -73,8 +74,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     max_iter : int, default=10000
         Maximum number of iterations (1-slack: QP iterations, each with an oracle call over
         the batch or a label-cache answer; n-slack: passes over the data). 1-slack iterations
-        are cheap and their number grows with ``C`` (1,154 on the 150-word OCR sample at
-        ``C=1``, 376 on OCR fold 1 at ``C=0.1``); n-slack stops within tens of passes.
+        are cheap and their number grows with ``C`` (the paper's O(C R^2 / epsilon) bound);
+        n-slack usually stops within tens of passes.
     cache_size : int, default=10
         Number of recent most-violating labelings kept per example. Before calling the
         separation oracle, the most violating cached labeling of every example is tried; if the

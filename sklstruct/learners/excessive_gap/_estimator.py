@@ -73,19 +73,17 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         ``J_mu(w_k) <= D(alpha_k)`` (11) is checked exactly at every iterate and a step that
         breaks it is redone with a larger ``L_k`` (up to the worst case, where (11) is
         guaranteed). So (11), and with it ``gap_k <= mu_k D`` (eq. (12)), holds at every
-        iterate, and ``mu_k`` falls as fast as the data's actual curvature allows: on OCR
-        letters a relative gap of 1e-2 in about 210 iterations, where the worst-case schedule
-        stays above 1 after 400. The exact duality gap certifies the result in both modes.
+        iterate, and ``mu_k`` falls as fast as the data's actual curvature allows, usually far
+        faster than the worst-case schedule. The exact duality gap certifies the result in
+        both modes.
     init_bias : float, default=0.0
         Node potential of every token's true state in the prox centre ``alpha_0`` (the
         smoothing's centre and the starting point, ``w_1 = w(alpha_0)``): 0 is the paper's
         uniform distribution; larger values centre the smoothing near the ground truth
         (``w = 0``). The prox function is then ``d(alpha) = KL(alpha || alpha_0)``, still
         1-strongly convex in the l1 norm, so both ``smoothing`` modes keep their guarantees
-        (with ``D = max d``: ``prox_diameter_``). Measured: on CoNLL-2000 after about 55
-        iterations a relative gap of 0.95 with 5 against 1.06 uniform
-        (``benchmarks/results/defaults/conll_dual_starts.json``); on OCR letters it takes
-        more iterations to reach ``tol`` than the uniform centre.
+        (with ``D = max d``: ``prox_diameter_``). Whether it pays depends on the data (the
+        user guide's "Choosing an estimator" page gives measurements).
     tol : float, default=1e-2
         Stop when the duality gap is at most ``tol`` times the primal objective.
     max_iter : int, default=1000

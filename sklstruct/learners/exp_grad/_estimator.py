@@ -56,8 +56,8 @@ class M3NExpGrad(BaseStructuredClassifier):
         also batch where the online dual's two pairwise tables per example would take more
         than 256 MB and four times the per-token arrays (many labels on short sequences:
         the batch updates share one table, memory O(n_tokens * n_states)).
-        Online passes reach a given duality gap in fewer passes and less time on the OCR and
-        CoNLL benchmarks (``benchmarks/bench_exp_grad.py``).
+        Online passes update an example's dual at the weights its neighbours have just moved,
+        and usually reach a given duality gap in fewer passes than batch updates.
     step : {"adaptive", "fixed", "safe"}, default="adaptive"
         "adaptive": a step that would lower the dual (online: that gains less than half its
         first-order prediction) is halved and retried; an accepted first try doubles the step
@@ -77,30 +77,24 @@ class M3NExpGrad(BaseStructuredClassifier):
         with ``step="safe"``.
     init_bias : float, default=0.0
         Initial node potential of every token's true state: 0 is the paper's uniform start;
-        larger values start near ``w = 0`` (the paper's Figure 4(b)). With the default
-        online passes the uniform start reaches the default ``tol`` sooner (CoNLL-2000: 82
-        passes against 99 with 5; OCR letters: 63 against 79;
-        ``benchmarks/results/defaults/conll_fb_scaled.json`` and
-        ``ocr_exp_grad_starts_fb_scaled.json``).
+        larger values start near ``w = 0`` (the paper's Figure 4(b)); with the default
+        online passes the uniform start usually reaches ``tol`` sooner.
     tol : float, default=1e-2
         Stop when the duality gap is at most ``tol`` times the primal objective.
     max_iter : int, default=1000
         Maximum number of passes over the data.
     check_every : int, default=None
         Passes between two certificates (each costs about one loss-augmented decoding of the
-        training set). ``None``: automatic, see :class:`~sklstruct.base.CheckSchedule`.
+        training set). ``None``: automatic, see :class:`~sklstruct._progress.CheckSchedule`.
     warm_start : bool, default=False
         Continue from the dual of the previous fit when the training data (compared by a
         digest) and ``C`` are the same (a batch fit can be continued by online passes);
         otherwise start afresh. The dual state is kept in memory only: it is not pickled.
     random_state : int, RandomState instance or None, default=None
-        ``algorithm="online"``: every pass visits the examples in a fresh random order.
-        Passes to a relative gap of 1e-2 with the default steps: OCR letters 64, against
-        327 in the data's order; the first 3,000 CoNLL-2000 sentences 90, against more than
-        400 (relative gap 0.17 after 400) in the data's order
-        (``benchmarks/bench_exp_grad_cap.py``, ``results/exp_grad/*_cap.json`` and
-        ``*_data_order.json``). An int seeds every fit alike, so a ``warm_start`` fit
-        repeats the orders of the fit it continues.
+        ``algorithm="online"``: every pass visits the examples in a fresh random order (far
+        fewer passes to ``tol`` than the data's own order, whose neighbouring examples are
+        alike). An int seeds every fit alike, so a ``warm_start`` fit repeats the orders of
+        the fit it continues.
     n_jobs : int, default=None
         Threads for forward-backward and decoding outside the online pass.
     verbose : int, default=0

@@ -14,10 +14,9 @@ import numpy as np
 from .._factored_dual import FactoredDualState
 from ._online_fast import online_eg_pass
 
-# adaptive online steps never move a potential by more than this many nats in one visit
-# (passes to a relative gap of 1e-2 on the first 3,000 CoNLL-2000 sentences / OCR letters:
-# 147 / 163 with a cap of 1, 92 / 85 with 2, 90 / 64 with 3, 129 / 64 with 5;
-# benchmarks/bench_exp_grad_cap.py, results/exp_grad/{conll3000,ocr}_cap.json)
+# adaptive online steps never move a potential by more than this many nats in one visit (a
+# smaller cap slows the start, a larger one lets steps overshoot; the user guide's "Choosing
+# an estimator" page gives the sweep of the cap)
 ONLINE_MAX_CHANGE = 3.0
 
 

@@ -92,9 +92,9 @@ class L1M3N(BaseStructuredClassifier):
         ``beta = sqrt(lambda)``. A fixed point satisfies the optimality conditions of
         ``min (lambda / K) ||w||_1^2 + C sum_i H_i(w)`` on its support, i.e. it solves P1
         with ``C_P1 = C K / (4 lambda ||w||_1)`` (``history_["C_P1"]``; ``K`` the number of
-        weights), a ``C`` that grows with ``K``: on CoNLL-2000 (9.2M weights) the M-steps of
-        ``em_lambda=1`` are l2 problems at an effective ``C`` hundreds of times larger and
-        take hundreds of passes each. No certificate (``history_["gap"]`` is NaN).
+        weights), a ``C`` that grows with ``K``: with millions of weights the M-steps are l2
+        problems at an effective ``C`` hundreds of times larger, which take hundreds of passes
+        each. No certificate (``history_["gap"]`` is NaN).
 
     Parameters
     ----------
