@@ -11,6 +11,13 @@ from ._frank_wolfe import (BlockFrankWolfeState, MultiPointFrankWolfeState,
                            supports_multi_point)
 from ._general import SimplicialDecompositionState
 
+# shrinking: a pass sweeps over the examples whose gap exceeds SHRINK_SHARE times their share
+# of the target gap, until their gaps sum to SHRINK_FRACTION of the certified gap or after
+# SHRINK_VISITS visits per example of the data (chosen on digits, OCR letters, CoNLL-2000)
+SHRINK_FRACTION = 0.3
+SHRINK_SHARE = 0.03
+SHRINK_VISITS = 10
+
 
 class M3NSimplicialDecomposition(BaseStructuredClassifier):
     """Max-margin Markov network trained by restricted simplicial decomposition (Yu and Rousu,
@@ -43,6 +50,21 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     about one oracle pass plus small QPs. ``max_points=1`` is then block-coordinate
     Frank-Wolfe with exact line search.
 
+    These compiled passes shrink (``shrinking=True``): a pass starts from a certificate that
+    also gives every example's Frank-Wolfe gap at the same ``w`` (the gaps sum to the duality
+    gap), then sweeps, each in a fresh random order, over the examples whose gap exceeds 3%
+    of their share ``tol * P(w) / n_samples`` of the target gap; a sweep drops the examples
+    whose gap at their visit fell to that threshold, and the sweeps end when the remaining
+    examples' gaps sum to 30% of the certified gap or after ``10 * n_samples`` visits.
+    Per-example dual ascent can need thousands of sweeps when ``C max ||x||^2`` is large
+    (about 5,600 passes on the digits data set, pixel values 0..16, at ``C=1``), while most
+    examples then have no gap (about 300 of its 1,797 have one): the sweeps skip them, as the
+    shrinking of dual coordinate descent in LIBLINEAR does (Hsieh et al. 2008; Keerthi et
+    al. 2008) and as gap-based block selection does for block-coordinate Frank-Wolfe
+    (Osokin et al. 2016). On digits the fit certifies in about 500 passes' worth of visits
+    where the full passes do not within ``max_iter=1000``; on OCR letters and CoNLL-2000,
+    where most examples keep a gap, it takes about as many visits as the full passes.
+
     ``rescale="slack"`` is the paper's slack-rescaling variant I (section 4.2, problem (17)-(21)):
     the extreme points are ``C Delta(ybar) (Psi(y_i) - Psi(ybar))`` with
     ``gamma = C Delta(ybar)``, found by slack-rescaled loss-augmented decoding.
@@ -54,8 +76,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     The fit stops when the duality gap ``P(w) - D`` is at most ``tol * P(w)``. The gap is the
     sum of the examples' Frank-Wolfe gaps at the same ``w``: with one block over all the data
     (``blocks="single"``, ``working_set_size=None``) it is read off each iteration's direction
-    finding; otherwise it is computed at the passes ``check_every`` chooses, with one
-    loss-augmented decoding of the training set.
+    finding; with shrinking it is computed at the start of every pass; otherwise at the
+    passes ``check_every`` chooses; each time with one loss-augmented decoding of the
+    training set.
 
     Parameters
     ----------
@@ -87,13 +110,19 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         the examples.
     rescale : {"margin", "slack"}, default="margin"
         Margin rescaling or the paper's slack-rescaling variant I.
+    shrinking : bool, default=True
+        Whether the compiled per-example passes visit only the examples whose gap exceeds a
+        threshold (see above); ``False`` visits every example in every pass. The other paths
+        (``blocks="single"``, working sets, slack rescaling) ignore it.
     tol : float, default=1e-2
         Relative duality gap at which the fit stops.
     max_iter : int, default=1000
-        Maximum number of passes over the data.
+        Maximum number of passes over the data (with shrinking: of visits, in units of
+        ``n_samples``).
     check_every : int, default=None
         Passes between two certificates (each costs about one loss-augmented decoding of the
         training set). ``None``: automatic, see :class:`~sklstruct.base.CheckSchedule`.
+        With shrinking every pass starts with a certificate, and ``check_every`` is ignored.
     warm_start : bool, default=False
         Continue from the dual of the previous fit when the training data (compared by a
         digest), the structure, ``C`` and the solver settings are the same; otherwise start
@@ -115,14 +144,16 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     Attributes
     ----------
     classes_, structure_, w_, coef_, intercept_, n_iter_, n_features_in_
-        As in :class:`StructSVMCuttingPlane`; ``n_iter_`` counts passes.
+        As in :class:`StructSVMCuttingPlane`; ``n_iter_`` counts passes (with shrinking: the
+        sweeps' visits divided by ``n_samples``, rounded up).
     transition_, start_, end_, temperature_
         As in :class:`StructSVMCuttingPlane`.
     history_ : dict of ndarray
         Per certificate: ``primal``, ``dual``, ``gap``, ``time``, ``oracle_calls`` (decodings
         of single examples, certificates included), ``passes`` and ``fw_gap`` (the summed
         block Frank-Wolfe gaps found by the direction finding of the last pass, each at the
-        ``w`` of its visit).
+        ``w`` of its visit; with shrinking, every example's gap at its last visit or, if the
+        pass did not visit it, at the pass's first certificate).
 
     Notes
     -----
@@ -159,15 +190,16 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         "blocks": [StrOptions({"per_example", "single"})],
         "working_set_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "rescale": [StrOptions({"margin", "slack"})],
+        "shrinking": ["boolean"],
         "check_every": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
     }
 
     def __init__(self, structure="auto", *, C=1.0, fit_intercept=True, max_points=10,
-                 blocks="per_example", working_set_size=None, rescale="margin", tol=1e-2,
-                 max_iter=1000, check_every=None, warm_start=False, random_state=None,
-                 n_jobs=None, verbose=0, callback=None, max_time=None):
+                 blocks="per_example", working_set_size=None, rescale="margin", shrinking=True,
+                 tol=1e-2, max_iter=1000, check_every=None, warm_start=False,
+                 random_state=None, n_jobs=None, verbose=0, callback=None, max_time=None):
         self.structure = structure
         self.C = C
         self.fit_intercept = fit_intercept
@@ -175,6 +207,7 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         self.blocks = blocks
         self.working_set_size = working_set_size
         self.rescale = rescale
+        self.shrinking = shrinking
         self.tol = tol
         self.max_iter = max_iter
         self.check_every = check_every
@@ -247,32 +280,51 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     # ------------------------------------------------------------------ solvers
     def _run_compiled(self, state, batch, Y, rng, certificate):
         schedule = CheckSchedule(self, certificate)
+        n = batch.n_sequences
         w, dual = state.certificate()
         calls, passes = 0, 0
-        if not np.any(w):  # w = 0: the primal is the largest loss, C sum_t max_s L[t, s]
+        if self.shrinking:  # every pass starts from a certificate with the examples' gaps
+            primal, gaps = state.primal_and_gaps()
+            converged, calls = self._check(certificate, batch, Y, w, dual, 0, calls + n,
+                                           np.nan, primal=primal)
+        elif not np.any(w):  # w = 0: the primal is the largest loss, C sum_t max_s L[t, s]
             converged, calls = self._check(certificate, batch, Y, w, dual, 0, calls, np.nan,
                                            primal=self.C * state.max_loss())
         else:
-            converged, calls = self._check(certificate, batch, Y, w, dual, 0,
-                                           calls + batch.n_sequences, np.nan,
-                                           primal=state.primal())
+            converged, calls = self._check(certificate, batch, Y, w, dual, 0, calls + n,
+                                           np.nan, primal=state.primal())
         primal = certificate.rows["primal"][-1]
         # the weights of the lowest certified primal (a copy: the state's are kept for a warm
         # start); in exact arithmetic the last iterate's, but not when the dual's precision
         # runs out (features of huge norm, or a huge C)
         best_primal, best_w, last_dual = primal, w.copy(), dual
-        while not converged and passes < self.max_iter:
-            fw_gap = state.run_pass(rng.permutation(batch.n_sequences))
+        visits = 0  # (shrinking: the budget is max_iter * n visits; passes count them by n)
+        while not converged and (visits < self.max_iter * n if self.shrinking
+                                 else passes < self.max_iter):
+            if self.shrinking:
+                new = self._active_sweeps(state, rng, primal, gaps,
+                                          self.max_iter * n - visits)
+                if new == 0:  # no example above the threshold (rounding): nothing to do
+                    break
+                visits += new
+                calls += new
+                passes = -(-visits // n)
+                fw_gap = float(np.maximum(state.block_gap, 0.0).sum())
+            else:
+                fw_gap = state.run_pass(rng.permutation(n))
+                calls += n
+                passes += 1
             if getattr(state, "cached", False):
                 self._sweep(state, rng)
-            calls += batch.n_sequences
-            passes += 1
-            if schedule.due(passes, fw_gap, primal):
+            if self.shrinking or schedule.due(passes, fw_gap, primal):
                 # every fifth certificate also removes the passes' rounding drift
                 w, dual = state.certificate(exact=len(certificate.rows["primal"]) % 5 == 0)
+                if self.shrinking:
+                    primal, gaps = state.primal_and_gaps()
+                else:
+                    primal = state.primal()
                 converged, calls = self._check(certificate, batch, Y, w, dual, passes,
-                                               calls + batch.n_sequences, fw_gap,
-                                               primal=state.primal())
+                                               calls + n, fw_gap, primal=primal)
                 primal = certificate.rows["primal"][-1]
                 schedule.checked(passes)
                 if primal < best_primal:
@@ -290,6 +342,20 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
             return best_w
         np.copyto(best_w, w)
         return best_w
+
+    def _active_sweeps(self, state, rng, primal, gaps, budget):
+        """The sweeps of one round of shrinking, over the examples whose gap at the last
+        certificate exceeds ``SHRINK_SHARE`` times their share of the target gap,
+        ``tol * primal / n_samples``, each sweep dropping those whose gap fell to it, until
+        the remaining gaps sum to at most ``SHRINK_FRACTION`` of the certified gap; at most
+        ``SHRINK_VISITS`` visits per example of the data, and ``budget``. Returns the visits
+        (oracle calls)."""
+        n = state.batch.n_sequences
+        threshold = SHRINK_SHARE * self.tol * primal / n
+        state.block_gap[:] = gaps
+        return state.run_active(np.flatnonzero(gaps > threshold), threshold,
+                                SHRINK_FRACTION * float(gaps.sum()),
+                                min(SHRINK_VISITS * n, budget), rng.randint(2**62))
 
     @staticmethod
     def _sweep(state, rng, max_sweeps=20, min_fraction=0.1):
