@@ -64,12 +64,17 @@ def test_sweeps_visit_only_the_active_examples_within_the_budget():
         assert np.all(state.block_gap[active] >= 0.0)
         w_new, new_dual = state.certificate()
         assert new_dual >= dual - 1e-12
+        # the estimated gap (every example's last gap) is below the target after 3 visits
+        assert state.run_active(active, 0.0, 0.0, 7, seed=1, target_gap=np.inf,
+                                min_visits=3) == 3
         assert state.run_active([], 0.0, 0.0, 10, seed=1) == 0
         assert state.run_active(active, 0.0, 0.0, 0, seed=1) == 0
         with pytest.raises(ValueError, match="outside"):
             state.run_active([12], 0.0, 0.0, 10, seed=1)
         with pytest.raises(ValueError, match="max_visits"):
             state.run_active(active, 0.0, 0.0, -1, seed=1)
+        with pytest.raises(ValueError, match="min_visits"):
+            state.run_active(active, 0.0, 0.0, 5, seed=1, min_visits=-1)
 
 
 @pytest.mark.parametrize("max_points", [1, 4])

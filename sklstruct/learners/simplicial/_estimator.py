@@ -13,7 +13,8 @@ from ._general import SimplicialDecompositionState
 
 # shrinking: a pass sweeps over the examples whose gap exceeds SHRINK_SHARE times their share
 # of the target gap, until their gaps sum to SHRINK_FRACTION of the certified gap or after
-# SHRINK_VISITS visits per example of the data (chosen on digits, OCR letters, CoNLL-2000)
+# SHRINK_VISITS visits per example of the data (chosen on the oracle calls to certify digits,
+# OCR letters and CoNLL-2000, among fractions 0.1 and 0.3, shares 0.01 to 0.1, visits 1 to 10)
 SHRINK_FRACTION = 0.3
 SHRINK_SHARE = 0.03
 SHRINK_VISITS = 10
@@ -55,15 +56,19 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     gap), then sweeps, each in a fresh random order, over the examples whose gap exceeds 3%
     of their share ``tol * P(w) / n_samples`` of the target gap; a sweep drops the examples
     whose gap at their visit fell to that threshold, and the sweeps end when the remaining
-    examples' gaps sum to 30% of the certified gap or after ``10 * n_samples`` visits.
+    examples' gaps sum to 30% of the certified gap, after ``10 * n_samples`` visits, or,
+    after ``n_samples`` visits, once every example's gap at its last visit (or at the
+    certificate) sums to the target ``tol * P(w)``, so that the next certificate comes
+    where the fit may have converged.
     Per-example dual ascent can need thousands of sweeps when ``C max ||x||^2`` is large
     (about 5,600 passes on the digits data set, pixel values 0..16, at ``C=1``), while most
     examples then have no gap (about 300 of its 1,797 have one): the sweeps skip them, as the
     shrinking of dual coordinate descent in LIBLINEAR does (Hsieh et al. 2008; Keerthi et
     al. 2008) and as gap-based block selection does for block-coordinate Frank-Wolfe
     (Osokin et al. 2016). On digits the fit certifies in about 500 passes' worth of visits
-    where the full passes do not within ``max_iter=1000``; on OCR letters and CoNLL-2000,
-    where most examples keep a gap, it takes about as many visits as the full passes.
+    where the full passes do not within ``max_iter=1000`` (they certify after about 5,500);
+    on OCR letters and CoNLL-2000, where most examples keep a gap, it takes a few passes'
+    worth fewer than the full passes (``benchmarks/bench_defaults.py``: 5-7% less time).
 
     ``rescale="slack"`` is the paper's slack-rescaling variant I (section 4.2, problem (17)-(21)):
     the extreme points are ``C Delta(ybar) (Psi(y_i) - Psi(ybar))`` with
@@ -344,10 +349,11 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         return best_w
 
     def _active_sweeps(self, state, rng, primal, gaps, budget):
-        """The sweeps of one round of shrinking, over the examples whose gap at the last
+        """The sweeps of one pass of shrinking, over the examples whose gap at the last
         certificate exceeds ``SHRINK_SHARE`` times their share of the target gap,
         ``tol * primal / n_samples``, each sweep dropping those whose gap fell to it, until
-        the remaining gaps sum to at most ``SHRINK_FRACTION`` of the certified gap; at most
+        the remaining gaps sum to at most ``SHRINK_FRACTION`` of the certified gap, or, after
+        ``n_samples`` visits, all examples' last gaps to the target gap; at most
         ``SHRINK_VISITS`` visits per example of the data, and ``budget``. Returns the visits
         (oracle calls)."""
         n = state.batch.n_sequences
@@ -355,7 +361,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         state.block_gap[:] = gaps
         return state.run_active(np.flatnonzero(gaps > threshold), threshold,
                                 SHRINK_FRACTION * float(gaps.sum()),
-                                min(SHRINK_VISITS * n, budget), rng.randint(2**62))
+                                min(SHRINK_VISITS * n, budget), rng.randint(2**62),
+                                target_gap=self.tol * primal, min_visits=n)
 
     @staticmethod
     def _sweep(state, rng, max_sweeps=20, min_fraction=0.1):

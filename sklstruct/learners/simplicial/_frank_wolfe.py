@@ -46,14 +46,17 @@ class _Shrinking:
         hinge, gaps = certificate_pass(self)
         return 0.5 * float(self.statistic_weights @ self.w) + self.C * float(hinge.sum()), gaps
 
-    def run_active(self, active, threshold, stop_gap, max_visits, seed):
+    def run_active(self, active, threshold, stop_gap, max_visits, seed, target_gap=-1.0,
+                   min_visits=0):
         """Visit the examples of ``active`` in sweeps, each dropping those whose gap at the
-        visit is at most ``threshold``, until the remaining gaps sum to at most ``stop_gap``
-        or after ``max_visits`` visits (:func:`._frank_wolfe_fast.active_sweeps`); returns
-        the visits. ``last_gain`` receives the dual's increase (multi-point masters only)."""
+        visit is at most ``threshold``, until the remaining gaps sum to at most ``stop_gap``,
+        after ``max_visits`` visits, or once (after ``min_visits``) the summed gaps of all
+        examples at their last visit (``block_gap``) are at most ``target_gap``
+        (:func:`._frank_wolfe_fast.active_sweeps`); returns the visits. ``last_gain``
+        receives the dual's increase (multi-point masters only)."""
         _, visits, self.last_gain = active_sweeps(
             self, np.array(active, dtype=np.int64), float(threshold), float(stop_gap),
-            int(max_visits), int(seed))
+            int(max_visits), float(target_gap), int(min_visits), int(seed))
         return visits
 
 

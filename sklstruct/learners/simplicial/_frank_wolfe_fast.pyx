@@ -1447,16 +1447,21 @@ cdef inline uint64_t _next_random(uint64_t* state) noexcept nogil:
 
 
 cdef tuple _active_sweeps(_Pass p, int64_t[::1] active, double threshold, double stop_gap,
-                          intp_t max_visits, uint64_t seed):
+                          intp_t max_visits, double target_gap, intp_t min_visits,
+                          uint64_t seed):
     """Sweeps of ``p``'s visits over the examples of ``active`` (shrinking; see
     :func:`active_sweeps`); returns ``(sweeps, visits, gain)``."""
-    cdef intp_t n_active = active.shape[0], k, kept, sweeps = 0, visits = 0
-    cdef intp_t since_check = 0
+    cdef intp_t n_active = active.shape[0], n = p.offsets.shape[0] - 1, k, kept
+    cdef intp_t sweeps = 0, visits = 0, since_check = 0
     cdef int64_t i, swap
     cdef uint64_t rng = seed | 1  # (a non-zero state)
-    cdef double gap = 0.0, gain = 0.0, total
+    cdef double gap = 0.0, gain = 0.0, total, estimate = 0.0
+    cdef bint done = False
     with nogil:
-        while n_active > 0 and visits < max_visits:
+        for k in range(n):
+            if p.block_gap[k] > 0.0:
+                estimate += p.block_gap[k]
+        while n_active > 0 and visits < max_visits and not done:
             for k in range(n_active - 1, 0, -1):  # Fisher-Yates shuffle
                 kept = <intp_t> (_next_random(&rng) % <uint64_t> (k + 1))
                 swap = active[k]
@@ -1469,8 +1474,15 @@ cdef tuple _active_sweeps(_Pass p, int64_t[::1] active, double threshold, double
                 if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
                     with gil:
                         PyErr_CheckSignals()
+                if p.block_gap[i] > 0.0:
+                    estimate -= p.block_gap[i]
                 p.visit(i, &gap, &gain)
+                if gap > 0.0:
+                    estimate += gap
                 visits += 1
+                if visits >= min_visits and estimate <= target_gap:
+                    done = True
+                    break
             sweeps += 1
             # keep the examples whose gap at this visit exceeds the threshold
             kept = 0
@@ -1487,7 +1499,7 @@ cdef tuple _active_sweeps(_Pass p, int64_t[::1] active, double threshold, double
 
 
 def active_sweeps(state, int64_t[::1] active, double threshold, double stop_gap,
-                  intp_t max_visits, uint64_t seed):
+                  intp_t max_visits, double target_gap, intp_t min_visits, uint64_t seed):
     """Sweeps over the examples of ``active`` (overwritten), each visit an oracle call and a
     step of the state's pass (:class:`~._frank_wolfe.BlockFrankWolfeState`: Frank-Wolfe with
     line search; :class:`~._frank_wolfe.MultiPointFrankWolfeState`: the master over its
@@ -1495,18 +1507,22 @@ def active_sweeps(state, int64_t[::1] active, double threshold, double stop_gap,
     from ``seed``, then drops those whose Frank-Wolfe gap at the visit is at most
     ``threshold`` (shrinking, as the active set of LIBLINEAR's dual coordinate descent). The
     sweeps stop when the remaining examples' gaps sum to at most ``stop_gap``, when none
-    remains, or after ``max_visits`` visits (the last sweep cut short). Returns
+    remains, after ``max_visits`` visits (the last sweep cut short), or after a visit, once
+    there were ``min_visits``, that takes the estimated duality gap to ``target_gap`` or
+    below: the sum over all examples of ``state.block_gap`` (their gaps at their last visit,
+    or as the caller set them), kept up to date visit by visit. Returns
     ``(sweeps, visits, gain)``, ``gain`` the dual's increase (0 for the Frank-Wolfe steps,
     which do not track it)."""
     cdef _Pass p
-    if max_visits < 0:
-        raise ValueError("max_visits must be non-negative.")
+    if max_visits < 0 or min_visits < 0:
+        raise ValueError("max_visits and min_visits must be non-negative.")
     p = _MultiPoint(state) if hasattr(state, "vertex_labels") else _BlockFrankWolfe(state)
     n = state.batch.n_sequences
     if active.shape[0] and (np.min(np.asarray(active)) < 0
                              or np.max(np.asarray(active)) >= n):
         raise ValueError(f"active holds examples outside 0 .. {n - 1}.")
-    return _active_sweeps(p, active, threshold, stop_gap, max_visits, seed)
+    return _active_sweeps(p, active, threshold, stop_gap, max_visits, target_gap, min_visits,
+                          seed)
 
 
 def certificate_pass(state):
