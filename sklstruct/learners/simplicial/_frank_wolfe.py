@@ -12,8 +12,9 @@ import numpy as np
 from ...structures._base import BaseStructure
 from ...structures._loss import hamming_max_loss
 from .._factored_dual import DualWeights, FactoredDualState
-from ._frank_wolfe_fast import (TOKEN_GRAM_ENTRIES, frank_wolfe_pass, master_sweep,
-                                multi_point_pass, statistics_weights)
+from ._frank_wolfe_fast import (TOKEN_GRAM_ENTRIES, active_sweeps, certificate_pass,
+                                frank_wolfe_pass, master_sweep, multi_point_pass,
+                                statistics_weights)
 
 # largest cache of per-example points (cached mode of MultiPointFrankWolfeState)
 CACHE_MB = 256
@@ -35,7 +36,32 @@ def supports_multi_point(structure, batch):
             and structure.n_pairwise_ < np.iinfo(np.int32).max)
 
 
-class BlockFrankWolfeState(FactoredDualState):
+class _Shrinking:
+    """Certificates with every example's gap, and sweeps over the examples whose gaps stay
+    above a threshold (shrinking)."""
+
+    def primal_and_gaps(self):
+        """The primal objective at the state's weights and every example's Frank-Wolfe gap
+        there (they sum to the duality gap at an exact certificate's weights), from one
+        oracle call per example (:func:`._frank_wolfe_fast.certificate_pass`)."""
+        hinge, gaps = certificate_pass(self)
+        return 0.5 * float(self.statistic_weights @ self.w) + self.C * float(hinge.sum()), gaps
+
+    def run_active(self, active, threshold, stop_gap, max_visits, seed, target_gap=-1.0,
+                   min_visits=0):
+        """Visit the examples of ``active`` in sweeps, each dropping those whose gap at the
+        visit is at most ``threshold``, until the remaining gaps sum to at most ``stop_gap``,
+        after ``max_visits`` visits, or once (after ``min_visits``) the summed gaps of all
+        examples at their last visit (``block_gap``) are at most ``target_gap``
+        (:func:`._frank_wolfe_fast.active_sweeps`); returns the visits. ``last_gain``
+        receives the dual's increase (multi-point masters only)."""
+        _, visits, self.last_gain = active_sweeps(
+            self, np.array(active, dtype=np.int64), float(threshold), float(stop_gap),
+            int(max_visits), float(target_gap), int(min_visits), int(seed))
+        return visits
+
+
+class BlockFrankWolfeState(_Shrinking, FactoredDualState):
     """Statistics, weights and passes of block-coordinate Frank-Wolfe with line search."""
 
     def __init__(self, structure, batch, Y, C, scale2=None):
@@ -123,7 +149,7 @@ class AnchorStore:
             self.keys, self.values = keys, values
 
 
-class MultiPointFrankWolfeState(DualWeights):
+class MultiPointFrankWolfeState(_Shrinking, DualWeights):
     """Restricted simplicial decomposition with ``max_points`` points per example.
 
     Per visit: one max-oracle call, a master QP over the example's anchor and kept labellings

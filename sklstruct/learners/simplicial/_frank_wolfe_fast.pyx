@@ -56,7 +56,8 @@ from libc.string cimport memset
 
 from sklstruct._inference._kernels cimport ExampleKernels
 from sklstruct._solvers._smo cimport smo_capped_simplices
-from sklstruct._typedefs cimport float64_t, int16_t, int32_t, int64_t, intp_t, uint8_t
+from sklstruct._typedefs cimport (float64_t, int16_t, int32_t, int64_t, intp_t, uint8_t,
+                                  uint64_t)
 from sklstruct.learners._example_rows cimport (dot, release, sequence_sizes,
                                                signal_check_due, token_scores)
 
@@ -193,6 +194,17 @@ cdef class _Pass:
                 out[t * S + s] = c
             out[t * S + self.Y[lo + t]] = 0.0
 
+    cdef int visit(self, intp_t i, double* gap_out, double* gain) except -1 nogil:
+        """One oracle call and step on example ``i`` (the passes' subclasses): its
+        Frank-Wolfe gap into ``gap_out``, the dual's increase (where tracked) added to
+        ``gain``."""
+        return 0
+
+    cdef int gap_and_hinge(self, intp_t i, double* gap, double* hinge) except -1 nogil:
+        """Example ``i``'s Frank-Wolfe gap and structured hinge ``H_i`` at the current
+        weights, without a step (the passes' subclasses)."""
+        return 0
+
     cdef inline const int32_t* indices_ptr(self) noexcept nogil:
         return &self.indices[0] if self.indices.shape[0] > 0 else NULL
 
@@ -223,6 +235,152 @@ cdef class _Pass:
                 self.theta[self.constrained[r]] = 0.0
 
 
+cdef class _BlockFrankWolfe(_Pass):
+    """Block-coordinate Frank-Wolfe's step on one example (see :func:`frank_wolfe_pass`),
+    with its workspace."""
+    cdef double* scores
+    cdef double* vertex_pair
+    cdef double* entry_value
+    cdef intp_t* entry_index
+    cdef int64_t* labels
+    cdef int32_t* touched
+
+    def __init__(self, state):
+        super().__init__(state)
+        if self.scale2.shape[0] > 0 and self.n_k:
+            raise ValueError("scaled features with constrained weights are not supported.")
+        self.scores = <double*> malloc(self.max_len * self.S * sizeof(double))
+        self.vertex_pair = <double*> malloc((self.P + 1) * sizeof(double))
+        self.entry_value = <double*> malloc((self.kernels.max_pairwise_entries + 1)
+                                            * sizeof(double))
+        self.entry_index = <intp_t*> malloc((self.kernels.max_pairwise_entries + 1)
+                                            * sizeof(intp_t))
+        self.labels = <int64_t*> malloc(self.max_len * sizeof(int64_t))
+        self.touched = <int32_t*> malloc(self.max_nnz * sizeof(int32_t))
+        if (self.scores == NULL or self.vertex_pair == NULL or self.entry_value == NULL
+                or self.entry_index == NULL or self.labels == NULL or self.touched == NULL):
+            raise MemoryError("could not allocate the Frank-Wolfe workspace")
+
+    def __dealloc__(self):
+        free(self.scores)
+        free(self.vertex_pair)
+        free(self.entry_value)
+        free(self.entry_index)
+        free(self.labels)
+        free(self.touched)
+
+    cdef int gap_and_hinge(self, intp_t i, double* gap, double* hinge) except -1 nogil:
+        cdef intp_t S = self.S, t, r, n_touched, n_entries
+        cdef intp_t lo = self.offsets[i], length = self.offsets[i + 1] - lo
+        cdef double loss_bar = 0.0, bar = 0.0, expected = 0.0, truth = 0.0
+        cdef double* scores = self.scores
+        cdef int64_t* labels = self.labels
+        n_touched = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
+                                 self.WT_ptr(), S, lo, length, scores, &self.slot[0],
+                                 self.touched)
+        release(&self.slot[0], self.touched, n_touched)
+        self.kernels.max_oracle(i, scores, &self.token_loss[lo, 0], self.theta_ptr(), labels)
+        for t in range(length):
+            loss_bar += self.token_loss[lo + t, labels[t]]
+            bar += scores[t * S + labels[t]]
+            truth += scores[t * S + self.Y[lo + t]]
+            expected += dot(scores + t * S, &self.node_marg[lo + t, 0], S)
+        n_entries = self.kernels.pairwise_entries(i, labels, self.entry_index,
+                                                  self.entry_value)
+        for r in range(n_entries):
+            bar += self.theta[self.entry_index[r]] * self.entry_value[r]
+        n_entries = self.kernels.pairwise_entries(i, &self.Y[lo], self.entry_index,
+                                                  self.entry_value)
+        for r in range(n_entries):
+            truth += self.theta[self.entry_index[r]] * self.entry_value[r]
+        for r in range(self.P):
+            expected += self.theta[r] * self.pair_marg[i, r]
+        hinge[0] = loss_bar + bar - truth
+        gap[0] = self.C * (loss_bar - self.expected_loss[i] + bar - expected)
+        return 0
+
+    cdef int visit(self, intp_t i, double* gap_out, double* gain_out) except -1 nogil:
+        """One oracle call and line search on example ``i``; its Frank-Wolfe gap into
+        ``gap_out`` (``gain_out`` is left as it is: the dual's increase is not tracked)."""
+        cdef intp_t S = self.S, P = self.P, n_k = self.n_k, n_unary = self.WT.shape[0] * S
+        cdef bint scaled = self.scale2.shape[0] > 0
+        cdef intp_t k2, t, s, r, n_touched, n_entries
+        cdef intp_t lo = self.offsets[i], length = self.offsets[i + 1] - lo
+        cdef int64_t q
+        cdef int32_t j
+        cdef double v, loss_bar, gain, norm, gamma, dp, C = self.C
+        cdef double d_k[64]
+        cdef double v_k[64]
+        cdef double* scores = self.scores
+        cdef int64_t* labels = self.labels
+        n_touched = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
+                                 self.WT_ptr(), S, lo, length, scores, &self.slot[0],
+                                 self.touched)
+        self.kernels.max_oracle(i, scores, &self.token_loss[lo, 0], self.theta_ptr(), labels)
+        for r in range(P):
+            self.vertex_pair[r] = 0.0
+        n_entries = self.kernels.pairwise_entries(i, labels, self.entry_index,
+                                                  self.entry_value)
+        for r in range(n_entries):
+            self.vertex_pair[self.entry_index[r]] += self.entry_value[r]
+        loss_bar = 0.0
+        for t in range(length):
+            loss_bar += self.token_loss[lo + t, labels[t]]
+        # Frank-Wolfe gap g = C (Delta(ybar) - E[Delta]) + w . d and ||d||^2
+        gain = loss_bar - self.expected_loss[i]
+        for t in range(length):
+            gain += scores[t * S + labels[t]]
+            gain -= dot(scores + t * S, &self.node_marg[lo + t, 0], S)
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                j = self.slot[self.indices[q]]
+                v = C * self.data[q]
+                for s in range(S):
+                    self.scratch[j, s] -= v * self.node_marg[lo + t, s]
+                self.scratch[j, labels[t]] += v
+        norm = 0.0
+        for r in range(P):
+            dp = self.vertex_pair[r] - self.pair_marg[i, r]
+            gain += self.theta[r] * dp
+            norm += dp * dp * (self.scale2[n_unary + r] if scaled else 1.0)
+        gain *= C
+        norm *= C * C
+        for k2 in range(n_touched):
+            if scaled:
+                j = self.touched[k2] * S
+                for s in range(S):
+                    norm += self.scale2[j + s] * self.scratch[k2, s] * self.scratch[k2, s]
+            else:
+                norm += dot(&self.scratch[k2, 0], &self.scratch[k2, 0], S)
+        self.block_gap[i] = gain
+        gap_out[0] = gain
+        for r in range(n_k):
+            d_k[r] = C * (self.vertex_pair[self.constrained[r]]
+                          - self.pair_marg[i, self.constrained[r]])
+            v_k[r] = self.pair_v[self.constrained[r]]
+        gamma = _line_search(gain, norm, d_k, v_k, n_k)
+        for k2 in range(n_touched):
+            j = self.touched[k2]
+            if gamma > 0.0:
+                for s in range(S):
+                    self.WT[j, s] -= gamma * self.scratch[k2, s] * (
+                        self.scale2[j * S + s] if scaled else 1.0)
+            memset(&self.scratch[k2, 0], 0, S * sizeof(double))
+        release(&self.slot[0], self.touched, n_touched)
+        if gamma > 0.0:
+            for r in range(P):
+                dp = self.vertex_pair[r] - self.pair_marg[i, r]
+                self.pair_v[r] -= gamma * C * dp * (self.scale2[n_unary + r] if scaled
+                                                    else 1.0)
+                self.pair_marg[i, r] += gamma * dp
+            self.clip()
+            for t in range(length):
+                for s in range(S):
+                    self.node_marg[lo + t, s] *= 1.0 - gamma
+                self.node_marg[lo + t, labels[t]] += gamma
+            self.expected_loss[i] += gamma * (loss_bar - self.expected_loss[i])
+        return 0
+
+
 def frank_wolfe_pass(state, const int64_t[::1] order):
     """Visit the examples of ``order`` in turn (block-coordinate Frank-Wolfe with exact line
     search); return the sum of their Frank-Wolfe gaps. ``state.block_gap[i]`` receives
@@ -233,114 +391,18 @@ def frank_wolfe_pass(state, const int64_t[::1] order):
     effective weights ``w = s^2 v`` (which score the tokens), and measures steps in the norm
     ``||s v||``.
     """
-    cdef _Pass p = _Pass(state)
-    cdef intp_t S = p.S, P = p.P, n_k = p.n_k, n_unary = p.WT.shape[0] * S
-    cdef bint scaled = p.scale2.shape[0] > 0
-    if scaled and n_k:
-        raise ValueError("scaled features with constrained weights are not supported.")
-    cdef intp_t i, k, k2, t, s, r, lo, length, n_touched, n_entries, since_check = 0
-    cdef int64_t q
-    cdef int32_t j
-    cdef double v, loss_bar, gain, norm, gamma, dp, C = p.C
-    cdef double total_gap = 0.0
-    cdef double d_k[64]
-    cdef double v_k[64]
-    cdef double* scores = NULL
-    cdef double* vertex_pair = NULL
-    cdef double* entry_value = NULL
-    cdef intp_t* entry_index = NULL
-    cdef int64_t* labels = NULL
-    cdef int32_t* touched = NULL
-    try:
-        scores = <double*> malloc(p.max_len * S * sizeof(double))
-        vertex_pair = <double*> malloc((P + 1) * sizeof(double))
-        entry_value = <double*> malloc((p.kernels.max_pairwise_entries + 1) * sizeof(double))
-        entry_index = <intp_t*> malloc((p.kernels.max_pairwise_entries + 1) * sizeof(intp_t))
-        labels = <int64_t*> malloc(p.max_len * sizeof(int64_t))
-        touched = <int32_t*> malloc(p.max_nnz * sizeof(int32_t))
-        if (scores == NULL or vertex_pair == NULL or entry_value == NULL
-                or entry_index == NULL or labels == NULL or touched == NULL):
-            raise MemoryError("could not allocate the Frank-Wolfe workspace")
-        with nogil:
-            for k in range(order.shape[0]):
-                i = order[k]
-                lo = p.offsets[i]
-                length = p.offsets[i + 1] - lo
-                if signal_check_due(&since_check, length):
-                    with gil:
-                        PyErr_CheckSignals()
-                n_touched = token_scores(&p.indptr[0], p.indices_ptr(), p.data_ptr(),
-                                         p.WT_ptr(), S, lo, length, scores, &p.slot[0],
-                                         touched)
-                p.kernels.max_oracle(i, scores, &p.token_loss[lo, 0], p.theta_ptr(), labels)
-                for r in range(P):
-                    vertex_pair[r] = 0.0
-                n_entries = p.kernels.pairwise_entries(i, labels, entry_index, entry_value)
-                for r in range(n_entries):
-                    vertex_pair[entry_index[r]] += entry_value[r]
-                loss_bar = 0.0
-                for t in range(length):
-                    loss_bar += p.token_loss[lo + t, labels[t]]
-                # Frank-Wolfe gap g = C (Delta(ybar) - E[Delta]) + w . d and ||d||^2
-                gain = loss_bar - p.expected_loss[i]
-                for t in range(length):
-                    gain += scores[t * S + labels[t]]
-                    gain -= dot(scores + t * S, &p.node_marg[lo + t, 0], S)
-                    for q in range(p.indptr[lo + t], p.indptr[lo + t + 1]):
-                        j = p.slot[p.indices[q]]
-                        v = C * p.data[q]
-                        for s in range(S):
-                            p.scratch[j, s] -= v * p.node_marg[lo + t, s]
-                        p.scratch[j, labels[t]] += v
-                norm = 0.0
-                for r in range(P):
-                    dp = vertex_pair[r] - p.pair_marg[i, r]
-                    gain += p.theta[r] * dp
-                    norm += dp * dp * (p.scale2[n_unary + r] if scaled else 1.0)
-                gain *= C
-                norm *= C * C
-                for k2 in range(n_touched):
-                    if scaled:
-                        j = touched[k2] * S
-                        for s in range(S):
-                            norm += p.scale2[j + s] * p.scratch[k2, s] * p.scratch[k2, s]
-                    else:
-                        norm += dot(&p.scratch[k2, 0], &p.scratch[k2, 0], S)
-                p.block_gap[i] = gain
-                if gain > 0.0:
-                    total_gap += gain
-                for r in range(n_k):
-                    d_k[r] = C * (vertex_pair[p.constrained[r]]
-                                  - p.pair_marg[i, p.constrained[r]])
-                    v_k[r] = p.pair_v[p.constrained[r]]
-                gamma = _line_search(gain, norm, d_k, v_k, n_k)
-                for k2 in range(n_touched):
-                    j = touched[k2]
-                    if gamma > 0.0:
-                        for s in range(S):
-                            p.WT[j, s] -= gamma * p.scratch[k2, s] * (
-                                p.scale2[j * S + s] if scaled else 1.0)
-                    memset(&p.scratch[k2, 0], 0, S * sizeof(double))
-                release(&p.slot[0], touched, n_touched)
-                if gamma > 0.0:
-                    for r in range(P):
-                        dp = vertex_pair[r] - p.pair_marg[i, r]
-                        p.pair_v[r] -= gamma * C * dp * (p.scale2[n_unary + r] if scaled
-                                                         else 1.0)
-                        p.pair_marg[i, r] += gamma * dp
-                    p.clip()
-                    for t in range(length):
-                        for s in range(S):
-                            p.node_marg[lo + t, s] *= 1.0 - gamma
-                        p.node_marg[lo + t, labels[t]] += gamma
-                    p.expected_loss[i] += gamma * (loss_bar - p.expected_loss[i])
-    finally:
-        free(scores)
-        free(vertex_pair)
-        free(entry_value)
-        free(entry_index)
-        free(labels)
-        free(touched)
+    cdef _BlockFrankWolfe p = _BlockFrankWolfe(state)
+    cdef intp_t k, i, since_check = 0
+    cdef double gap = 0.0, gain = 0.0, total_gap = 0.0
+    with nogil:
+        for k in range(order.shape[0]):
+            i = order[k]
+            if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
+                with gil:
+                    PyErr_CheckSignals()
+            p.visit(i, &gap, &gain)
+            if gap > 0.0:
+                total_gap += gap
     return total_gap
 
 
@@ -1179,26 +1241,27 @@ cdef class _MultiPoint(_Pass):
         return gain
 
     # --------------------------------------------------------------- one visit
-    cdef int visit(self, intp_t i, double* gap_out, double* gain) except -1 nogil:
-        """One oracle call and master on example ``i``; its Frank-Wolfe gap into
-        ``gap_out``, the master's gain added to ``gain``."""
-        cdef intp_t S = self.S, lo = self.offsets[i], t, pt, e, slot, K
-        cdef intp_t length = self.offsets[i + 1] - lo, n_touched
+    cdef double score_example(self, intp_t i, intp_t lo, intp_t length, intp_t* n_touched,
+                              double* loss_bar, double* hinge) noexcept nogil:
+        """The token scores (``w.scores``), the most violating labelling (``w.labels``) and
+        the scores of the anchor and the points of example ``i`` at the current weights;
+        returns the example's Frank-Wolfe gap at its point ``x``. ``n_touched`` receives the
+        number of its distinct features (listed in ``w.touched``), ``loss_bar`` the
+        labelling's loss and ``hinge`` (when not NULL) the structured hinge ``H_i``."""
+        cdef intp_t S = self.S, t, pt, e
         cdef intp_t* index = self.w.entry_index + self.r * self.stride
         cdef double* value = self.w.entry_value + self.r * self.stride
-        cdef double loss_bar = 0.0, total = 0.0, x_score, gap
+        cdef double total = 0.0, x_score, truth
         cdef double* scores = self.w.scores
         cdef int64_t* labels = self.w.labels
-        cdef bint folded, from_rows
-        n_touched = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
-                                 self.WT_ptr(), S, lo, length, scores, &self.slot[0],
-                                 self.w.touched)
-        release(&self.slot[0], self.w.touched, n_touched)
-        loss_bar = self.loss_augmented_oracle(i, lo, length, scores, labels)
+        n_touched[0] = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
+                                    self.WT_ptr(), S, lo, length, scores, &self.slot[0],
+                                    self.w.touched)
+        release(&self.slot[0], self.w.touched, n_touched[0])
+        loss_bar[0] = self.loss_augmented_oracle(i, lo, length, scores, labels)
         # the scores of the anchor and the points, and of x, their mixture: from the cached
         # rows once the example has them, else from the unpacked anchor and the labels
-        from_rows = self.cached and self.cache_ready[i]
-        if from_rows:
+        if self.cached and self.cache_ready[i]:
             self.anchor_score = self.row_score(i, 0)
             for pt in range(self.n_vertices[i]):
                 self.w.point_score[pt] = self.row_score(i, 1 + pt)
@@ -1221,7 +1284,31 @@ cdef class _MultiPoint(_Pass):
             total += scores[t * S + labels[t]]
         for e in range(self.kernels.pairwise_entries(i, labels, index, value)):
             total += self.theta[index[e]] * value[e]
-        gap = self.C * (loss_bar - self.expected_loss[i] + total - x_score)
+        if hinge != NULL:
+            truth = 0.0
+            for t in range(length):
+                truth += scores[t * S + self.Y[lo + t]]
+            for e in range(self.kernels.pairwise_entries(i, &self.Y[lo], index, value)):
+                truth += self.theta[index[e]] * value[e]
+            hinge[0] = loss_bar[0] + total - truth
+        return self.C * (loss_bar[0] - self.expected_loss[i] + total - x_score)
+
+    cdef int gap_and_hinge(self, intp_t i, double* gap, double* hinge) except -1 nogil:
+        cdef intp_t n_touched
+        cdef double loss_bar
+        gap[0] = self.score_example(i, self.offsets[i], self.offsets[i + 1] - self.offsets[i],
+                                    &n_touched, &loss_bar, hinge)
+        return 0
+
+    cdef int visit(self, intp_t i, double* gap_out, double* gain) except -1 nogil:
+        """One oracle call and master on example ``i``; its Frank-Wolfe gap into
+        ``gap_out``, the master's gain added to ``gain``."""
+        cdef intp_t lo = self.offsets[i], slot, K
+        cdef intp_t length = self.offsets[i + 1] - lo, n_touched
+        cdef double loss_bar, gap
+        cdef int64_t* labels = self.w.labels
+        cdef bint folded
+        gap = self.score_example(i, lo, length, &n_touched, &loss_bar, NULL)
         self.block_gap[i] = gap
         gap_out[0] = gap
         folded = self.n_vertices[i] == self.r
@@ -1345,6 +1432,117 @@ def master_sweep(state, const int64_t[::1] order):
             if p.cache_ready[i] and p.n_vertices[i] > 0:
                 gain += p.master_cached(i, lo, p.offsets[i + 1] - lo, 1e-12)
     return gain
+
+
+cdef inline uint64_t _next_random(uint64_t* state) noexcept nogil:
+    """xorshift64* (Vigna, "An experimental exploration of Marsaglia's xorshift generators,
+    scrambled", 2016): the next 64-bit draw of a generator whose non-zero state is
+    ``state[0]``."""
+    cdef uint64_t x = state[0]
+    x ^= x >> 12
+    x ^= x << 25
+    x ^= x >> 27
+    state[0] = x
+    return x * <uint64_t> 2685821657736338717ULL
+
+
+cdef tuple _active_sweeps(_Pass p, int64_t[::1] active, double threshold, double stop_gap,
+                          intp_t max_visits, double target_gap, intp_t min_visits,
+                          uint64_t seed):
+    """Sweeps of ``p``'s visits over the examples of ``active`` (shrinking; see
+    :func:`active_sweeps`); returns ``(sweeps, visits, gain)``."""
+    cdef intp_t n_active = active.shape[0], n = p.offsets.shape[0] - 1, k, kept
+    cdef intp_t sweeps = 0, visits = 0, since_check = 0
+    cdef int64_t i, swap
+    cdef uint64_t rng = seed | 1  # (a non-zero state)
+    cdef double gap = 0.0, gain = 0.0, total, estimate = 0.0
+    cdef bint done = False
+    with nogil:
+        for k in range(n):
+            if p.block_gap[k] > 0.0:
+                estimate += p.block_gap[k]
+        while n_active > 0 and visits < max_visits and not done:
+            for k in range(n_active - 1, 0, -1):  # Fisher-Yates shuffle
+                kept = <intp_t> (_next_random(&rng) % <uint64_t> (k + 1))
+                swap = active[k]
+                active[k] = active[kept]
+                active[kept] = swap
+            for k in range(n_active):
+                if visits == max_visits:  # (the last sweep is cut short)
+                    break
+                i = active[k]
+                if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
+                    with gil:
+                        PyErr_CheckSignals()
+                if p.block_gap[i] > 0.0:
+                    estimate -= p.block_gap[i]
+                p.visit(i, &gap, &gain)
+                if gap > 0.0:
+                    estimate += gap
+                visits += 1
+                if visits >= min_visits and estimate <= target_gap:
+                    done = True
+                    break
+            sweeps += 1
+            # keep the examples whose gap at this visit exceeds the threshold
+            kept = 0
+            total = 0.0
+            for k in range(n_active):
+                if p.block_gap[active[k]] > threshold:
+                    total += p.block_gap[active[k]]
+                    active[kept] = active[k]
+                    kept += 1
+            n_active = kept
+            if total <= stop_gap:
+                break
+    return sweeps, visits, gain
+
+
+def active_sweeps(state, int64_t[::1] active, double threshold, double stop_gap,
+                  intp_t max_visits, double target_gap, intp_t min_visits, uint64_t seed):
+    """Sweeps over the examples of ``active`` (overwritten), each visit an oracle call and a
+    step of the state's pass (:class:`~._frank_wolfe.BlockFrankWolfeState`: Frank-Wolfe with
+    line search; :class:`~._frank_wolfe.MultiPointFrankWolfeState`: the master over its
+    points). Every sweep visits the remaining examples in an order shuffled by xorshift64*
+    from ``seed``, then drops those whose Frank-Wolfe gap at the visit is at most
+    ``threshold`` (shrinking, as the active set of LIBLINEAR's dual coordinate descent). The
+    sweeps stop when the remaining examples' gaps sum to at most ``stop_gap``, when none
+    remains, after ``max_visits`` visits (the last sweep cut short), or after a visit, once
+    there were ``min_visits``, that takes the estimated duality gap to ``target_gap`` or
+    below: the sum over all examples of ``state.block_gap`` (their gaps at their last visit,
+    or as the caller set them), kept up to date visit by visit. Returns
+    ``(sweeps, visits, gain)``, ``gain`` the dual's increase (0 for the Frank-Wolfe steps,
+    which do not track it)."""
+    cdef _Pass p
+    if max_visits < 0 or min_visits < 0:
+        raise ValueError("max_visits and min_visits must be non-negative.")
+    p = _MultiPoint(state) if hasattr(state, "vertex_labels") else _BlockFrankWolfe(state)
+    n = state.batch.n_sequences
+    if active.shape[0] and (np.min(np.asarray(active)) < 0
+                             or np.max(np.asarray(active)) >= n):
+        raise ValueError(f"active holds examples outside 0 .. {n - 1}.")
+    return _active_sweeps(p, active, threshold, stop_gap, max_visits, target_gap, min_visits,
+                          seed)
+
+
+def certificate_pass(state):
+    """Every example's structured hinge ``H_i`` and Frank-Wolfe gap at the state's weights
+    (``WT`` and ``theta``), one example at a time (an oracle call each, no step): at one
+    ``w = w(alpha)`` the gaps sum to the duality gap ``P(w) - D(alpha)``. Returns
+    ``(hinge, gaps)``."""
+    cdef _Pass p = _MultiPoint(state) if hasattr(state, "vertex_labels") else \
+        _BlockFrankWolfe(state)
+    cdef intp_t n = p.offsets.shape[0] - 1, i, since_check = 0
+    hinge_array = np.zeros(n)
+    gaps_array = np.zeros(n)
+    cdef float64_t[::1] hinge = hinge_array, gaps = gaps_array
+    with nogil:
+        for i in range(n):
+            if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
+                with gil:
+                    PyErr_CheckSignals()
+            p.gap_and_hinge(i, &gaps[i], &hinge[i])
+    return hinge_array, gaps_array
 
 
 def statistics_weights(state):

@@ -1,0 +1,152 @@
+"""Shrinking in M3NSimplicialDecomposition's compiled passes: certificates that give every
+example's gap, sweeps over the examples whose gap exceeds a threshold."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
+
+from sklstruct import ChainStructure, M3NSimplicialDecomposition, MultiClass
+from sklstruct.learners.simplicial._frank_wolfe import (BlockFrankWolfeState,
+                                                       MultiPointFrankWolfeState)
+from sklstruct.learners.simplicial._frank_wolfe_fast import structured_hinge_pass
+from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
+
+from ._enumeration import exact_optimum, primal_objective
+from .conftest import make_chain_data
+
+
+def _bound(structure, X, y):
+    batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
+    Y = np.concatenate(y).astype(np.intp)
+    n_states = int(Y.max()) + 1
+    return structure.bind(batch.X.shape[1], n_states, np.arange(n_states), Y), batch, Y
+
+
+def _states(bound, batch, Y, C):
+    return [BlockFrankWolfeState(bound, batch, Y, C),
+            MultiPointFrankWolfeState(bound, batch, Y, C, 2, cached=False),
+            MultiPointFrankWolfeState(bound, batch, Y, C, 3, cached=True)]
+
+
+@pytest.mark.parametrize("structure", [ChainStructure(),
+                                       ChainStructure(class_weight=[1.0, 2.0, 0.5])])
+def test_certificate_gaps_sum_to_the_duality_gap(structure):
+    X, y = make_chain_data(n_sequences=8, n_states=3, n_features=3, max_length=4, seed=7)
+    bound, batch, Y = _bound(structure, X, y)
+    for state in _states(bound, batch, Y, 0.5):
+        for passes in range(6):
+            w, dual = state.certificate()
+            primal, gaps = state.primal_and_gaps()
+            np.testing.assert_allclose(gaps.sum(), primal - dual, rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(primal, primal_objective(bound, batch, Y, w, 0.5),
+                                       rtol=1e-12)
+            assert gaps.min() >= -1e-12
+            assert passes == 0 or gaps.max() > 0  # (not at the optimum after a few passes)
+            state.run_pass()
+
+
+def test_sweeps_visit_only_the_active_examples_within_the_budget():
+    X, y = make_chain_data(n_sequences=12, n_states=3, n_features=3, max_length=5, seed=3)
+    bound, batch, Y = _bound(ChainStructure(), X, y)
+    for state in _states(bound, batch, Y, 0.5):
+        state.run_pass()
+        w, dual = state.certificate()
+        _, gaps = state.primal_and_gaps()
+        active = np.flatnonzero(gaps > 0)[:5]
+        others = np.setdiff1d(np.arange(12), active)
+        state.block_gap[:] = -1.0  # (a visit sets its example's gap)
+        visits = state.run_active(active, 0.0, 0.0, 7, seed=1)
+        assert visits == 7  # the second sweep is cut short
+        assert np.all(state.block_gap[others] == -1.0)
+        assert np.all(state.block_gap[active] >= 0.0)
+        w_new, new_dual = state.certificate()
+        assert new_dual >= dual - 1e-12
+        # the estimated gap (every example's last gap) is below the target after 3 visits
+        assert state.run_active(active, 0.0, 0.0, 7, seed=1, target_gap=np.inf,
+                                min_visits=3) == 3
+        assert state.run_active([], 0.0, 0.0, 10, seed=1) == 0
+        assert state.run_active(active, 0.0, 0.0, 0, seed=1) == 0
+        with pytest.raises(ValueError, match="outside"):
+            state.run_active([12], 0.0, 0.0, 10, seed=1)
+        with pytest.raises(ValueError, match="max_visits"):
+            state.run_active(active, 0.0, 0.0, -1, seed=1)
+        with pytest.raises(ValueError, match="min_visits"):
+            state.run_active(active, 0.0, 0.0, 5, seed=1, min_visits=-1)
+
+
+@pytest.mark.parametrize("max_points", [1, 4])
+@pytest.mark.parametrize("shrinking", [True, False])
+def test_within_reported_gap_of_the_exact_optimum(max_points, shrinking):
+    X, y = make_chain_data(n_sequences=6, n_states=3, n_features=3, max_length=4, seed=11)
+    model = M3NSimplicialDecomposition(C=0.7, max_points=max_points, shrinking=shrinking,
+                                       tol=1e-3, max_iter=5000, random_state=0).fit(X, y)
+    bound, batch, Y = _bound(model.structure_, X, y)
+    lower, upper, _ = exact_optimum(bound, batch, Y, 0.7)
+    h = model.history_
+    assert h["gap"][-1] <= 1e-3 * h["primal"][-1]
+    assert h["dual"][-1] <= upper + 1e-9
+    assert model.objective(X, y) == pytest.approx(h["primal"][-1], rel=1e-9)
+    assert model.objective(X, y) - lower <= h["gap"][-1] + 1e-9
+    assert np.all(np.diff(h["dual"]) >= -1e-9)
+    assert h["passes"][-1] == model.n_iter_
+    assert np.all(np.diff(h["passes"]) >= 0)
+
+
+def test_max_iter_bounds_the_visits():
+    X, y = load_digits(return_X_y=True)
+    with pytest.warns(ConvergenceWarning):
+        model = M3NSimplicialDecomposition(max_iter=5, random_state=0).fit(X, y)
+    h = model.history_
+    assert model.n_iter_ == 5 and h["passes"][-1] == 5
+    # the sweeps' visits plus one decoding of the data per certificate
+    assert h["oracle_calls"][-1] == 5 * X.shape[0] + len(h["gap"]) * X.shape[0]
+
+
+@pytest.mark.parametrize("max_points", [5, 10])
+def test_digits_certified_within_max_iter(max_points):
+    """Dense multiclass data whose features are large (pixels 0..16, so ``C ||x||^2`` is
+    about 2,000-6,000 at ``C=1``): without shrinking the per-example passes reach a relative gap
+    of about 0.7 in the default ``max_iter=1000`` passes (they need about 5,600); with it the
+    default learner certifies ``tol=1e-2`` within that budget."""
+    X, y = load_digits(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = M3NSimplicialDecomposition(max_points=max_points, random_state=0).fit(X, y)
+    h = model.history_
+    assert h["gap"][-1] <= 1e-2 * h["primal"][-1]
+    assert model.n_iter_ <= 1000
+    # (LinearSVC's Crammer-Singer solution at tol=1e-6 has P = 0.92132, as bound the dual)
+    assert h["dual"][-1] <= 0.92133 <= h["primal"][-1]
+    assert model.score(X, y) > 0.99
+    assert isinstance(model.structure_, MultiClass)
+
+
+def test_without_shrinking_every_pass_visits_every_example():
+    X, y = make_chain_data(n_sequences=20, seed=6)
+    model = M3NSimplicialDecomposition(C=0.2, shrinking=False, check_every=1, max_iter=4,
+                                       tol=1e-12, random_state=0)
+    with pytest.warns(ConvergenceWarning):
+        model.fit(X, y)
+    h = model.history_
+    np.testing.assert_array_equal(h["passes"], np.arange(5))
+    # a pass and a certificate per pass (none at w = 0)
+    np.testing.assert_array_equal(h["oracle_calls"], 40 * np.arange(5))
+
+
+def test_certificate_pass_matches_the_hinge_pass_on_multiclass():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 5)) * 10
+    y = rng.integers(0, 4, size=40)
+    bound = MultiClass().bind(5, 4, np.arange(4), y)
+    batch = SequenceBatch(X, np.arange(41, dtype=np.int64))
+    state = MultiPointFrankWolfeState(bound, batch, y.astype(np.intp), 1.0, 3)
+    for _ in range(3):
+        state.run_pass()
+    w, dual = state.certificate()
+    primal, gaps = state.primal_and_gaps()
+    hinge = structured_hinge_pass(state, state.Y)
+    assert primal == pytest.approx(0.5 * w @ w + hinge.sum(), rel=1e-12)
+    assert gaps.sum() == pytest.approx(primal - dual, rel=1e-10)
