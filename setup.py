@@ -18,7 +18,8 @@ MODULES = [
     "sklstruct.learners.cutting_plane._one_slack_fast",
     "sklstruct.learners.cutting_plane._n_slack_fast",
     "sklstruct.learners.exp_grad._online_fast",
-    "sklstruct.learners.simplicial._frank_wolfe_fast",
+    "sklstruct.learners._factored_dual_fast",
+    "sklstruct.learners._frank_wolfe_fast",
 ]
 DEBUG = os.environ.get("SKLSTRUCT_CYTHON_DEBUG", "0") == "1"
 # Cython regenerates a .c file only when its .pyx is newer, not when the directives change:

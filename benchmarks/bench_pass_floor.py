@@ -75,7 +75,7 @@ def main():
     from sklstruct import M3NExpGrad, M3NSimplicialDecomposition, StructSVMCuttingPlane
     from sklstruct.learners.cutting_plane._n_slack import NSlackSolver
     from sklstruct.learners.exp_grad._online import OnlineEGState
-    from sklstruct.learners.simplicial._frank_wolfe import (BlockFrankWolfeState,
+    from sklstruct.learners._frank_wolfe import (BlockFrankWolfeState,
                                                            MultiPointFrankWolfeState)
 
     folder = prepare("conll2000", args.data_home, args.cache)

@@ -5,7 +5,7 @@ import pytest
 
 from sklstruct import ChainStructure, MultiClass, StructSVMCuttingPlane
 from sklstruct.learners._factored_dual import FactoredDualState
-from sklstruct.learners.simplicial._frank_wolfe import (BlockFrankWolfeState,
+from sklstruct.learners._frank_wolfe import (BlockFrankWolfeState,
                                                        MultiPointFrankWolfeState)
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
@@ -123,7 +123,7 @@ def test_kept_token_gram_matrices_change_nothing(monkeypatch, integer):
     """Keeping the examples' token Gram matrices between visits gives the same iterates as
     recomputing them (the cached mode off, so the token products are used); with integer
     features they are kept in single precision, exactly."""
-    from sklstruct.learners.simplicial import _frank_wolfe
+    from sklstruct.learners import _frank_wolfe
 
     X, y = make_chain_data(n_sequences=12, n_states=3, n_features=5, max_length=7, seed=4)
     if integer:
@@ -164,7 +164,7 @@ def test_compiled_hinge_equals_the_structures_oracle(structure):
 def test_anchor_pool_growth_and_compaction_change_nothing():
     """Anchors packed into a pool that starts tiny (so it grows and compacts many times) give
     the same iterates as a roomy pool."""
-    from sklstruct.learners.simplicial._frank_wolfe import AnchorStore
+    from sklstruct.learners._frank_wolfe import AnchorStore
 
     X, y = make_chain_data(n_sequences=30, n_states=4, n_features=5, max_length=9, seed=11)
     bound, batch, Y = _bound(ChainStructure(), X, y)
@@ -190,7 +190,7 @@ def test_anchor_pool_growth_and_compaction_change_nothing():
 def test_distinct_features_in_chunks_equal_each_examples_features():
     import scipy.sparse as sp
 
-    from sklstruct.learners.simplicial._frank_wolfe import _distinct_features
+    from sklstruct.learners._frank_wolfe import _distinct_features
 
     rng = np.random.default_rng(0)
     for trial in range(10):

@@ -246,7 +246,7 @@ def test_min_cut_with_one_width_per_image():
 def test_compiled_hinge_equals_the_structures_oracle():
     """The certificates' compiled per-example hinge (min-cut per image) equals the hinge
     from the structure's batch oracle."""
-    from sklstruct.learners.simplicial._frank_wolfe import MultiPointFrankWolfeState
+    from sklstruct.learners._frank_wolfe import MultiPointFrankWolfeState
     from sklstruct.structures._base import structured_hinge
 
     X, y = _grid_data(n_images=4, seed=5)

@@ -9,9 +9,9 @@ from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 
 from sklstruct import ChainStructure, M3NSimplicialDecomposition, MultiClass
-from sklstruct.learners.simplicial._frank_wolfe import (BlockFrankWolfeState,
+from sklstruct.learners._frank_wolfe import (BlockFrankWolfeState,
                                                        MultiPointFrankWolfeState)
-from sklstruct.learners.simplicial._frank_wolfe_fast import structured_hinge_pass
+from sklstruct.learners._factored_dual_fast import structured_hinge_pass
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import exact_optimum, primal_objective

@@ -94,7 +94,7 @@ class DualWeights:
         """``1/2 ||w||^2 + C sum_i H_i(w)`` at the state's weights (margin rescaling), the
         hinge terms computed example by example in compiled code. With scaled features the
         regulariser is ``1/2 ||s v||^2 = 1/2 v . w`` at the last certificate's weights."""
-        from .simplicial._frank_wolfe_fast import structured_hinge_pass
+        from ._factored_dual_fast import structured_hinge_pass
 
         hinge = structured_hinge_pass(self, np.ascontiguousarray(self.Y, dtype=np.int64))
         return 0.5 * float(self.statistic_weights @ self.w) + self.C * float(hinge.sum())
@@ -138,7 +138,7 @@ class FactoredDualState(DualWeights):
     def _statistics_weights(self):
         """``W^T`` and ``pair_v`` from the statistics: ``v = C sum_i (Psi(x_i, y_i) -
         E_i[Psi])``, the unary part ``C X^T (onehot(Y) - marginals)`` (compiled, in place)."""
-        from .simplicial._frank_wolfe_fast import marginal_weights
+        from ._factored_dual_fast import marginal_weights
 
         marginal_weights(self)
         self.pair_v[:] = self.C * (self.true_pairwise - self.pair_marg.sum(axis=0))

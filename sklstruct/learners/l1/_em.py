@@ -17,7 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ..._progress import Certificate
 from ...structures._base import structured_hinge
 from ...structures._scaled import scaled_structure
-from ..simplicial._frank_wolfe import MultiPointFrankWolfeState, supports_multi_point
+from .._frank_wolfe import MultiPointFrankWolfeState, supports_multi_point
 from ..cutting_plane import fit_one_slack
 
 # the M-steps' dimension limit (points per example of the Frank-Wolfe passes)

@@ -8,7 +8,7 @@ from sklearn.utils import check_random_state
 from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions
 from .._factored_dual import per_example_tables_too_large
-from ._frank_wolfe import (BlockFrankWolfeState, MultiPointFrankWolfeState,
+from .._frank_wolfe import (BlockFrankWolfeState, MultiPointFrankWolfeState,
                            supports_multi_point)
 from ._general import SimplicialDecompositionState
 from ._solver import solve_compiled, solve_general

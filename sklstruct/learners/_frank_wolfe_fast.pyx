@@ -24,7 +24,7 @@ zero) moves the statistics and ``v`` (only the rows of ``W^T`` of the example's 
 ``i``'s point is ``x = (1 - sum_k mu_k) a + sum_k mu_k z_k``, from at most ``r`` labellings
 (``vertex_labels[t, k]``, int16) with their losses and weights ``mu_k``, and an anchor ``a``
 (a past point; the true labelling at first) packed as its non-zero node and pairwise entries
-(:class:`~sklstruct.learners.simplicial._frank_wolfe.AnchorStore`) with its loss. A visit
+(:class:`~sklstruct.learners._frank_wolfe.AnchorStore`) with its loss. A visit
 unpacks the anchor, computes the scores of the anchor and the points, adds the oracle's
 labelling (when full, the lowest-weight one is dropped and ``x`` becomes the anchor: the
 paper's footnote 1) and solves the master problem over the convex hull of the anchor and the
@@ -60,6 +60,7 @@ from sklstruct._typedefs cimport (float64_t, int16_t, int32_t, int64_t, intp_t, 
                                   uint64_t)
 from sklstruct.learners._example_rows cimport (dot, release, sequence_sizes,
                                                signal_check_due, token_scores)
+from sklstruct.learners._factored_dual_fast cimport DualPass
 
 cdef enum:
     # largest token Gram matrix (entries) the multi-point pass forms for one example
@@ -120,122 +121,7 @@ cdef double _line_search(double gap, double norm_sq, const double* d_k, const do
     return 1.0
 
 
-cdef class _Pass:
-    """The arrays of a dual state as typed views, and the per-example steps of the passes."""
-    cdef const int64_t[::1] indptr, offsets, Y
-    cdef const int32_t[::1] indices
-    cdef const float64_t[::1] data, loss_weights
-    cdef const float64_t[:, ::1] token_loss
-    cdef float64_t[:, ::1] node_marg, pair_marg, WT, scratch
-    cdef float64_t[::1] expected_loss, pair_v, theta, block_gap, scale2
-    cdef int32_t[::1] slot
-    cdef intp_t[::1] constrained
-    cdef uint8_t[::1] free_mask
-    cdef ExampleKernels kernels
-    cdef double C
-    cdef intp_t S, P, n_k, max_len, max_nnz
-
-    def __init__(self, state, bint statistics=True):
-        """``statistics``: the state keeps node marginals and pairwise statistics
-        (:class:`~sklstruct.learners._factored_dual.FactoredDualState`)."""
-        cdef intp_t max_len, max_nnz
-        self.indptr, self.indices, self.data = state.batch.csr_arrays
-        self.offsets = state.batch.offsets
-        self.Y = state.Y
-        self.loss_weights = state.loss_weights
-        self.token_loss = state.token_loss
-        self.expected_loss = state.expected_loss
-        self.WT = state.WT
-        self.pair_v = state.pair_v
-        self.theta = state.theta
-        self.scratch = state.scratch
-        self.slot = state.slot
-        self.block_gap = state.block_gap
-        self.constrained = state.constrained
-        self.scale2 = state.scale2
-        self.kernels = state.kernels
-        self.C = state.C
-        self.S = self.kernels.n_states
-        self.P = self.kernels.n_pairwise
-        self.n_k = self.constrained.shape[0]
-        if statistics:
-            self.node_marg = state.node_marg
-            self.pair_marg = state.pair_marg
-            if self.pair_marg.shape[1] != self.P or self.node_marg.shape[1] != self.S:
-                raise ValueError("the structure's kernels do not match the dual state.")
-        if self.Y.shape[0] != self.offsets[self.offsets.shape[0] - 1]:
-            raise ValueError("Y does not match the state's tokens.")
-        if self.token_loss.shape[0] not in (0, self.Y.shape[0]) or \
-                self.token_loss.shape[1] != self.S or self.loss_weights.shape[0] != self.S:
-            raise ValueError("the loss does not match the state's tokens and states.")
-        if self.n_k > 64:
-            raise ValueError("the compiled passes keep at most 64 constrained weights.")
-        mask = np.ones(self.P, dtype=np.uint8)
-        mask[np.asarray(self.constrained)] = 0
-        self.free_mask = mask
-        sequence_sizes(&self.indptr[0], &self.offsets[0], self.offsets.shape[0] - 1,
-                       &max_len, &max_nnz)
-        self.max_len = max_len
-        self.max_nnz = max_nnz
-
-    cdef void fill_loss(self, intp_t lo, intp_t length, double* out) noexcept nogil:
-        """The loss rows ``L[t, s]`` of tokens ``lo .. lo + length``: the state's
-        ``token_loss`` when it has one, else the weighted Hamming loss from ``Y``."""
-        cdef intp_t t, s, S = self.S
-        cdef double c
-        if self.token_loss.shape[0]:
-            for t in range(length):
-                for s in range(S):
-                    out[t * S + s] = self.token_loss[lo + t, s]
-            return
-        for t in range(length):
-            c = self.loss_weights[self.Y[lo + t]]
-            for s in range(S):
-                out[t * S + s] = c
-            out[t * S + self.Y[lo + t]] = 0.0
-
-    cdef int visit(self, intp_t i, double* gap_out, double* gain) except -1 nogil:
-        """One oracle call and step on example ``i`` (the passes' subclasses): its
-        Frank-Wolfe gap into ``gap_out``, the dual's increase (where tracked) added to
-        ``gain``."""
-        return 0
-
-    cdef int gap_and_hinge(self, intp_t i, double* gap, double* hinge) except -1 nogil:
-        """Example ``i``'s Frank-Wolfe gap and structured hinge ``H_i`` at the current
-        weights, without a step (the passes' subclasses)."""
-        return 0
-
-    cdef inline const int32_t* indices_ptr(self) noexcept nogil:
-        return &self.indices[0] if self.indices.shape[0] > 0 else NULL
-
-    cdef inline const double* data_ptr(self) noexcept nogil:
-        return &self.data[0] if self.data.shape[0] > 0 else NULL
-
-    cdef inline const double* WT_ptr(self) noexcept nogil:
-        return &self.WT[0, 0] if self.WT.shape[0] > 0 else NULL
-
-    cdef inline const double* theta_ptr(self) noexcept nogil:
-        return &self.theta[0] if self.P > 0 else NULL
-
-    cdef inline double pair_scale(self, intp_t r) noexcept nogil:
-        """The squared scale of pairwise weight ``r`` (1 without scales)."""
-        if self.scale2.shape[0] == 0:
-            return 1.0
-        return self.scale2[self.WT.shape[0] * self.S + r]
-
-    cdef inline void clip(self) noexcept nogil:
-        """``theta = pair_v`` with the constrained coordinates clipped at zero."""
-        cdef intp_t r
-        if self.n_k == 0:  # theta is pair_v
-            return
-        for r in range(self.P):
-            self.theta[r] = self.pair_v[r]
-        for r in range(self.n_k):
-            if self.pair_v[self.constrained[r]] < 0.0:
-                self.theta[self.constrained[r]] = 0.0
-
-
-cdef class _BlockFrankWolfe(_Pass):
+cdef class _BlockFrankWolfe(DualPass):
     """Block-coordinate Frank-Wolfe's step on one example (see :func:`frank_wolfe_pass`),
     with its workspace."""
     cdef double* scores
@@ -502,7 +388,7 @@ cdef struct _Work:
     double* master
 
 
-cdef class _MultiPoint(_Pass):
+cdef class _MultiPoint(DualPass):
     """The multi-point pass's steps on one example (see the module doc).
 
     A visit unpacks the example's anchor into ``w.anchor_node`` (``length x n_states``) and
@@ -1446,7 +1332,7 @@ cdef inline uint64_t _next_random(uint64_t* state) noexcept nogil:
     return x * <uint64_t> 2685821657736338717ULL
 
 
-cdef tuple _active_sweeps(_Pass p, int64_t[::1] active, double threshold, double stop_gap,
+cdef tuple _active_sweeps(DualPass p, int64_t[::1] active, double threshold, double stop_gap,
                           intp_t max_visits, double target_gap, intp_t min_visits,
                           uint64_t seed):
     """Sweeps of ``p``'s visits over the examples of ``active`` (shrinking; see
@@ -1513,7 +1399,7 @@ def active_sweeps(state, int64_t[::1] active, double threshold, double stop_gap,
     or as the caller set them), kept up to date visit by visit. Returns
     ``(sweeps, visits, gain)``, ``gain`` the dual's increase (0 for the Frank-Wolfe steps,
     which do not track it)."""
-    cdef _Pass p
+    cdef DualPass p
     if max_visits < 0 or min_visits < 0:
         raise ValueError("max_visits and min_visits must be non-negative.")
     p = _MultiPoint(state) if hasattr(state, "vertex_labels") else _BlockFrankWolfe(state)
@@ -1530,7 +1416,7 @@ def certificate_pass(state):
     (``WT`` and ``theta``), one example at a time (an oracle call each, no step): at one
     ``w = w(alpha)`` the gaps sum to the duality gap ``P(w) - D(alpha)``. Returns
     ``(hinge, gaps)``."""
-    cdef _Pass p = _MultiPoint(state) if hasattr(state, "vertex_labels") else \
+    cdef DualPass p = _MultiPoint(state) if hasattr(state, "vertex_labels") else \
         _BlockFrankWolfe(state)
     cdef intp_t n = p.offsets.shape[0] - 1, i, since_check = 0
     hinge_array = np.zeros(n)
@@ -1562,76 +1448,3 @@ def statistics_weights(state):
                     PyErr_CheckSignals()
             p.expected_loss[i] = p.add_statistics(i, pair_sum_ptr)
     return pair_sum_array
-
-
-def marginal_weights(state):
-    """Set ``state.WT`` to ``v``'s unary block ``C X^T (onehot(Y) - node_marg)`` of a state
-    that keeps node marginals, in one streaming pass over the token rows (no array per token
-    or per feature is formed)."""
-    cdef _Pass p = _Pass(state)
-    cdef intp_t n_tokens = p.Y.shape[0], S = p.S, t, s, since_check = 0
-    cdef int64_t q
-    cdef int32_t j
-    cdef double v
-    cdef const double* marg
-    with nogil:
-        if p.WT.shape[0] > 0:
-            memset(&p.WT[0, 0], 0, p.WT.shape[0] * S * sizeof(double))
-        for t in range(n_tokens):
-            if signal_check_due(&since_check, 1):
-                with gil:
-                    PyErr_CheckSignals()
-            marg = &p.node_marg[t, 0]
-            for q in range(p.indptr[t], p.indptr[t + 1]):
-                j = p.indices[q]
-                v = p.C * p.data[q]
-                for s in range(S):
-                    p.WT[j, s] -= v * marg[s]
-                p.WT[j, p.Y[t]] += v
-
-
-def structured_hinge_pass(state, const int64_t[::1] Y):
-    """Per-example margin-rescaled structured hinge at the state's weights (``WT`` and
-    ``theta``): each example's token scores, loss-augmented oracle and the truth's score,
-    one example at a time, so no ``n_tokens x n_states`` array is formed."""
-    cdef _Pass p = _Pass(state, False)
-    cdef intp_t n = p.offsets.shape[0] - 1, S = p.S, i, t, lo, length, e, n_touched
-    cdef intp_t since_check = 0
-    cdef double total
-    hinge = np.zeros(n)
-    scores_array = np.zeros(p.max_len * S)
-    loss_array = np.zeros(p.max_len * S)
-    labels_array = np.zeros(p.max_len, dtype=np.int64)
-    touched_array = np.zeros(p.max_nnz, dtype=np.int32)
-    index_array = np.zeros(p.kernels.max_pairwise_entries + 1, dtype=np.intp)
-    value_array = np.zeros(p.kernels.max_pairwise_entries + 1)
-    cdef float64_t[::1] out = hinge, scores = scores_array, value = value_array
-    cdef float64_t[::1] loss = loss_array
-    cdef int64_t[::1] labels = labels_array
-    cdef int32_t[::1] touched = touched_array
-    cdef intp_t[::1] index = index_array
-    cdef const double* theta = p.theta_ptr()
-    if Y.shape[0] != p.offsets[n]:
-        raise ValueError("Y does not match the state's tokens.")
-    with nogil:
-        for i in range(n):
-            lo = p.offsets[i]
-            length = p.offsets[i + 1] - lo
-            if signal_check_due(&since_check, length):
-                with gil:
-                    PyErr_CheckSignals()
-            n_touched = token_scores(&p.indptr[0], p.indices_ptr(), p.data_ptr(), p.WT_ptr(),
-                                     S, lo, length, &scores[0], &p.slot[0], &touched[0])
-            release(&p.slot[0], &touched[0], n_touched)
-            p.fill_loss(lo, length, &loss[0])
-            p.kernels.max_oracle(i, &scores[0], &loss[0], theta, &labels[0])
-            total = 0.0
-            for t in range(length):
-                total += loss[t * S + labels[t]] + scores[t * S + labels[t]] \
-                    - scores[t * S + Y[lo + t]]
-            for e in range(p.kernels.pairwise_entries(i, &labels[0], &index[0], &value[0])):
-                total += theta[index[e]] * value[e]
-            for e in range(p.kernels.pairwise_entries(i, &Y[lo], &index[0], &value[0])):
-                total -= theta[index[e]] * value[e]
-            out[i] = total
-    return hinge

@@ -1,4 +1,6 @@
-"""Per-example restricted simplicial decomposition over sufficient statistics.
+"""Per-example restricted simplicial decomposition over sufficient statistics (Yu and Rousu
+2007): the dual states of ``M3NSimplicialDecomposition``'s compiled passes and of
+``L1M3N``'s M-steps.
 
 :class:`BlockFrankWolfeState` (dimension limit 1: block-coordinate Frank-Wolfe with exact line
 search) and :class:`MultiPointFrankWolfeState` (dimension limit ``r``) start every example at
@@ -9,9 +11,9 @@ max-oracle call on the example and touches only the weights of its features.
 
 import numpy as np
 
-from ...structures._base import BaseStructure
-from ...structures._loss import hamming_max_loss
-from .._factored_dual import DualWeights, FactoredDualState
+from ..structures._base import BaseStructure
+from ..structures._loss import hamming_max_loss
+from ._factored_dual import DualWeights, FactoredDualState
 from ._frank_wolfe_fast import (TOKEN_GRAM_ENTRIES, active_sweeps, certificate_pass,
                                 frank_wolfe_pass, master_sweep, multi_point_pass,
                                 statistics_weights)

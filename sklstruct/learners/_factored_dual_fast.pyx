@@ -1,0 +1,162 @@
+"""Compiled parts of the dual states kept as per-example statistics
+(:mod:`sklstruct.learners._factored_dual`): :class:`DualPass`, their arrays as typed views
+(every compiled per-example pass binds a state through it, once per call), and the streaming
+passes the states compute their weights and primal objective with.
+"""
+
+import numpy as np
+
+from cpython.exc cimport PyErr_CheckSignals
+from libc.string cimport memset
+
+from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
+from sklstruct.learners._example_rows cimport (release, sequence_sizes, signal_check_due,
+                                               token_scores)
+
+
+cdef class DualPass:
+    """The arrays of a dual state as typed views, and the per-example steps of the passes
+    (the Frank-Wolfe passes' subclasses implement :meth:`visit` and :meth:`gap_and_hinge`)."""
+
+    def __init__(self, state, bint statistics=True):
+        """``statistics``: the state keeps node marginals and pairwise statistics
+        (:class:`~sklstruct.learners._factored_dual.FactoredDualState`)."""
+        cdef intp_t max_len, max_nnz
+        self.indptr, self.indices, self.data = state.batch.csr_arrays
+        self.offsets = state.batch.offsets
+        self.Y = state.Y
+        self.loss_weights = state.loss_weights
+        self.token_loss = state.token_loss
+        self.expected_loss = state.expected_loss
+        self.WT = state.WT
+        self.pair_v = state.pair_v
+        self.theta = state.theta
+        self.scratch = state.scratch
+        self.slot = state.slot
+        self.block_gap = state.block_gap
+        self.constrained = state.constrained
+        self.scale2 = state.scale2
+        self.kernels = state.kernels
+        self.C = state.C
+        self.S = self.kernels.n_states
+        self.P = self.kernels.n_pairwise
+        self.n_k = self.constrained.shape[0]
+        if statistics:
+            self.node_marg = state.node_marg
+            self.pair_marg = state.pair_marg
+            if self.pair_marg.shape[1] != self.P or self.node_marg.shape[1] != self.S:
+                raise ValueError("the structure's kernels do not match the dual state.")
+        if self.Y.shape[0] != self.offsets[self.offsets.shape[0] - 1]:
+            raise ValueError("Y does not match the state's tokens.")
+        if self.token_loss.shape[0] not in (0, self.Y.shape[0]) or \
+                self.token_loss.shape[1] != self.S or self.loss_weights.shape[0] != self.S:
+            raise ValueError("the loss does not match the state's tokens and states.")
+        if self.n_k > 64:
+            raise ValueError("the compiled passes keep at most 64 constrained weights.")
+        mask = np.ones(self.P, dtype=np.uint8)
+        mask[np.asarray(self.constrained)] = 0
+        self.free_mask = mask
+        sequence_sizes(&self.indptr[0], &self.offsets[0], self.offsets.shape[0] - 1,
+                       &max_len, &max_nnz)
+        self.max_len = max_len
+        self.max_nnz = max_nnz
+
+    cdef void fill_loss(self, intp_t lo, intp_t length, double* out) noexcept nogil:
+        """The loss rows ``L[t, s]`` of tokens ``lo .. lo + length``: the state's
+        ``token_loss`` when it has one, else the weighted Hamming loss from ``Y``."""
+        cdef intp_t t, s, S = self.S
+        cdef double c
+        if self.token_loss.shape[0]:
+            for t in range(length):
+                for s in range(S):
+                    out[t * S + s] = self.token_loss[lo + t, s]
+            return
+        for t in range(length):
+            c = self.loss_weights[self.Y[lo + t]]
+            for s in range(S):
+                out[t * S + s] = c
+            out[t * S + self.Y[lo + t]] = 0.0
+
+    cdef int visit(self, intp_t i, double* gap_out, double* gain) except -1 nogil:
+        """One oracle call and step on example ``i`` (the passes' subclasses): its
+        Frank-Wolfe gap into ``gap_out``, the dual's increase (where tracked) added to
+        ``gain``."""
+        return 0
+
+    cdef int gap_and_hinge(self, intp_t i, double* gap, double* hinge) except -1 nogil:
+        """Example ``i``'s Frank-Wolfe gap and structured hinge ``H_i`` at the current
+        weights, without a step (the passes' subclasses)."""
+        return 0
+
+
+def marginal_weights(state):
+    """Set ``state.WT`` to ``v``'s unary block ``C X^T (onehot(Y) - node_marg)`` of a state
+    that keeps node marginals, in one streaming pass over the token rows (no array per token
+    or per feature is formed)."""
+    cdef DualPass p = DualPass(state)
+    cdef intp_t n_tokens = p.Y.shape[0], S = p.S, t, s, since_check = 0
+    cdef int64_t q
+    cdef int32_t j
+    cdef double v
+    cdef const double* marg
+    with nogil:
+        if p.WT.shape[0] > 0:
+            memset(&p.WT[0, 0], 0, p.WT.shape[0] * S * sizeof(double))
+        for t in range(n_tokens):
+            if signal_check_due(&since_check, 1):
+                with gil:
+                    PyErr_CheckSignals()
+            marg = &p.node_marg[t, 0]
+            for q in range(p.indptr[t], p.indptr[t + 1]):
+                j = p.indices[q]
+                v = p.C * p.data[q]
+                for s in range(S):
+                    p.WT[j, s] -= v * marg[s]
+                p.WT[j, p.Y[t]] += v
+
+
+def structured_hinge_pass(state, const int64_t[::1] Y):
+    """Per-example margin-rescaled structured hinge at the state's weights (``WT`` and
+    ``theta``): each example's token scores, loss-augmented oracle and the truth's score,
+    one example at a time, so no ``n_tokens x n_states`` array is formed."""
+    cdef DualPass p = DualPass(state, False)
+    cdef intp_t n = p.offsets.shape[0] - 1, S = p.S, i, t, lo, length, e, n_touched
+    cdef intp_t since_check = 0
+    cdef double total
+    hinge = np.zeros(n)
+    scores_array = np.zeros(p.max_len * S)
+    loss_array = np.zeros(p.max_len * S)
+    labels_array = np.zeros(p.max_len, dtype=np.int64)
+    touched_array = np.zeros(p.max_nnz, dtype=np.int32)
+    index_array = np.zeros(p.kernels.max_pairwise_entries + 1, dtype=np.intp)
+    value_array = np.zeros(p.kernels.max_pairwise_entries + 1)
+    cdef float64_t[::1] out = hinge, scores = scores_array, value = value_array
+    cdef float64_t[::1] loss = loss_array
+    cdef int64_t[::1] labels = labels_array
+    cdef int32_t[::1] touched = touched_array
+    cdef intp_t[::1] index = index_array
+    cdef const double* theta = p.theta_ptr()
+    if Y.shape[0] != p.offsets[n]:
+        raise ValueError("Y does not match the state's tokens.")
+    with nogil:
+        for i in range(n):
+            lo = p.offsets[i]
+            length = p.offsets[i + 1] - lo
+            if signal_check_due(&since_check, length):
+                with gil:
+                    PyErr_CheckSignals()
+            n_touched = token_scores(&p.indptr[0], p.indices_ptr(), p.data_ptr(), p.WT_ptr(),
+                                     S, lo, length, &scores[0], &p.slot[0], &touched[0])
+            release(&p.slot[0], &touched[0], n_touched)
+            p.fill_loss(lo, length, &loss[0])
+            p.kernels.max_oracle(i, &scores[0], &loss[0], theta, &labels[0])
+            total = 0.0
+            for t in range(length):
+                total += loss[t * S + labels[t]] + scores[t * S + labels[t]] \
+                    - scores[t * S + Y[lo + t]]
+            for e in range(p.kernels.pairwise_entries(i, &labels[0], &index[0], &value[0])):
+                total += theta[index[e]] * value[e]
+            for e in range(p.kernels.pairwise_entries(i, &Y[lo], &index[0], &value[0])):
+                total -= theta[index[e]] * value[e]
+            out[i] = total
+    return hinge
