@@ -20,6 +20,7 @@ MODULES = [
     "sklstruct.learners.exp_grad._online_fast",
     "sklstruct.learners._factored_dual_fast",
     "sklstruct.learners._frank_wolfe_fast",
+    "sklstruct.learners._multi_point_fast",
 ]
 DEBUG = os.environ.get("SKLSTRUCT_CYTHON_DEBUG", "0") == "1"
 # Cython regenerates a .c file only when its .pyx is newer, not when the directives change:

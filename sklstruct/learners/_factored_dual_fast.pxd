@@ -1,7 +1,7 @@
 # The typed view of a dual state kept as per-example statistics (_factored_dual.DualWeights),
 # shared by the compiled per-example passes: the Frank-Wolfe passes subclass it.
 from sklstruct._inference._kernels cimport ExampleKernels
-from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t, uint8_t
+from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t, uint8_t, uint64_t
 
 
 cdef class DualPass:
@@ -50,3 +50,12 @@ cdef class DualPass:
         for r in range(self.n_k):
             if self.pair_v[self.constrained[r]] < 0.0:
                 self.theta[self.constrained[r]] = 0.0
+
+
+# the sweeps of shrinking and the per-example certificate, over any pass (see
+# _frank_wolfe_fast.active_sweeps and certificate_pass)
+cdef tuple sweep_active(DualPass p, int64_t[::1] active, double threshold, double stop_gap,
+                        intp_t max_visits, double target_gap, intp_t min_visits,
+                        uint64_t seed)
+
+cdef tuple certify_examples(DualPass p)

@@ -9,7 +9,7 @@ import numpy as np
 from cpython.exc cimport PyErr_CheckSignals
 from libc.string cimport memset
 
-from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
+from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t, uint64_t
 from sklstruct.learners._example_rows cimport (release, sequence_sizes, signal_check_due,
                                                token_scores)
 
@@ -160,3 +160,83 @@ def structured_hinge_pass(state, const int64_t[::1] Y):
                 total -= theta[index[e]] * value[e]
             out[i] = total
     return hinge
+
+
+cdef inline uint64_t _next_random(uint64_t* state) noexcept nogil:
+    """xorshift64* (Vigna, "An experimental exploration of Marsaglia's xorshift generators,
+    scrambled", 2016): the next 64-bit draw of a generator whose non-zero state is
+    ``state[0]``."""
+    cdef uint64_t x = state[0]
+    x ^= x >> 12
+    x ^= x << 25
+    x ^= x >> 27
+    state[0] = x
+    return x * <uint64_t> 2685821657736338717ULL
+
+
+cdef tuple sweep_active(DualPass p, int64_t[::1] active, double threshold, double stop_gap,
+                          intp_t max_visits, double target_gap, intp_t min_visits,
+                          uint64_t seed):
+    """Sweeps of ``p``'s visits over the examples of ``active`` (shrinking; see
+    the passes' ``active_sweeps``); returns ``(sweeps, visits, gain)``."""
+    cdef intp_t n_active = active.shape[0], n = p.offsets.shape[0] - 1, k, kept
+    cdef intp_t sweeps = 0, visits = 0, since_check = 0
+    cdef int64_t i, swap
+    cdef uint64_t rng = seed | 1  # (a non-zero state)
+    cdef double gap = 0.0, gain = 0.0, total, estimate = 0.0
+    cdef bint done = False
+    with nogil:
+        for k in range(n):
+            if p.block_gap[k] > 0.0:
+                estimate += p.block_gap[k]
+        while n_active > 0 and visits < max_visits and not done:
+            for k in range(n_active - 1, 0, -1):  # Fisher-Yates shuffle
+                kept = <intp_t> (_next_random(&rng) % <uint64_t> (k + 1))
+                swap = active[k]
+                active[k] = active[kept]
+                active[kept] = swap
+            for k in range(n_active):
+                if visits == max_visits:  # (the last sweep is cut short)
+                    break
+                i = active[k]
+                if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
+                    with gil:
+                        PyErr_CheckSignals()
+                if p.block_gap[i] > 0.0:
+                    estimate -= p.block_gap[i]
+                p.visit(i, &gap, &gain)
+                if gap > 0.0:
+                    estimate += gap
+                visits += 1
+                if visits >= min_visits and estimate <= target_gap:
+                    done = True
+                    break
+            sweeps += 1
+            # keep the examples whose gap at this visit exceeds the threshold
+            kept = 0
+            total = 0.0
+            for k in range(n_active):
+                if p.block_gap[active[k]] > threshold:
+                    total += p.block_gap[active[k]]
+                    active[kept] = active[k]
+                    kept += 1
+            n_active = kept
+            if total <= stop_gap:
+                break
+    return sweeps, visits, gain
+
+
+cdef tuple certify_examples(DualPass p):
+    """Every example's structured hinge ``H_i`` and Frank-Wolfe gap at the weights of ``p``,
+    one example at a time (an oracle call each, no step); returns ``(hinge, gaps)``."""
+    cdef intp_t n = p.offsets.shape[0] - 1, i, since_check = 0
+    hinge_array = np.zeros(n)
+    gaps_array = np.zeros(n)
+    cdef float64_t[::1] hinge = hinge_array, gaps = gaps_array
+    with nogil:
+        for i in range(n):
+            if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
+                with gil:
+                    PyErr_CheckSignals()
+            p.gap_and_hinge(i, &gaps[i], &hinge[i])
+    return hinge_array, gaps_array

@@ -14,9 +14,8 @@ import numpy as np
 from ..structures._base import BaseStructure
 from ..structures._loss import hamming_max_loss
 from ._factored_dual import DualWeights, FactoredDualState
-from ._frank_wolfe_fast import (TOKEN_GRAM_ENTRIES, active_sweeps, certificate_pass,
-                                frank_wolfe_pass, master_sweep, multi_point_pass,
-                                statistics_weights)
+from . import _frank_wolfe_fast, _multi_point_fast
+from ._multi_point_fast import TOKEN_GRAM_ENTRIES
 
 # largest cache of per-example points (cached mode of MultiPointFrankWolfeState)
 CACHE_MB = 256
@@ -45,8 +44,8 @@ class _Shrinking:
     def primal_and_gaps(self):
         """The primal objective at the state's weights and every example's Frank-Wolfe gap
         there (they sum to the duality gap at an exact certificate's weights), from one
-        oracle call per example (:func:`._frank_wolfe_fast.certificate_pass`)."""
-        hinge, gaps = certificate_pass(self)
+        oracle call per example (the passes' ``certificate_pass``)."""
+        hinge, gaps = self._passes.certificate_pass(self)
         return 0.5 * float(self.statistic_weights @ self.w) + self.C * float(hinge.sum()), gaps
 
     def run_active(self, active, threshold, stop_gap, max_visits, seed, target_gap=-1.0,
@@ -55,9 +54,9 @@ class _Shrinking:
         visit is at most ``threshold``, until the remaining gaps sum to at most ``stop_gap``,
         after ``max_visits`` visits, or once (after ``min_visits``) the summed gaps of all
         examples at their last visit (``block_gap``) are at most ``target_gap``
-        (:func:`._frank_wolfe_fast.active_sweeps`); returns the visits. ``last_gain``
-        receives the dual's increase (multi-point masters only)."""
-        _, visits, self.last_gain = active_sweeps(
+        (the passes' ``active_sweeps``); returns the visits. ``last_gain`` receives the
+        dual's increase (multi-point masters only)."""
+        _, visits, self.last_gain = self._passes.active_sweeps(
             self, np.array(active, dtype=np.int64), float(threshold), float(stop_gap),
             int(max_visits), float(target_gap), int(min_visits), int(seed))
         return visits
@@ -66,6 +65,8 @@ class _Shrinking:
 class BlockFrankWolfeState(_Shrinking, FactoredDualState):
     """Statistics, weights and passes of block-coordinate Frank-Wolfe with line search."""
 
+    _passes = _frank_wolfe_fast
+
     def __init__(self, structure, batch, Y, C, scale2=None):
         super().__init__(structure, batch, Y, C, structure.onehot(Y),
                          structure.pairwise_statistics(batch, Y, per_sequence=True), scale2)
@@ -73,7 +74,7 @@ class BlockFrankWolfeState(_Shrinking, FactoredDualState):
     def run_pass(self, order=None):
         """One pass over the examples (in ``order``); returns the sum of their FW gaps."""
         order = self.order if order is None else np.ascontiguousarray(order, dtype=np.int64)
-        return frank_wolfe_pass(self, order)
+        return _frank_wolfe_fast.frank_wolfe_pass(self, order)
 
 
 def _distinct_features(batch, n_features, limit=None, chunk_entries=2**20):
@@ -172,6 +173,8 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
     token) and the rows fit in ``CACHE_MB``.
     """
 
+    _passes = _multi_point_fast
+
     def __init__(self, structure, batch, Y, C, max_points, cached="auto", scale2=None):
         self._bind(structure, batch, Y, C, scale2)
         S, n = structure.n_states_, batch.n_sequences
@@ -260,7 +263,8 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
 
     def _statistics_weights(self):
         self.WT[:] = 0.0
-        self.pair_v[:] = self.C * (self.true_pairwise - statistics_weights(self))
+        self.pair_v[:] = self.C * (self.true_pairwise
+                                    - _multi_point_fast.statistics_weights(self))
 
     def max_loss(self):
         if self.token_loss.size:
@@ -333,11 +337,11 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
         """One oracle pass; returns the sum of the Frank-Wolfe gaps (``last_gain``: the
         dual's increase)."""
         order = self.order if order is None else np.ascontiguousarray(order, dtype=np.int64)
-        gap, self.last_gain = multi_point_pass(self, order)
+        gap, self.last_gain = _multi_point_fast.multi_point_pass(self, order)
         return gap
 
     def run_sweep(self, order=None):
         """Re-solve every example's master from its cached points (no oracle call); returns
         the dual's increase."""
         order = self.order if order is None else np.ascontiguousarray(order, dtype=np.int64)
-        return master_sweep(self, order)
+        return _multi_point_fast.master_sweep(self, order)

@@ -1,0 +1,1136 @@
+"""Compiled passes of restricted simplicial decomposition with dimension limit ``r`` (Yu and
+Rousu 2007): one simplex per example over its anchor and at most ``r`` labellings.
+
+:func:`multi_point_pass` (dimension limit ``r``) keeps no per-token statistics: example
+``i``'s point is ``x = (1 - sum_k mu_k) a + sum_k mu_k z_k``, from at most ``r`` labellings
+(``vertex_labels[t, k]``, int16) with their losses and weights ``mu_k``, and an anchor ``a``
+(a past point; the true labelling at first) packed as its non-zero node and pairwise entries
+(:class:`~sklstruct.learners._frank_wolfe.AnchorStore`) with its loss. A visit
+unpacks the anchor, computes the scores of the anchor and the points, adds the oracle's
+labelling (when full, the lowest-weight one is dropped and ``x`` becomes the anchor: the
+paper's footnote 1) and solves the master problem over the convex hull of the anchor and the
+labellings, a QP in ``mu`` whose Gram matrix comes either from the example's token Gram matrix
+(``length^2`` entries, cheap for short sequences with many features) or from the points' unary
+statistics on the example's features (an anchor block of ``n_touched x n_states`` and sums
+over the example's stored entries, cheap for long sequences with few features, and the only
+way with scaled features); the cheaper is chosen per example (``state.master_gram`` can force
+either), and the token Gram matrix
+never beyond ``TOKEN_GRAM_CAP`` entries (kept between visits in the state's ``token_gram`` or,
+when exact, ``token_gram32`` for the examples that fit its budget). With constrained
+coordinates the master is solved by active-set rounds on the sign pattern of ``v`` on them
+(exact when the pattern settles; otherwise the best tried point that ascends).
+:func:`statistics_weights` recomputes ``v`` from the points in one streaming pass.
+
+The loss is the state's ``token_loss`` matrix when it has one, else the weighted Hamming loss
+computed from ``Y`` and ``loss_weights`` for the visited example.
+
+Both passes check for Ctrl-C every few thousand tokens (KeyboardInterrupt; the state is then
+consistent up to the examples visited).
+
+:func:`active_sweeps` and :func:`certificate_pass` run the shrinking sweeps and the
+per-example certificate of :mod:`sklstruct.learners._factored_dual_fast` on these visits.
+"""
+
+import numpy as np
+
+from cpython.exc cimport PyErr_CheckSignals
+from libc.math cimport fabs
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memset
+
+from sklstruct._solvers._smo cimport smo_capped_simplices
+from sklstruct._typedefs cimport (float64_t, int16_t, int32_t, int64_t, intp_t, uint8_t,
+                                  uint64_t)
+from sklstruct.learners._example_rows cimport (dot, release, signal_check_due,
+                                               token_scores)
+from sklstruct.learners._factored_dual_fast cimport (DualPass, certify_examples,
+                                                     sweep_active)
+
+cdef enum:
+    # largest token Gram matrix (entries) the multi-point pass forms for one example
+    TOKEN_GRAM_CAP = 4194304
+    MAX_POINTS = 63
+
+TOKEN_GRAM_ENTRIES = TOKEN_GRAM_CAP  # (for the state's kept token Gram matrices)
+
+
+cdef double _solve_master(const double* G, const double* D_k, const double* base,
+                          const double* mu_old, intp_t m, const double* v_k, intp_t n_k,
+                          double tol, double* work, double* mu_best) noexcept nogil:
+    """The master problem of one example over its point weights ``mu``; returns the exact
+    increase of the dual at ``mu_best``.
+
+    Maximises ``sum_p mu_p base_p - 1/2 mu' G mu - 1/2 ||[v_K(mu)]_+||^2`` (changes from
+    ``mu_old``) over ``mu >= 0, sum mu <= 1``, with ``G`` the Gram matrix of the directions on
+    the unconstrained coordinates, ``D_k`` (rows of 64) their constrained coordinates and
+    ``v_K(mu) = v_k + D_k' (mu - mu_old)``. Without constrained coordinates one SMO solve;
+    with them, active-set rounds on the sign pattern of ``v_K`` (the objective is the QP
+    without the clipped coordinates where the pattern holds; a solution that reproduces its
+    pattern is optimal), keeping the best tried point that ascends.
+    ``work`` holds ``m * m + 4 * m + 64`` doubles.
+    """
+    cdef intp_t pt, l, q2, round_, n_steps
+    cdef double slack, change, best_change = 0.0, v, v_new
+    cdef bint settled
+    cdef double* G_round = work
+    cdef double* grad = G_round + m * m
+    cdef double* mu = grad + m
+    cdef double* dmu = mu + m
+    cdef uint8_t clipped[64]
+    cdef intp_t group_ptr[2]
+    group_ptr[0] = 0
+    group_ptr[1] = m
+    for pt in range(m):
+        mu_best[pt] = mu_old[pt]
+    for q2 in range(n_k):
+        clipped[q2] = v_k[q2] < 0.0
+    for round_ in range(16 if n_k else 1):
+        for pt in range(m):
+            grad[pt] = base[pt]
+            mu[pt] = mu_old[pt]
+            for l in range(m):
+                G_round[pt * m + l] = G[pt * m + l]
+            for q2 in range(n_k):
+                if not clipped[q2]:
+                    grad[pt] -= v_k[q2] * D_k[pt * 64 + q2]
+                    for l in range(m):
+                        G_round[pt * m + l] += D_k[pt * 64 + q2] * D_k[l * 64 + q2]
+        slack = 1.0
+        for pt in range(m):
+            slack -= mu[pt]
+        if slack < 0.0:
+            slack = 0.0
+        smo_capped_simplices(G_round, m, grad, mu, group_ptr, 1, &slack, tol, 20 * m + 20,
+                             &n_steps)
+        # the exact change of the dual and the new sign pattern
+        for pt in range(m):
+            dmu[pt] = mu[pt] - mu_old[pt]
+        change = 0.0
+        for pt in range(m):
+            change += dmu[pt] * base[pt]
+            for l in range(m):
+                change -= 0.5 * dmu[pt] * G[pt * m + l] * dmu[l]
+        settled = True
+        for q2 in range(n_k):
+            v = v_k[q2]
+            v_new = v
+            for pt in range(m):
+                v_new += dmu[pt] * D_k[pt * 64 + q2]
+            change -= 0.5 * ((v_new * v_new if v_new > 0 else 0.0) - (v * v if v > 0 else 0.0))
+            if (v_new < 0.0) != clipped[q2]:
+                settled = False
+                clipped[q2] = v_new < 0.0
+        if change > best_change:  # (a master that would not ascend keeps mu_old)
+            best_change = change
+            for pt in range(m):
+                mu_best[pt] = mu[pt]
+        if settled:
+            break
+    return best_change
+
+
+cdef struct _Work:
+    # per-example workspace of the multi-point passes
+    double* scores
+    double* loss
+    double* zeros
+    double* saved
+    double* anchor_node
+    double* anchor_pair
+    double* gram_tokens
+    double* unary_stats
+    double* pair_dense
+    double* entry_value
+    intp_t* entry_index
+    intp_t* entry_count
+    double* point_score
+    int64_t* labels
+    int64_t* point_labels
+    int32_t* touched
+    double* master
+
+
+cdef class _MultiPoint(DualPass):
+    """The multi-point pass's steps on one example (see the module doc).
+
+    A visit unpacks the example's anchor into ``w.anchor_node`` (``length x n_states``) and
+    ``w.anchor_pair`` (``n_pairwise``), computes its kept points' pairwise entries (rows of
+    ``w.entry_index`` / ``w.entry_value``, ``stride`` apart; row ``r`` is scratch) and the
+    scores of the anchor and the points at the current weights, and packs the anchor back
+    when it changed."""
+    cdef _Work w
+    cdef intp_t stride, gram_cap, r
+    cdef int master_gram  # the masters' Gram matrices: 0 cheaper, 1 tokens, 2 features
+    cdef double anchor_score
+    cdef int16_t[:, ::1] vertex_labels
+    cdef float64_t[:, ::1] vertex_loss, vertex_weight
+    cdef int64_t[::1] n_vertices
+    cdef float64_t[::1] anchor_loss, feature_buffer
+    # the anchors (AnchorStore)
+    cdef object anchors
+    cdef int64_t[::1] anchor_start, anchor_capacity, anchor_n_node, anchor_n_pair, pool_used
+    cdef int32_t[::1] pool_keys
+    cdef float64_t[::1] pool_values
+    # the token-Gram terms of every example's master, kept between visits: <Z_p, Z_l>_K,
+    # <A, Z_p>_K and <A, A>_K with validity flags
+    cdef float64_t[:, :, ::1] gram_points
+    cdef float64_t[:, ::1] gram_anchor
+    cdef float64_t[::1] gram_anchor_self
+    cdef uint8_t[::1] gram_anchor_ok
+    cdef uint8_t[:, ::1] gram_point_ok
+    cdef const int64_t[::1] token_gram_ptr
+    cdef float64_t[::1] token_gram
+    cdef float[::1] token_gram32
+    cdef bint gram_single
+    cdef uint8_t[::1] token_gram_ready
+    # cached mode: every example's anchor and points as dense rows over its own features
+    cdef bint cached
+    cdef const int64_t[::1] cache_feature_ptr, cache_ptr
+    cdef const int32_t[::1] cache_features
+    cdef float64_t[::1] cache
+    cdef uint8_t[::1] cache_ready
+
+    def __init__(self, state):
+        super().__init__(state, False)
+        self.vertex_labels = state.vertex_labels
+        self.vertex_loss = state.vertex_loss
+        self.vertex_weight = state.vertex_weight
+        self.n_vertices = state.n_vertices
+        self.anchor_loss = state.anchor_loss
+        self.feature_buffer = state.feature_buffer
+        self.gram_points = state.gram_points
+        self.gram_anchor = state.gram_anchor
+        self.gram_anchor_self = state.gram_anchor_self
+        self.gram_anchor_ok = state.gram_anchor_ok
+        self.gram_point_ok = state.gram_point_ok
+        self.token_gram_ptr = state.token_gram_ptr
+        self.token_gram = state.token_gram
+        self.token_gram32 = state.token_gram32
+        self.gram_single = state.token_gram32.shape[0] > 0
+        self.token_gram_ready = state.token_gram_ready
+        self.anchors = state.anchors
+        self.anchor_start = self.anchors.start
+        self.anchor_capacity = self.anchors.capacity
+        self.anchor_n_node = self.anchors.n_node
+        self.anchor_n_pair = self.anchors.n_pair
+        self.pool_used = self.anchors.used
+        self.bind_pool()
+        self.r = self.vertex_labels.shape[1]
+        if not 1 <= self.r <= MAX_POINTS:
+            raise ValueError(f"the compiled pass keeps 1 to {MAX_POINTS} points per example.")
+        if self.S > 32767 or self.max_len * self.S > 2147483647 or self.P > 2147483647:
+            raise ValueError("the compiled pass keeps at most 32,767 states and 2**31 - 1 "
+                             "entries of a sequence's statistics.")
+        self.master_gram = {"auto": 0, "tokens": 1, "features": 2}[state.master_gram]
+        self.cached = state.cached
+        if self.cached:
+            self.cache_feature_ptr = state.cache_feature_ptr
+            self.cache_features = state.cache_features
+            self.cache_ptr = state.cache_ptr
+            self.cache = state.cache
+            self.cache_ready = state.cache_ready
+        cdef intp_t S = self.S, P = self.P, r = self.r
+        cdef intp_t n_feature_rows = min(self.max_nnz, self.WT.shape[0])
+        self.stride = self.kernels.max_pairwise_entries + 1
+        self.gram_cap = 0 if self.cached else min(self.max_len * self.max_len,
+                                                  TOKEN_GRAM_CAP)
+        self.w.scores = <double*> malloc(self.max_len * S * sizeof(double))
+        self.w.loss = <double*> malloc(self.max_len * S * sizeof(double))
+        self.w.zeros = <double*> calloc(self.max_len * S, sizeof(double))
+        self.w.saved = <double*> malloc(self.max_len * sizeof(double))
+        self.w.anchor_node = <double*> malloc(self.max_len * S * sizeof(double))
+        self.w.anchor_pair = <double*> malloc((P + 1) * sizeof(double))
+        self.w.gram_tokens = <double*> malloc(
+            (self.gram_cap + self.max_len * S + 1) * sizeof(double))
+        self.w.unary_stats = <double*> malloc(
+            ((0 if self.cached else 2 * n_feature_rows * S) + 1) * sizeof(double))
+        self.w.pair_dense = <double*> malloc((P + 1) * sizeof(double))
+        self.w.entry_value = <double*> malloc((r + 1) * self.stride * sizeof(double))
+        self.w.entry_index = <intp_t*> malloc((r + 1) * self.stride * sizeof(intp_t))
+        self.w.entry_count = <intp_t*> malloc((r + 1) * sizeof(intp_t))
+        self.w.point_score = <double*> malloc((r + 1) * sizeof(double))
+        self.w.labels = <int64_t*> malloc(self.max_len * sizeof(int64_t))
+        self.w.point_labels = <int64_t*> malloc(self.max_len * sizeof(int64_t))
+        self.w.touched = <int32_t*> malloc(self.max_nnz * sizeof(int32_t))
+        self.w.master = <double*> malloc((4 * MAX_POINTS * MAX_POINTS + 8 * MAX_POINTS
+                                          + 64 * MAX_POINTS + 64) * sizeof(double))
+        if (self.w.scores == NULL or self.w.loss == NULL or self.w.zeros == NULL
+                or self.w.saved == NULL or self.w.anchor_node == NULL
+                or self.w.anchor_pair == NULL or self.w.gram_tokens == NULL
+                or self.w.unary_stats == NULL or self.w.pair_dense == NULL
+                or self.w.entry_value == NULL or self.w.entry_index == NULL
+                or self.w.entry_count == NULL or self.w.point_score == NULL
+                or self.w.labels == NULL or self.w.point_labels == NULL
+                or self.w.touched == NULL or self.w.master == NULL):
+            raise MemoryError("could not allocate the simplicial decomposition workspace")
+        memset(self.w.pair_dense, 0, (P + 1) * sizeof(double))
+
+    def __dealloc__(self):
+        free(self.w.scores)
+        free(self.w.loss)
+        free(self.w.zeros)
+        free(self.w.saved)
+        free(self.w.anchor_node)
+        free(self.w.anchor_pair)
+        free(self.w.gram_tokens)
+        free(self.w.unary_stats)
+        free(self.w.pair_dense)
+        free(self.w.entry_value)
+        free(self.w.entry_index)
+        free(self.w.entry_count)
+        free(self.w.point_score)
+        free(self.w.labels)
+        free(self.w.point_labels)
+        free(self.w.touched)
+        free(self.w.master)
+
+    cdef double loss_augmented_oracle(self, intp_t i, intp_t lo, intp_t length,
+                                      double* scores, int64_t* labels) noexcept nogil:
+        """The most violating labelling of example ``i`` at the token scores into
+        ``labels``; returns its loss. The weighted Hamming loss ``c_t [s != y_t]`` is
+        ``c_t - c_t [s = y_t]``, so the oracle runs on the scores with ``c_t`` taken from the
+        true states (restored afterwards) and a zero loss matrix: no loss matrix is
+        formed."""
+        cdef intp_t S = self.S, t
+        cdef int64_t y
+        cdef double loss = 0.0
+        if self.token_loss.shape[0]:
+            self.fill_loss(lo, length, self.w.loss)
+            self.kernels.max_oracle(i, scores, self.w.loss, self.theta_ptr(), labels)
+            for t in range(length):
+                loss += self.w.loss[t * S + labels[t]]
+            return loss
+        for t in range(length):
+            y = self.Y[lo + t]
+            self.w.saved[t] = scores[t * S + y]
+            scores[t * S + y] -= self.loss_weights[y]
+        self.kernels.max_oracle(i, scores, self.w.zeros, self.theta_ptr(), labels)
+        for t in range(length):
+            y = self.Y[lo + t]
+            scores[t * S + y] = self.w.saved[t]
+            if labels[t] != y:
+                loss += self.loss_weights[y]
+        return loss
+
+    # --------------------------------------------------------------- anchors
+    def bind_pool(self):
+        """(Re)take the views of the anchors' pool (after :meth:`AnchorStore.reserve`)."""
+        self.pool_keys = self.anchors.keys
+        self.pool_values = self.anchors.values
+
+    cdef void load_anchor(self, intp_t i, intp_t lo, intp_t length) noexcept nogil:
+        """Unpack example ``i``'s anchor into ``w.anchor_node`` and ``w.anchor_pair``."""
+        cdef intp_t S = self.S, t, e, n
+        cdef int64_t k, a = self.anchor_start[i], n_node = self.anchor_n_node[i]
+        cdef double* A = self.w.anchor_node
+        cdef double* Ap = self.w.anchor_pair
+        cdef intp_t* index = self.w.entry_index + self.r * self.stride
+        cdef double* value = self.w.entry_value + self.r * self.stride
+        memset(A, 0, length * S * sizeof(double))
+        memset(Ap, 0, (self.P + 1) * sizeof(double))
+        if a < 0:  # the true labelling
+            for t in range(length):
+                A[t * S + self.Y[lo + t]] = 1.0
+            n = self.kernels.pairwise_entries(i, &self.Y[lo], index, value)
+            for e in range(n):
+                Ap[index[e]] += value[e]
+            return
+        for k in range(a, a + n_node):
+            A[self.pool_keys[k]] = self.pool_values[k]
+        for k in range(a + n_node, a + n_node + self.anchor_n_pair[i]):
+            Ap[self.pool_keys[k]] = self.pool_values[k]
+
+    cdef int store_anchor(self, intp_t i, intp_t length) except -1 nogil:
+        """Pack the workspace's anchor back as example ``i``'s (its non-zero entries)."""
+        cdef intp_t q, n_node = 0, n_pair = 0, n_entries = length * self.S
+        cdef int64_t k, need
+        cdef const double* A = self.w.anchor_node
+        cdef const double* Ap = self.w.anchor_pair
+        for q in range(n_entries):
+            if A[q] != 0.0:
+                n_node += 1
+        for q in range(self.P):
+            if Ap[q] != 0.0:
+                n_pair += 1
+        need = n_node + n_pair
+        if self.anchor_start[i] < 0 or self.anchor_capacity[i] < need:
+            need += need // 4 + 2  # room to grow in place
+            if self.pool_used[0] + need > self.pool_keys.shape[0]:
+                with gil:
+                    self.anchors.reserve(need)
+                    self.bind_pool()
+            self.anchor_start[i] = self.pool_used[0]  # (abandons the old slot)
+            self.anchor_capacity[i] = need
+            self.pool_used[0] += need
+        k = self.anchor_start[i]
+        for q in range(n_entries):
+            if A[q] != 0.0:
+                self.pool_keys[k] = <int32_t> q
+                self.pool_values[k] = A[q]
+                k += 1
+        for q in range(self.P):
+            if Ap[q] != 0.0:
+                self.pool_keys[k] = <int32_t> q
+                self.pool_values[k] = Ap[q]
+                k += 1
+        self.anchor_n_node[i] = n_node
+        self.anchor_n_pair[i] = n_pair
+        return 0
+
+    # --------------------------------------------------------------- points
+    cdef void point_entries(self, intp_t i, intp_t lo, intp_t length, intp_t pt,
+                            bint scored=True) noexcept nogil:
+        """Point ``pt``'s pairwise entries (row ``pt`` of the entries) and, when ``scored``,
+        its score at the current weights (``w.scores``) into ``w.point_score[pt]``."""
+        cdef intp_t t, e, n
+        cdef double total = 0.0
+        cdef int64_t* labels = self.w.point_labels
+        cdef intp_t* index = self.w.entry_index + pt * self.stride
+        cdef double* value = self.w.entry_value + pt * self.stride
+        for t in range(length):
+            labels[t] = self.vertex_labels[lo + t, pt]
+        n = self.kernels.pairwise_entries(i, labels, index, value)
+        self.w.entry_count[pt] = n
+        if not scored:
+            return
+        for t in range(length):
+            total += self.w.scores[t * self.S + labels[t]]
+        for e in range(n):
+            total += self.theta[index[e]] * value[e]
+        self.w.point_score[pt] = total
+
+    cdef double anchor_weight(self, intp_t i) noexcept nogil:
+        """``1 - sum_k mu_k``: the anchor's weight in example ``i``'s point."""
+        cdef intp_t pt
+        cdef double weight = 1.0
+        for pt in range(self.n_vertices[i]):
+            weight -= self.vertex_weight[i, pt]
+        return weight
+
+    cdef intp_t add_point(self, intp_t i, intp_t lo, intp_t length, const int64_t* labels,
+                          double loss_bar) noexcept nogil:
+        """Keep the labelling as a point of example ``i`` unless it has it; return its slot.
+
+        A full example drops its lowest-weight point and makes the current ``x`` its anchor
+        (the paper's footnote 1; ``anchor_score`` and the workspace's anchor, which the caller
+        packs back, or in the cached mode the anchor's row, become ``x``'s). Returns
+        ``-1 - slot`` for a point that was already kept.
+        """
+        cdef intp_t S = self.S, m = self.n_vertices[i], slot = -1, pt, t, q, e, K
+        cdef bint duplicate
+        cdef double weight, mu
+        cdef double* A = self.w.anchor_node
+        cdef double* Ap = self.w.anchor_pair
+        cdef double* row0
+        for pt in range(m):
+            duplicate = True
+            for t in range(length):
+                if self.vertex_labels[lo + t, pt] != labels[t]:
+                    duplicate = False
+                    break
+            if duplicate:
+                return -1 - pt
+        if m < self.r:
+            slot = m
+            self.n_vertices[i] = m + 1
+        else:
+            slot = 0
+            for pt in range(1, m):
+                if self.vertex_weight[i, pt] < self.vertex_weight[i, slot]:
+                    slot = pt
+            # the anchor becomes x = (1 - sum mu) a + sum mu_p z_p
+            weight = self.anchor_weight(i)
+            self.anchor_score *= weight
+            for pt in range(m):
+                self.anchor_score += self.vertex_weight[i, pt] * self.w.point_score[pt]
+            if not self.cached:
+                for q in range(length * S):
+                    A[q] *= weight
+                for q in range(self.P):
+                    Ap[q] *= weight
+                for pt in range(m):
+                    mu = self.vertex_weight[i, pt]
+                    for t in range(length):
+                        A[t * S + self.vertex_labels[lo + t, pt]] += mu
+                    for e in range(self.w.entry_count[pt]):
+                        Ap[self.w.entry_index[pt * self.stride + e]] += \
+                            mu * self.w.entry_value[pt * self.stride + e]
+            self.anchor_loss[i] = self.expected_loss[i]
+            if self.cached:  # the same combination of the cached rows
+                K = self.row_size(i)
+                row0 = &self.cache[self.cache_ptr[i]]
+                for q in range(K):
+                    row0[q] *= weight
+                for pt in range(m):
+                    for q in range(K):
+                        row0[q] += self.vertex_weight[i, pt] * row0[(1 + pt) * K + q]
+            for pt in range(m):
+                self.vertex_weight[i, pt] = 0.0
+            self.gram_anchor_ok[i] = 0
+        for t in range(length):
+            self.vertex_labels[lo + t, slot] = <int16_t> labels[t]
+        self.vertex_loss[i, slot] = loss_bar
+        self.vertex_weight[i, slot] = 0.0
+        self.gram_point_ok[i, slot] = 0
+        return slot
+
+    cdef inline intp_t row_size(self, intp_t i) noexcept nogil:
+        return (self.cache_feature_ptr[i + 1] - self.cache_feature_ptr[i]) * self.S + self.P
+
+    cdef double row_score(self, intp_t i, intp_t k) noexcept nogil:
+        """The score at the current weights of cached row ``k`` of example ``i`` (0: the
+        anchor, ``1 + p``: point ``p``)."""
+        cdef intp_t S = self.S, T = self.cache_feature_ptr[i + 1] - self.cache_feature_ptr[i]
+        cdef intp_t q2
+        cdef const double* row = &self.cache[self.cache_ptr[i] + k * self.row_size(i)]
+        cdef double total = 0.0
+        for q2 in range(T):
+            total += dot(&self.WT[self.cache_features[self.cache_feature_ptr[i] + q2], 0],
+                         row + q2 * S, S)
+        for q2 in range(self.P):
+            total += self.theta[q2] * row[T * S + q2]
+        return total
+
+    cdef void set_slots(self, intp_t i, bint on) noexcept nogil:
+        """Map example ``i``'s features to their rows in its cache (or back to -1)."""
+        cdef int64_t q
+        for q in range(self.cache_feature_ptr[i], self.cache_feature_ptr[i + 1]):
+            self.slot[self.cache_features[q]] = \
+                <int32_t> (q - self.cache_feature_ptr[i]) if on else -1
+
+    cdef void cache_row(self, intp_t i, intp_t lo, intp_t length, intp_t pt,
+                        double* row) noexcept nogil:
+        """Statistics ``X_i^T M`` (on the example's features) and the pairwise statistics of
+        point ``pt`` (its labels and entries), or of the workspace's anchor for ``pt < 0``."""
+        cdef intp_t S = self.S, T = self.cache_feature_ptr[i + 1] - self.cache_feature_ptr[i]
+        cdef intp_t t, s, e, q2, base
+        cdef int64_t q
+        cdef double x
+        for q2 in range(T * S + self.P):
+            row[q2] = 0.0
+        for t in range(length):
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                base = self.slot[self.indices[q]] * S
+                x = self.data[q]
+                if pt >= 0:
+                    row[base + self.vertex_labels[lo + t, pt]] += x
+                else:
+                    for s in range(S):
+                        row[base + s] += x * self.w.anchor_node[t * S + s]
+        if pt >= 0:
+            for e in range(self.w.entry_count[pt]):
+                row[T * S + self.w.entry_index[pt * self.stride + e]] += \
+                    self.w.entry_value[pt * self.stride + e]
+        else:
+            for q2 in range(self.P):
+                row[T * S + q2] = self.w.anchor_pair[q2]
+
+
+    cdef double token_gram_cost(self, intp_t i, intp_t lo, intp_t length,
+                                intp_t m) noexcept nogil:
+        """Work of :meth:`unary_gram_tokens` on example ``i`` given its cached terms."""
+        cdef intp_t pt, stale = 0
+        cdef double square = <double> length * length
+        for pt in range(m):
+            if not self.gram_point_ok[i, pt]:
+                stale += 1
+        if stale == 0 and self.gram_anchor_ok[i]:
+            return m * m
+        return ((0.0 if self.token_gram_ptr[i] >= 0 and self.token_gram_ready[i] else
+                 <double> length * (self.indptr[lo + length] - self.indptr[lo]))
+                + square * (2 * stale + (self.S + m if not self.gram_anchor_ok[i] else 0))
+                + <double> stale * m * length)
+
+    cdef void unary_gram_tokens(self, intp_t i, intp_t lo, intp_t length, intp_t m,
+                                double* K, double* by_state, double* G) noexcept nogil:
+        """``G[p, l] = C^2 <X^T (A - Z_p), X^T (A - Z_l)>`` (``A`` the anchor's node
+        measures, ``Z_p`` one-hot point labels) from the inner products of ``A`` and the
+        ``Z_p`` under the example's token Gram matrix ``K``; the products stay cached
+        between visits and only those of new points or a new anchor are computed
+        (``by_state`` holds ``n_states * length`` doubles). ``K`` is the workspace; the
+        example's kept matrix (when it has one; computed at the first need) is read into
+        it. Kept matrices are single precision when that is exact (``gram_single``: small
+        integer features).""" 
+        cdef intp_t t, t2, pt, l, s
+        cdef int64_t q
+        cdef double kval, total, C2 = self.C * self.C
+        cdef bint anchor_ok = self.gram_anchor_ok[i], needed = not anchor_ok
+        cdef int64_t e, kept = self.token_gram_ptr[i]
+        for pt in range(m):
+            if not self.gram_point_ok[i, pt]:
+                needed = True
+        if not needed:
+            pass
+        elif kept >= 0 and self.token_gram_ready[i]:  # the example's kept matrix
+            if self.gram_single:
+                for e in range(length * length):
+                    K[e] = self.token_gram32[kept + e]
+            else:
+                for e in range(length * length):
+                    K[e] = self.token_gram[kept + e]
+        else:  # the token Gram matrix (kept when the example has room)
+            for t in range(length):
+                for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                    self.feature_buffer[self.indices[q]] += self.data[q]
+                for t2 in range(t, length):
+                    kval = 0.0
+                    for q in range(self.indptr[lo + t2], self.indptr[lo + t2 + 1]):
+                        kval += self.data[q] * self.feature_buffer[self.indices[q]]
+                    K[t * length + t2] = kval
+                    K[t2 * length + t] = kval
+                for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                    self.feature_buffer[self.indices[q]] = 0.0
+            if kept >= 0:
+                if self.gram_single:
+                    for e in range(length * length):
+                        self.token_gram32[kept + e] = <float> K[e]
+                else:
+                    for e in range(length * length):
+                        self.token_gram[kept + e] = K[e]
+                self.token_gram_ready[i] = 1
+        if not anchor_ok:
+            total = 0.0
+            for t in range(length):
+                for t2 in range(length):
+                    total += K[t * length + t2] * dot(self.w.anchor_node + t * self.S,
+                                                      self.w.anchor_node + t2 * self.S, self.S)
+            self.gram_anchor_self[i] = total
+        for pt in range(m):
+            if not anchor_ok or not self.gram_point_ok[i, pt]:
+                total = 0.0
+                for t in range(length):
+                    for t2 in range(length):
+                        total += K[t * length + t2] * \
+                            self.w.anchor_node[t * self.S + self.vertex_labels[lo + t2, pt]]
+                self.gram_anchor[i, pt] = total
+        for pt in range(m):
+            if self.gram_point_ok[i, pt]:
+                continue
+            # by_state[s, t2] = sum of K[t, t2] over the tokens t that point pt labels s
+            for t2 in range(length * self.S):
+                by_state[t2] = 0.0
+            for t in range(length):
+                s = self.vertex_labels[lo + t, pt]
+                for t2 in range(length):
+                    by_state[s * length + t2] += K[t * length + t2]
+            for l in range(m):
+                total = 0.0
+                for t2 in range(length):
+                    total += by_state[self.vertex_labels[lo + t2, l] * length + t2]
+                self.gram_points[i, pt, l] = total
+                self.gram_points[i, l, pt] = total
+        for pt in range(m):
+            self.gram_point_ok[i, pt] = 1
+        self.gram_anchor_ok[i] = 1
+        for pt in range(m):
+            for l in range(pt, m):
+                G[pt * m + l] = C2 * (self.gram_anchor_self[i] - self.gram_anchor[i, pt]
+                                      - self.gram_anchor[i, l] + self.gram_points[i, pt, l])
+                G[l * m + pt] = G[pt * m + l]
+
+    cdef double point_product(self, intp_t lo, intp_t length, intp_t pt,
+                              const double* block) noexcept nogil:
+        """``<X^T Z_pt, B>`` in the norm weighted by the squared scales, for a block ``B``
+        over the example's features (slots): a sum over its stored entries."""
+        cdef intp_t t, z
+        cdef int64_t q
+        cdef double total = 0.0
+        cdef bint scaled = self.scale2.shape[0] > 0
+        for t in range(length):
+            z = self.vertex_labels[lo + t, pt]
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                total += self.data[q] * block[self.slot[self.indices[q]] * self.S + z] * (
+                    self.scale2[self.indices[q] * self.S + z] if scaled else 1.0)
+        return total
+
+    cdef void unary_gram_features(self, intp_t lo, intp_t length, intp_t m,
+                                  const int32_t* touched, intp_t n_touched, double* stats,
+                                  double* G) noexcept nogil:
+        """The same Gram matrix from the unary statistics on the example's features:
+        ``G[p, l] = C^2 (<a, a> - <a, z_p> - <a, z_l> + <z_p, z_l>)`` in the norm weighted by
+        the squared scales, with ``a = X^T A`` (one dense block, n_touched x n_states) and
+        ``z_p = X^T Z_p``, whose products are sums over the example's stored entries (the
+        points' blocks are formed one at a time in a second block, and cleared entry by
+        entry): ``O(nnz (n_states + m^2) + n_touched n_states)`` work. ``stats`` holds two
+        blocks."""
+        cdef intp_t S = self.S, block = n_touched * S, k, t, s, pt, l, at, z
+        cdef int64_t q
+        cdef double x, C2 = self.C * self.C
+        cdef double* a = stats
+        cdef double* zl = stats + block
+        cdef bint scaled = self.scale2.shape[0] > 0
+        cdef double anchor_self = 0.0
+        cdef double anchor_point[MAX_POINTS]
+        for k in range(n_touched):
+            self.slot[touched[k]] = <int32_t> k
+        for k in range(2 * block):
+            stats[k] = 0.0
+        for t in range(length):
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                at = self.slot[self.indices[q]] * S
+                x = self.data[q]
+                for s in range(S):
+                    a[at + s] += x * self.w.anchor_node[t * S + s]
+        for k in range(n_touched):
+            for s in range(S):
+                x = a[k * S + s]
+                anchor_self += x * x * (self.scale2[touched[k] * S + s] if scaled else 1.0)
+        for pt in range(m):
+            anchor_point[pt] = self.point_product(lo, length, pt, a)
+        for l in range(m):
+            for t in range(length):
+                z = self.vertex_labels[lo + t, l]
+                for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                    zl[self.slot[self.indices[q]] * S + z] += self.data[q]
+            for pt in range(l + 1):
+                G[pt * m + l] = C2 * (anchor_self - anchor_point[pt] - anchor_point[l]
+                                      + self.point_product(lo, length, pt, zl))
+                G[l * m + pt] = G[pt * m + l]
+            for t in range(length):
+                z = self.vertex_labels[lo + t, l]
+                for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                    zl[self.slot[self.indices[q]] * S + z] = 0.0
+        for k in range(n_touched):
+            self.slot[touched[k]] = -1
+
+    # --------------------------------------------------------------- masters
+    cdef double master_cached(self, intp_t i, intp_t lo, intp_t length,
+                              double tol) noexcept nogil:
+        """Solve example ``i``'s master from its cached rows and apply it; return the gain."""
+        cdef intp_t S = self.S, P = self.P, n_k = self.n_k, m = self.n_vertices[i]
+        cdef intp_t T = self.cache_feature_ptr[i + 1] - self.cache_feature_ptr[i]
+        cdef intp_t K = T * S + P, pt, l, q2, j, s
+        cdef const double* row0 = &self.cache[self.cache_ptr[i]]
+        cdef const double* row
+        cdef double* G = self.w.master
+        cdef double* D_k = G + MAX_POINTS * MAX_POINTS
+        cdef double* base = D_k + 64 * MAX_POINTS
+        cdef double* mu_old = base + MAX_POINTS
+        cdef double* mu_best = mu_old + MAX_POINTS
+        cdef double* work = mu_best + MAX_POINTS
+        cdef double v_k[64]
+        cdef double total, C = self.C, gain, step
+        if m == 0:
+            return 0.0
+        for pt in range(m):
+            row = row0 + (1 + pt) * K
+            # base_p = C (loss_p - loss_a) + C v_free . (row_p - row0)
+            total = self.vertex_loss[i, pt] - self.anchor_loss[i]
+            for q2 in range(T):
+                j = self.cache_features[self.cache_feature_ptr[i] + q2]
+                for s in range(S):
+                    total += self.WT[j, s] * (row[q2 * S + s] - row0[q2 * S + s])
+            for q2 in range(P):
+                if self.free_mask[q2]:
+                    total += self.pair_v[q2] * (row[T * S + q2] - row0[T * S + q2])
+            base[pt] = C * total
+            for q2 in range(n_k):
+                D_k[pt * 64 + q2] = C * (row0[T * S + self.constrained[q2]]
+                                         - row[T * S + self.constrained[q2]])
+            for l in range(pt, m):
+                total = 0.0
+                for q2 in range(T * S):
+                    total += (row[q2] - row0[q2]) * (row0[(1 + l) * K + q2] - row0[q2])
+                for q2 in range(P):
+                    if self.free_mask[q2]:
+                        total += (row[T * S + q2] - row0[T * S + q2]) \
+                            * (row0[(1 + l) * K + T * S + q2] - row0[T * S + q2])
+                G[pt * m + l] = C * C * total
+                G[l * m + pt] = G[pt * m + l]
+            mu_old[pt] = self.vertex_weight[i, pt]
+        for q2 in range(n_k):
+            v_k[q2] = self.pair_v[self.constrained[q2]]
+        gain = _solve_master(G, D_k, base, mu_old, m, v_k, n_k, tol, work, mu_best)
+        # apply: v += sum_p dmu_p C (row0 - row_p)
+        for pt in range(m):
+            work[pt] = mu_best[pt] - mu_old[pt]
+        if not self.apply_weights(i, m, work, mu_best):
+            return 0.0
+        for pt in range(m):
+            step = work[pt]
+            if step == 0.0:
+                continue
+            row = row0 + (1 + pt) * K
+            for q2 in range(T):
+                j = self.cache_features[self.cache_feature_ptr[i] + q2]
+                for s in range(S):
+                    self.WT[j, s] -= C * step * (row[q2 * S + s] - row0[q2 * S + s])
+            for q2 in range(P):
+                self.pair_v[q2] -= C * step * (row[T * S + q2] - row0[T * S + q2])
+        self.clip()
+        return gain
+
+    cdef bint apply_weights(self, intp_t i, intp_t m, const double* dmu,
+                            const double* mu) noexcept nogil:
+        """Move the point weights to ``mu`` (a change ``dmu``) and the expected loss with
+        them; return whether anything moved."""
+        cdef intp_t pt
+        cdef double v
+        cdef bint changed = False
+        for pt in range(m):
+            if dmu[pt] != 0.0:
+                changed = True
+            self.vertex_weight[i, pt] = mu[pt]
+        if not changed:
+            return False
+        v = self.anchor_weight(i) * self.anchor_loss[i]
+        for pt in range(m):
+            v += mu[pt] * self.vertex_loss[i, pt]
+        self.expected_loss[i] = v
+        return True
+
+    cdef double master_uncached(self, intp_t i, intp_t lo, intp_t length, intp_t n_touched,
+                                double tol) noexcept nogil:
+        """Example ``i``'s master with the Gram matrix from its tokens (token or feature
+        statistics, whichever is cheaper), the current token scores in ``w.scores`` and the
+        points' entries and scores of the visit; apply it and return the gain."""
+        cdef intp_t S = self.S, P = self.P, n_k = self.n_k, m = self.n_vertices[i]
+        cdef intp_t stride = self.stride, pt, l, t, s, q2, e, kk, nnz_i
+        cdef int64_t q
+        cdef int32_t j
+        cdef double* scores = self.w.scores
+        cdef const double* A = self.w.anchor_node
+        cdef const double* Ap = self.w.anchor_pair
+        cdef double* G = self.w.master
+        cdef double* D_k = G + MAX_POINTS * MAX_POINTS
+        cdef double* base = D_k + 64 * MAX_POINTS
+        cdef double* mu_old = base + MAX_POINTS
+        cdef double* mu_best = mu_old + MAX_POINTS
+        cdef double* work = mu_best + MAX_POINTS
+        cdef double anchor_dot[MAX_POINTS]
+        cdef double v_k[64]
+        cdef double total, anchor_free_sq, token_cost, feature_cost, gain, v
+        cdef double mass = 0.0, C = self.C
+        cdef bint scaled = self.scale2.shape[0] > 0
+        # the Gram matrix of the directions d_k = C (E_a[Psi] - Psi(z_k)) over the
+        # unconstrained coordinates; the constrained coordinates of d_k in D_k
+        nnz_i = self.indptr[lo + length] - self.indptr[lo]
+        token_cost = self.token_gram_cost(i, lo, length, m)
+        # (the feature path's sums gather through the features' slots: about four times the
+        # cost of the token path's dense loops per term, measured on CoNLL-2000)
+        feature_cost = 4.0 * (<double> nnz_i * (S + 2 * m + 0.5 * m * m) + 2.0 * n_touched * S)
+        if not scaled and <double> length * length <= self.gram_cap and (
+                self.master_gram == 1 or self.master_gram == 0 and token_cost <= feature_cost):
+            self.unary_gram_tokens(i, lo, length, m, self.w.gram_tokens,
+                                   self.w.gram_tokens + length * length, G)
+        else:
+            self.unary_gram_features(lo, length, m, self.w.touched, n_touched,
+                                     self.w.unary_stats, G)
+        anchor_free_sq = 0.0
+        for q2 in range(P):
+            if self.free_mask[q2]:
+                anchor_free_sq += Ap[q2] * Ap[q2] * self.pair_scale(q2)
+        for pt in range(m):
+            anchor_dot[pt] = 0.0
+            for e in range(self.w.entry_count[pt]):
+                kk = self.w.entry_index[pt * stride + e]
+                if self.free_mask[kk]:
+                    anchor_dot[pt] += Ap[kk] * self.w.entry_value[pt * stride + e] \
+                        * self.pair_scale(kk)
+        for pt in range(m):
+            for e in range(self.w.entry_count[pt]):
+                self.w.pair_dense[self.w.entry_index[pt * stride + e]] += \
+                    self.w.entry_value[pt * stride + e]
+            for q2 in range(n_k):
+                D_k[pt * 64 + q2] = C * (Ap[self.constrained[q2]]
+                                         - self.w.pair_dense[self.constrained[q2]])
+            for l in range(pt, m):
+                total = anchor_free_sq - anchor_dot[pt] - anchor_dot[l]
+                for e in range(self.w.entry_count[l]):
+                    kk = self.w.entry_index[l * stride + e]
+                    if self.free_mask[kk]:
+                        total += self.w.pair_dense[kk] * self.w.entry_value[l * stride + e] \
+                            * self.pair_scale(kk)
+                G[pt * m + l] += C * C * total
+                if l != pt:
+                    G[l * m + pt] = G[pt * m + l]
+            for e in range(self.w.entry_count[pt]):
+                self.w.pair_dense[self.w.entry_index[pt * stride + e]] = 0.0
+        # the master: C (loss_k - loss_a) - v_free . d_k is the gradient at the current w
+        # plus w_constrained . D_k
+        for pt in range(m):
+            mu_old[pt] = self.vertex_weight[i, pt]
+            base[pt] = C * (self.vertex_loss[i, pt] - self.anchor_loss[i]
+                            + self.w.point_score[pt] - self.anchor_score)
+            for q2 in range(n_k):
+                if self.pair_v[self.constrained[q2]] > 0.0:
+                    base[pt] += self.pair_v[self.constrained[q2]] * D_k[pt * 64 + q2]
+        for q2 in range(n_k):
+            v_k[q2] = self.pair_v[self.constrained[q2]]
+        gain = _solve_master(G, D_k, base, mu_old, m, v_k, n_k, tol, work, mu_best)
+        # move v by sum_k (mu_k - weight_k) C (a - z_k)
+        for pt in range(m):
+            work[pt] = mu_best[pt] - mu_old[pt]
+            mass += work[pt]
+        if not self.apply_weights(i, m, work, mu_best):
+            return 0.0
+        for t in range(length):
+            for s in range(S):
+                scores[t * S + s] = -mass * A[t * S + s]  # the change of x
+            for pt in range(m):
+                scores[t * S + self.vertex_labels[lo + t, pt]] += work[pt]
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                j = self.indices[q]
+                v = C * self.data[q]
+                if scaled:
+                    for s in range(S):
+                        self.WT[j, s] -= v * scores[t * S + s] * self.scale2[j * S + s]
+                else:
+                    for s in range(S):
+                        self.WT[j, s] -= v * scores[t * S + s]
+        for q2 in range(P):
+            self.pair_v[q2] += C * mass * Ap[q2] * self.pair_scale(q2)
+        for pt in range(m):
+            for e in range(self.w.entry_count[pt]):
+                kk = self.w.entry_index[pt * stride + e]
+                self.pair_v[kk] -= C * work[pt] * self.w.entry_value[pt * stride + e] \
+                    * self.pair_scale(kk)
+        self.clip()
+        return gain
+
+    # --------------------------------------------------------------- one visit
+    cdef double score_example(self, intp_t i, intp_t lo, intp_t length, intp_t* n_touched,
+                              double* loss_bar, double* hinge) noexcept nogil:
+        """The token scores (``w.scores``), the most violating labelling (``w.labels``) and
+        the scores of the anchor and the points of example ``i`` at the current weights;
+        returns the example's Frank-Wolfe gap at its point ``x``. ``n_touched`` receives the
+        number of its distinct features (listed in ``w.touched``), ``loss_bar`` the
+        labelling's loss and ``hinge`` (when not NULL) the structured hinge ``H_i``."""
+        cdef intp_t S = self.S, t, pt, e
+        cdef intp_t* index = self.w.entry_index + self.r * self.stride
+        cdef double* value = self.w.entry_value + self.r * self.stride
+        cdef double total = 0.0, x_score, truth
+        cdef double* scores = self.w.scores
+        cdef int64_t* labels = self.w.labels
+        n_touched[0] = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
+                                    self.WT_ptr(), S, lo, length, scores, &self.slot[0],
+                                    self.w.touched)
+        release(&self.slot[0], self.w.touched, n_touched[0])
+        loss_bar[0] = self.loss_augmented_oracle(i, lo, length, scores, labels)
+        # the scores of the anchor and the points, and of x, their mixture: from the cached
+        # rows once the example has them, else from the unpacked anchor and the labels
+        if self.cached and self.cache_ready[i]:
+            self.anchor_score = self.row_score(i, 0)
+            for pt in range(self.n_vertices[i]):
+                self.w.point_score[pt] = self.row_score(i, 1 + pt)
+        else:
+            self.load_anchor(i, lo, length)
+            total = 0.0
+            for t in range(length):
+                total += dot(scores + t * S, self.w.anchor_node + t * S, S)
+            for e in range(self.P):
+                total += self.theta[e] * self.w.anchor_pair[e]
+            self.anchor_score = total
+            for pt in range(self.n_vertices[i]):
+                self.point_entries(i, lo, length, pt)
+        x_score = self.anchor_weight(i) * self.anchor_score
+        for pt in range(self.n_vertices[i]):
+            x_score += self.vertex_weight[i, pt] * self.w.point_score[pt]
+        # the example's Frank-Wolfe gap at x
+        total = 0.0
+        for t in range(length):
+            total += scores[t * S + labels[t]]
+        for e in range(self.kernels.pairwise_entries(i, labels, index, value)):
+            total += self.theta[index[e]] * value[e]
+        if hinge != NULL:
+            truth = 0.0
+            for t in range(length):
+                truth += scores[t * S + self.Y[lo + t]]
+            for e in range(self.kernels.pairwise_entries(i, &self.Y[lo], index, value)):
+                truth += self.theta[index[e]] * value[e]
+            hinge[0] = loss_bar[0] + total - truth
+        return self.C * (loss_bar[0] - self.expected_loss[i] + total - x_score)
+
+    cdef int gap_and_hinge(self, intp_t i, double* gap, double* hinge) except -1 nogil:
+        cdef intp_t n_touched
+        cdef double loss_bar
+        gap[0] = self.score_example(i, self.offsets[i], self.offsets[i + 1] - self.offsets[i],
+                                    &n_touched, &loss_bar, hinge)
+        return 0
+
+    cdef int visit(self, intp_t i, double* gap_out, double* gain) except -1 nogil:
+        """One oracle call and master on example ``i``; its Frank-Wolfe gap into
+        ``gap_out``, the master's gain added to ``gain``."""
+        cdef intp_t lo = self.offsets[i], slot, K
+        cdef intp_t length = self.offsets[i + 1] - lo, n_touched
+        cdef double loss_bar, gap
+        cdef int64_t* labels = self.w.labels
+        cdef bint folded
+        gap = self.score_example(i, lo, length, &n_touched, &loss_bar, NULL)
+        self.block_gap[i] = gap
+        gap_out[0] = gap
+        folded = self.n_vertices[i] == self.r
+        if self.cached:
+            self.set_slots(i, True)
+            if not self.cache_ready[i]:  # the anchor's row, from its node measures
+                self.cache_row(i, lo, length, -1, &self.cache[self.cache_ptr[i]])
+                self.cache_ready[i] = 1
+        slot = self.add_point(i, lo, length, labels, loss_bar)
+        folded = folded and slot >= 0
+        if slot >= 0:
+            self.point_entries(i, lo, length, slot)
+            if self.cached:
+                K = self.row_size(i)
+                self.cache_row(i, lo, length, slot,
+                               &self.cache[self.cache_ptr[i] + (1 + slot) * K])
+        if self.cached:
+            self.set_slots(i, False)
+            gain[0] += self.master_cached(i, lo, length, 1e-6 * fabs(gap) + 1e-300)
+        else:
+            gain[0] += self.master_uncached(i, lo, length, n_touched,
+                                            1e-6 * fabs(gap) + 1e-300)
+        if folded and not self.cached:  # (the cached rows hold the anchor)
+            self.store_anchor(i, length)
+        return 0
+
+    cdef double add_statistics(self, intp_t i, double* pair_sum) noexcept nogil:
+        """Add ``C X_i^T (onehot(y_i) - x_i)`` to ``W^T`` and ``x_i``'s pairwise statistics
+        to ``pair_sum``; return ``x_i``'s expected loss."""
+        cdef intp_t S = self.S, lo = self.offsets[i], length = self.offsets[i + 1] - lo
+        cdef intp_t t, s, pt, e, m = self.n_vertices[i]
+        cdef int64_t q
+        cdef int32_t j
+        cdef double v, weight = self.anchor_weight(i), loss = weight * self.anchor_loss[i]
+        cdef double* d = self.w.scores
+        if self.cached and self.cache_ready[i]:
+            return self.add_row_statistics(i, pair_sum)
+        self.load_anchor(i, lo, length)
+        for t in range(length):
+            for s in range(S):
+                d[s] = -weight * self.w.anchor_node[t * S + s]
+            for pt in range(m):
+                d[self.vertex_labels[lo + t, pt]] -= self.vertex_weight[i, pt]
+            d[self.Y[lo + t]] += 1.0
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                j = self.indices[q]
+                v = self.C * self.data[q]
+                for s in range(S):
+                    self.WT[j, s] += v * d[s]
+        for e in range(self.P):
+            pair_sum[e] += weight * self.w.anchor_pair[e]
+        for pt in range(m):
+            self.point_entries(i, lo, length, pt, False)
+            for e in range(self.w.entry_count[pt]):
+                pair_sum[self.w.entry_index[pt * self.stride + e]] += \
+                    self.vertex_weight[i, pt] * self.w.entry_value[pt * self.stride + e]
+            loss += self.vertex_weight[i, pt] * self.vertex_loss[i, pt]
+        return loss
+
+
+    cdef double add_row_statistics(self, intp_t i, double* pair_sum) noexcept nogil:
+        """:meth:`add_statistics` from example ``i``'s cached rows (``X_i^T x_i`` on its
+        features and ``x_i``'s pairwise statistics: the weighted sum of its rows)."""
+        cdef intp_t S = self.S, lo = self.offsets[i], length = self.offsets[i + 1] - lo
+        cdef intp_t T = self.cache_feature_ptr[i + 1] - self.cache_feature_ptr[i]
+        cdef intp_t K = self.row_size(i), t, s, k, q2, m = self.n_vertices[i]
+        cdef int64_t q
+        cdef int32_t j
+        cdef const double* row = &self.cache[self.cache_ptr[i]]
+        cdef double mu, C = self.C, loss = 0.0
+        for t in range(length):
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                self.WT[self.indices[q], self.Y[lo + t]] += C * self.data[q]
+        for k in range(m + 1):
+            mu = self.anchor_weight(i) if k == 0 else self.vertex_weight[i, k - 1]
+            loss += mu * (self.anchor_loss[i] if k == 0 else self.vertex_loss[i, k - 1])
+            if mu == 0.0:
+                continue
+            for q2 in range(T):
+                j = self.cache_features[self.cache_feature_ptr[i] + q2]
+                for s in range(S):
+                    self.WT[j, s] -= C * mu * row[k * K + q2 * S + s]
+            for q2 in range(self.P):
+                pair_sum[q2] += mu * row[k * K + T * S + q2]
+        return loss
+
+
+def multi_point_pass(state, const int64_t[::1] order):
+    """Visit the examples of ``order`` in turn (restricted simplicial decomposition with one
+    simplex per example); return the sum of their Frank-Wolfe gaps and the dual's increase."""
+    cdef _MultiPoint p = _MultiPoint(state)
+    cdef intp_t k, i, since_check = 0
+    cdef double gap = 0.0, total_gap = 0.0, gain = 0.0
+    with nogil:
+        for k in range(order.shape[0]):
+            i = order[k]
+            if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
+                with gil:
+                    PyErr_CheckSignals()
+            p.visit(i, &gap, &gain)
+            if gap > 0.0:
+                total_gap += gap
+    return total_gap, gain
+
+
+def master_sweep(state, const int64_t[::1] order):
+    """Re-solve the masters of the examples of ``order`` from their cached points, without
+    oracle calls (cached mode only); return the dual's increase."""
+    cdef _MultiPoint p = _MultiPoint(state)
+    cdef intp_t k, i, lo, since_check = 0
+    cdef double gain = 0.0
+    if not p.cached:
+        raise ValueError("master sweeps need the cached mode.")
+    with nogil:
+        for k in range(order.shape[0]):
+            i = order[k]
+            lo = p.offsets[i]
+            if signal_check_due(&since_check, p.offsets[i + 1] - lo):
+                with gil:
+                    PyErr_CheckSignals()
+            if p.cache_ready[i] and p.n_vertices[i] > 0:
+                gain += p.master_cached(i, lo, p.offsets[i + 1] - lo, 1e-12)
+    return gain
+
+
+def statistics_weights(state):
+    """Add ``v``'s unary block ``C sum_i X_i^T (onehot(y_i) - x_i)`` to ``state.WT`` (zero
+    beforehand), set every example's expected loss from its point, and return the summed
+    pairwise statistics ``sum_i E_{x_i}[Psi_pairwise]`` (one streaming pass over the
+    examples, no array per token)."""
+    cdef _MultiPoint p = _MultiPoint(state)
+    cdef intp_t i, since_check = 0
+    pair_sum_array = np.zeros(p.P)
+    cdef double[::1] pair_sum = pair_sum_array
+    cdef double* pair_sum_ptr = &pair_sum[0] if p.P > 0 else NULL
+    with nogil:
+        for i in range(p.offsets.shape[0] - 1):
+            if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
+                with gil:
+                    PyErr_CheckSignals()
+            p.expected_loss[i] = p.add_statistics(i, pair_sum_ptr)
+    return pair_sum_array
+
+
+def active_sweeps(state, int64_t[::1] active, double threshold, double stop_gap,
+                  intp_t max_visits, double target_gap, intp_t min_visits, uint64_t seed):
+    """Sweeps over the examples of ``active`` (overwritten), each visit an oracle call and a
+    step of the state's pass (:class:`~._frank_wolfe.BlockFrankWolfeState`: Frank-Wolfe with
+    line search; :class:`~._frank_wolfe.MultiPointFrankWolfeState`: the master over its
+    points). Every sweep visits the remaining examples in an order shuffled by xorshift64*
+    from ``seed``, then drops those whose Frank-Wolfe gap at the visit is at most
+    ``threshold`` (shrinking, as the active set of LIBLINEAR's dual coordinate descent). The
+    sweeps stop when the remaining examples' gaps sum to at most ``stop_gap``, when none
+    remains, after ``max_visits`` visits (the last sweep cut short), or after a visit, once
+    there were ``min_visits``, that takes the estimated duality gap to ``target_gap`` or
+    below: the sum over all examples of ``state.block_gap`` (their gaps at their last visit,
+    or as the caller set them), kept up to date visit by visit. Returns
+    ``(sweeps, visits, gain)``, ``gain`` the dual's increase (0 for the Frank-Wolfe steps,
+    which do not track it)."""
+    cdef DualPass p
+    if max_visits < 0 or min_visits < 0:
+        raise ValueError("max_visits and min_visits must be non-negative.")
+    p = _MultiPoint(state)
+    n = state.batch.n_sequences
+    if active.shape[0] and (np.min(np.asarray(active)) < 0
+                             or np.max(np.asarray(active)) >= n):
+        raise ValueError(f"active holds examples outside 0 .. {n - 1}.")
+    return sweep_active(p, active, threshold, stop_gap, max_visits, target_gap, min_visits,
+                          seed)
+
+
+def certificate_pass(state):
+    """Every example's structured hinge ``H_i`` and Frank-Wolfe gap at the state's weights
+    (``WT`` and ``theta``), one example at a time (an oracle call each, no step): at one
+    ``w = w(alpha)`` the gaps sum to the duality gap ``P(w) - D(alpha)``. Returns
+    ``(hinge, gaps)``."""
+    return certify_examples(_MultiPoint(state))
