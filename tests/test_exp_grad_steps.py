@@ -13,7 +13,7 @@ from sklstruct.learners.exp_grad._safe_rate import dual_curvature, gradient_spre
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import all_labelings
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 def _bound_problem(structure, n_sequences, n_states, n_features, max_length, seed):
