@@ -16,14 +16,19 @@ import gzip
 import json
 import os
 import platform
+import sys
 import time
 
 import numpy as np
 
-from sklstruct._inference import _reference
 from sklstruct._inference.chain import forward_backward, loss_augmented_viterbi, viterbi
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the lock-step NumPy dynamic programmes are the tests' references (tests/_chain_reference.py)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+from _chain_reference import forward_backward_lockstep, viterbi_lockstep  # noqa: E402
+
 DEFAULT_DATA_HOME = os.path.join(ROOT, "..", "shared", "data")
 
 
@@ -91,10 +96,8 @@ def main():
     end = rng.normal(size=n_states)
     potentials = (unary, offsets, transition, start, end)
 
-    cases = [("viterbi", "numpy", lambda: _reference.viterbi_lockstep(*potentials))]
-    cases += [
-        ("forward_backward", "numpy", lambda: _reference.forward_backward_lockstep(*potentials))
-    ]
+    cases = [("viterbi", "numpy", lambda: viterbi_lockstep(*potentials))]
+    cases += [("forward_backward", "numpy", lambda: forward_backward_lockstep(*potentials))]
     for n_jobs in (1, 2):
         name = f"cython n_jobs={n_jobs}"
         cases += [

@@ -16,6 +16,23 @@ def all_labelings(n_states, length):
     return np.array(list(itertools.product(range(n_states), repeat=length)), dtype=np.intp)
 
 
+def enumerate_labelings(structure, batch, Y):
+    """Joint feature ``Psi(x_i, y)`` and loss ``Delta(y_i, y)`` of every labeling ``y`` of
+    every example ``i`` (``y_i`` included), with the example index.
+
+    Returns ``(features (K, size), losses (K,), groups (K,))``.
+    """
+    features, losses, groups = [], [], []
+    for i in range(batch.n_sequences):
+        lo, hi = batch.offsets[i], batch.offsets[i + 1]
+        sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
+        for ybar in all_labelings(structure.n_states_, hi - lo):
+            features.append(structure.joint_feature(sub, ybar))
+            losses.append(float(structure.loss(sub, Y[lo:hi], ybar)[0]))
+            groups.append(i)
+    return np.array(features), np.array(losses), np.array(groups)
+
+
 def enumerate_constraints(structure, batch, Y, rescale="margin"):
     """Directions ``Delta-scaled (Psi(y_i) - Psi(y))`` and offsets for every example and labeling.
 

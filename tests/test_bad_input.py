@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad,
                        M3NSimplicialDecomposition, StructSVMCuttingPlane)
 
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 LEARNERS = [StructSVMCuttingPlane, M3NExpGrad, M3NExcessiveGap, L1M3N,
             M3NSimplicialDecomposition]

@@ -15,7 +15,7 @@ from sklstruct import MultiClass, StructSVMCuttingPlane
 from sklstruct.preprocessing import (HashingSequenceVectorizer, SequenceVectorizer,
                                      window_features)
 
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 @pytest.fixture(scope="module")

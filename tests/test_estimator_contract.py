@@ -16,7 +16,7 @@ from sklstruct.metrics import chunk_f1_scorer, token_accuracy_scorer
 from sklstruct.utils import lengths_to_groups
 from sklstruct.utils.estimator_checks import expected_failed_checks
 
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 # the common checks fit small data with capped iterations: non-convergence is expected
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

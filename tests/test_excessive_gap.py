@@ -13,7 +13,7 @@ from sklstruct import (ChainStructure, M3NExcessiveGap, M3NExpGrad, MultiClass,
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import all_labelings, exact_optimum, primal_objective
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 def _fit_quietly(model, X, y):

@@ -11,7 +11,7 @@ from sklstruct.learners.exp_grad._online import OnlineEGState
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import exact_optimum, primal_objective
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 @pytest.mark.parametrize("algorithm", ["online", "batch"])

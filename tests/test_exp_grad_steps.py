@@ -12,8 +12,8 @@ from sklstruct.learners.exp_grad._online import OnlineEGState
 from sklstruct.learners.exp_grad._safe_rate import dual_curvature, gradient_spread_bound
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
-from ._enumeration import all_labelings
-from .conftest import make_chain_data
+from ._enumeration import enumerate_labelings
+from ._helpers import make_chain_data
 
 
 def _bound_problem(structure, n_sequences, n_states, n_features, max_length, seed):
@@ -25,25 +25,12 @@ def _bound_problem(structure, n_sequences, n_states, n_features, max_length, see
     return bound, batch, Y
 
 
-def _explicit_dual(structure, batch, Y, C):
-    """Joint features of every labeling (rows), their losses and example index."""
-    features, losses, groups = [], [], []
-    for i in range(batch.n_sequences):
-        lo, hi = batch.offsets[i], batch.offsets[i + 1]
-        sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
-        for ybar in all_labelings(structure.n_states_, hi - lo):
-            features.append(structure.joint_feature(sub, ybar))
-            losses.append(float(structure.loss(sub, Y[lo:hi], ybar)[0]))
-            groups.append(i)
-    return np.array(features), np.array(losses), np.array(groups)
-
-
 @pytest.mark.parametrize("structure", [ChainStructure(), ChainStructure(start_end=False)])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_curvature_is_the_largest_feasible_eigenvalue(structure, seed):
     C = 0.7
     bound, batch, Y = _bound_problem(structure, 3, 3, 2, 3, seed)
-    Phi, _, groups = _explicit_dual(bound, batch, Y, C)
+    Phi, _, groups = enumerate_labelings(bound, batch, Y)
     # A restricted to directions that sum to zero on every simplex
     projector = np.eye(len(groups)) - (groups[:, None] == groups[None, :]) / np.bincount(
         groups)[groups][None, :]
@@ -62,7 +49,7 @@ def test_curvature_is_the_largest_feasible_eigenvalue(structure, seed):
 def test_gradient_spread_bound_holds_at_random_duals(seed):
     C = 0.7
     bound, batch, Y = _bound_problem(ChainStructure(), 4, 3, 2, 3, seed)
-    Phi, losses, groups = _explicit_dual(bound, batch, Y, C)
+    Phi, losses, groups = enumerate_labelings(bound, batch, Y)
     truth = np.concatenate([bound.joint_feature(
         SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64)), Y[lo:hi])
         for lo, hi in zip(batch.offsets[:-1], batch.offsets[1:])]).reshape(

@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad,
                        M3NSimplicialDecomposition, StructSVMCuttingPlane)
 
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 class _InterruptedChain(ChainStructure):

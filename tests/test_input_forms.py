@@ -8,7 +8,7 @@ import pytest
 
 from sklstruct import ChainStructure, M3NSimplicialDecomposition, StructSVMCuttingPlane
 
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 pd = pytest.importorskip("pandas")
 

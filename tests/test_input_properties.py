@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from sklstruct import StructSVMCuttingPlane
 from sklstruct.utils import lengths_to_groups
 
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 pd = pytest.importorskip("pandas")
 

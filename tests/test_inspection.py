@@ -16,7 +16,7 @@ from sklstruct.inspection import (
 )
 from sklstruct.preprocessing import SequenceVectorizer, window_features
 
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 @pytest.fixture(scope="module")

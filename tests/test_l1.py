@@ -18,7 +18,7 @@ from sklstruct.learners.l1._em import P1, _pruned, _variational_step
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import enumerate_constraints
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 def _exact_p1(structure, batch, Y, C):

@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklstruct import (L1M3N, M3NExcessiveGap, M3NExpGrad, M3NSimplicialDecomposition,
                        StructSVMCuttingPlane)
 
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 LINE = re.compile(
     r"^\[(?P<name>\w+)\] (?P<unit>pass|iteration|round|step) +(?P<count>\d+)  "

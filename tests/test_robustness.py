@@ -14,7 +14,7 @@ from sklstruct import (ChainStructure, M3NExpGrad, M3NSimplicialDecomposition,
                        StructSVMCuttingPlane)
 from sklstruct._inference.chain import forward_backward
 
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 def _enumerated_marginals(unary, transition):

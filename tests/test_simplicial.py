@@ -16,7 +16,7 @@ from sklstruct.learners.simplicial._general import SimplicialDecompositionState
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import all_labelings, exact_optimum, primal_objective
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 def _bound(structure, X, y):

@@ -4,7 +4,7 @@ import numpy as np
 
 from sklstruct import ChainStructure, StructSVMCuttingPlane
 
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 class _RefitDuringDecoding(ChainStructure):

@@ -15,7 +15,7 @@ from sklstruct.structures import GridStructure
 
 from ._chain_reference import sequence_scores
 from ._enumeration import all_labelings
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 def predict_topk(model, X, k=5, lengths=None):

@@ -18,7 +18,7 @@ from sklstruct.pipeline import SequencePipeline, make_sequence_pipeline
 from sklstruct.preprocessing import SequenceVectorizer
 from sklstruct.utils import lengths_from_sequence_ids as lengths_from_ids, lengths_to_groups
 
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 LEARNERS = [StructSVMCuttingPlane, M3NExpGrad, M3NExcessiveGap, L1M3N,
             M3NSimplicialDecomposition]

@@ -5,7 +5,7 @@ import pytest
 
 from sklstruct import ChainStructure, StructSVMCuttingPlane
 
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 def test_linear_kernel_through_the_basis_matches_the_linear_model():

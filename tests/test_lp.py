@@ -1,0 +1,127 @@
+"""``IncrementalLP``, the working-set LP of the l1 learner: after every ``add_rows`` its optimum
+equals that of ``scipy.optimize.linprog`` solving the whole LP from scratch, with either
+backend, and the warm-started HiGHS instance restarts from its previous basis."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from sklstruct._solvers.lp import IncrementalLP, highspy_available
+
+BACKENDS = [
+    "scipy",
+    pytest.param("highspy", marks=pytest.mark.skipif(not highspy_available(),
+                                                     reason="highspy is not installed")),
+]
+
+
+def _random_rows(rng, m, n, sparse):
+    """``m`` rows with mixed signs; about half of the entries are zero."""
+    rows = rng.normal(size=(m, n)) * (rng.random((m, n)) < 0.5)
+    return sp.csr_matrix(rows) if sparse else rows
+
+
+def _check_against_linprog(lp, cost, rows, rhs):
+    x, value = lp.solve()
+    A, b = np.vstack(rows), np.concatenate(rhs)
+    reference = linprog(cost, A_ub=A, b_ub=b, bounds=(0, None), method="highs")
+    assert reference.status == 0
+    scale = 1.0 + abs(reference.fun)
+    assert value == pytest.approx(reference.fun, abs=1e-9 * scale)
+    assert cost @ x == pytest.approx(value, abs=1e-9 * scale)
+    assert np.all(x >= -1e-9)
+    assert np.all(A @ x <= b + 1e-9 * (1.0 + np.abs(b)))
+    return x, value
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("seed", range(6))
+def test_every_solve_matches_linprog_from_scratch(backend, seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 15))
+    cost = rng.normal(size=n)
+    lp = IncrementalLP(cost, backend=backend)
+    assert lp.backend == backend
+    # a capacity row keeps the LP bounded; every later row has b >= 0, so x = 0 is feasible
+    rows, rhs = [np.ones((1, n))], [np.array([3.0])]
+    lp.add_rows(rows[0], rhs[0])
+    _check_against_linprog(lp, cost, rows, rhs)
+    for step in range(8):
+        m = int(rng.integers(1, 4))
+        new_rows = _random_rows(rng, m, n, sparse=bool(step % 2))
+        new_rhs = rng.uniform(0.0, 2.0, size=m)
+        lp.add_rows(new_rows, new_rhs)
+        rows.append(new_rows.toarray() if sp.issparse(new_rows) else new_rows)
+        rhs.append(new_rhs)
+        assert lp.n_rows == sum(len(b) for b in rhs)
+        _check_against_linprog(lp, cost, rows, rhs)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_backends_agree_and_warm_start_equals_cold_start(seed):
+    if not highspy_available():
+        pytest.skip("highspy is not installed")
+    rng = np.random.default_rng(10 + seed)
+    n = 10
+    cost = rng.normal(size=n)
+    warm = IncrementalLP(cost, backend="highspy")
+    scipy_lp = IncrementalLP(cost, backend="scipy")
+    rows, rhs = [np.ones((1, n))], [np.array([2.0])]
+    for lp in (warm, scipy_lp):
+        lp.add_rows(rows[0], rhs[0])
+    for _ in range(6):
+        new_rows, new_rhs = _random_rows(rng, 2, n, sparse=True), rng.uniform(0, 1, size=2)
+        rows.append(new_rows.toarray())
+        rhs.append(new_rhs)
+        for lp in (warm, scipy_lp):
+            lp.add_rows(new_rows, new_rhs)
+        _, warm_value = warm.solve()
+        cold = IncrementalLP(cost, backend="highspy")
+        cold.add_rows(np.vstack(rows), np.concatenate(rhs))
+        _, cold_value = cold.solve()
+        _, scipy_value = scipy_lp.solve()
+        assert warm_value == pytest.approx(cold_value, abs=1e-10)
+        assert warm_value == pytest.approx(scipy_value, abs=1e-10)
+
+
+def test_rows_the_optimum_satisfies_cost_no_simplex_iteration():
+    # the previous optimal basis stays optimal after appending rows it satisfies strictly:
+    # the restarted dual simplex has nothing to do
+    if not highspy_available():
+        pytest.skip("highspy is not installed")
+    rng = np.random.default_rng(0)
+    n = 8
+    cost = rng.normal(size=n)
+    lp = IncrementalLP(cost, backend="highspy")
+    lp.add_rows(np.ones((1, n)), [4.0])
+    lp.add_rows(_random_rows(rng, 5, n, sparse=False), rng.uniform(0.5, 1.0, size=5))
+    x, value = lp.solve()
+    assert lp._highs.getInfo().simplex_iteration_count > 0
+    loose = _random_rows(rng, 3, n, sparse=True)
+    lp.add_rows(loose, loose @ x + 1.0)
+    x_again, value_again = lp.solve()
+    assert lp._highs.getInfo().simplex_iteration_count == 0
+    assert value_again == value
+    np.testing.assert_array_equal(x_again, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_infeasible_or_unbounded_is_a_runtime_error(backend):
+    lp = IncrementalLP(np.array([1.0, 1.0]), backend=backend)
+    lp.add_rows(np.array([[-1.0, -1.0]]), [-1.0])  # x0 + x1 >= 1 is feasible
+    _, value = lp.solve()
+    assert value == pytest.approx(1.0)
+    lp.add_rows(np.array([[1.0, 1.0]]), [0.5])  # ... and x0 + x1 <= 0.5 is not
+    with pytest.raises(RuntimeError, match="working-set LP failed"):
+        lp.solve()
+    unbounded = IncrementalLP(np.array([-1.0, 0.0]), backend=backend)
+    unbounded.add_rows(np.array([[0.0, 1.0]]), [1.0])
+    with pytest.raises(RuntimeError, match="working-set LP failed"):
+        unbounded.solve()
+
+
+def test_backend_choice():
+    assert IncrementalLP(np.ones(2)).backend == ("highspy" if highspy_available() else "scipy")
+    with pytest.raises(ValueError, match="backend must be"):
+        IncrementalLP(np.ones(2), backend="glpk")
