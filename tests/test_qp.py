@@ -200,3 +200,10 @@ def test_empty_problem_and_bad_input():
         solve_capped_simplex_qp(G, c, -1.0)
     with pytest.raises(ValueError, match="bounds must be finite and non-negative"):
         solve_capped_simplex_qp(G, c, np.inf)
+
+
+def test_non_finite_problems_are_refused():
+    with pytest.raises(ValueError, match="finite"):
+        solve_capped_simplex_qp(np.eye(2), np.array([np.nan, 1.0]), 1.0)
+    with pytest.raises(ValueError, match="finite"):
+        solve_capped_simplex_qp(np.array([[np.inf, 0.0], [0.0, 1.0]]), np.ones(2), 1.0)

@@ -135,11 +135,6 @@ def test_long_chains_underflow_with_a_clear_error():
         safe_learning_rate(structure, batch, Y, 1.0)
 
 
-@pytest.mark.xfail(
-    strict=True, raises=TypeError,
-    reason="safe_learning_rate computes B before the structure check in dual_curvature, and "
-           "B fails (max_pairwise_norm_sq is None) for a structure whose count blocks do not "
-           "cover its pairwise statistics")
 def test_structures_without_the_covariance_operator_are_refused():
     structure = GridStructure().bind(1, 2, np.arange(2), np.zeros(4, dtype=np.intp))
     batch = SequenceBatch(np.ones((4, 1)), np.array([0, 4], dtype=np.int64),

@@ -128,11 +128,7 @@ def test_oracles_against_enumeration_of_the_scaled_scores(name, seed):
 
 
 @pytest.mark.parametrize("name", [
-    pytest.param("chain", marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="the scaled structure's marginals return the expected pairwise statistics of "
-               "the base structure (unscaled), and expected_joint_feature sums them as they "
-               "are: its pairwise block misses the pairwise scales")),
+    "chain",
     "multiclass",
 ])
 @pytest.mark.parametrize("seed", range(3))

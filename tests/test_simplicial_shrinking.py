@@ -15,7 +15,7 @@ from sklstruct.learners._factored_dual_fast import structured_hinge_pass
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import exact_optimum, primal_objective
-from .conftest import make_chain_data
+from ._helpers import make_chain_data
 
 
 def _bound(structure, X, y):

@@ -40,6 +40,8 @@ def solve_capped_simplex_qp(G, c, bounds, groups=None, alpha0=None, tol=1e-10, m
     k = c.shape[0]
     if G.shape != (k, k):
         raise ValueError(f"G must have shape ({k}, {k}), got {G.shape}.")
+    if not (np.all(np.isfinite(G)) and np.all(np.isfinite(c))):
+        raise ValueError("G and c must be finite (no NaN or inf).")
     groups = np.zeros(k, dtype=np.intp) if groups is None else np.asarray(groups, dtype=np.intp)
     n_groups = int(groups.max()) + 1 if k else 1
     bounds = np.broadcast_to(np.asarray(bounds, dtype=np.float64), (n_groups,)).copy()

@@ -34,6 +34,15 @@ class _ScaledJointFeature:
         stats = super().pairwise_statistics(batch, Y, weights=weights, per_sequence=per_sequence)
         return stats * self.pairwise_scale_
 
+    def marginals(self, batch, unary, pairwise, n_jobs=None):
+        # the expected pairwise statistics are those of the scaled statistics
+        node, pair, log_z = super().marginals(batch, unary, pairwise, n_jobs=n_jobs)
+        return node, np.asarray(pair) * self.pairwise_scale_, log_z
+
+    def summed_marginals(self, batch, unary, pairwise, n_jobs=None):
+        node, pair, log_z = super().summed_marginals(batch, unary, pairwise, n_jobs=n_jobs)
+        return node, pair * self.pairwise_scale_, log_z
+
     def pairwise_scores(self, batch, Y, pairwise):
         # potentials are effective parameters: they score the unscaled statistics
         return super().pairwise_statistics(batch, Y, per_sequence=True) @ pairwise

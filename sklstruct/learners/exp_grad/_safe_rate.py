@@ -53,7 +53,11 @@ def gradient_spread_bound(structure, batch, Y, C):
     seq = batch.sequence_index
     feature_norm = np.bincount(seq, weights=token_norms, minlength=batch.n_sequences)
     # max ||Psi(x_i, y)||^2 <= (sum_t ||x_t||)^2 + max ||pairwise statistics||^2
-    squared = feature_norm ** 2 + structure.max_pairwise_norm_sq(batch)
+    pairwise_bound = structure.max_pairwise_norm_sq(batch)
+    if pairwise_bound is None:
+        raise ValueError(f"The safe step size needs pairwise_count_blocks covering the "
+                         f"pairwise statistics of {type(structure).__name__}.")
+    squared = feature_norm ** 2 + pairwise_bound
     radius = 2.0 * np.sqrt(squared)
     max_loss = np.bincount(seq, weights=structure.token_loss(Y).max(axis=1),
                            minlength=batch.n_sequences).max()
@@ -63,6 +67,7 @@ def gradient_spread_bound(structure, batch, Y, C):
 
 def safe_learning_rate(structure, batch, Y, C):
     """``0.4 / (B + lambda)`` (Theorem 2); raises when it underflows."""
+    check_safe_rate_structure(structure, "The safe step size")
     bound = gradient_spread_bound(structure, batch, Y, C) + dual_curvature(structure, batch, C)
     eta = 0.4 / bound
     if not np.isfinite(bound) or eta < 1e-300:
