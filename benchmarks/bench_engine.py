@@ -21,13 +21,22 @@ horses
     training, the other 128 for testing: ``M3NSimplicialDecomposition(GridStructure())``
     defaults; test pixel accuracy and mean foreground IoU.
 
+ocr_{cp,eg,exgap,l1,rsd} and conll2k_{cp,eg,exgap,l1,rsd}
+    Every learner with its defaults (``random_state=0``; ``M3NExcessiveGap`` capped at 40
+    iterations on CoNLL, ``M3NSimplicialDecomposition`` without shrinking when the other build
+    lacks it) on OCR fold 1 and on the first 2,000 CoNLL-2000 training sentences: with
+    ``--weights-dir`` the weights of both builds are compared (largest difference relative to
+    the largest weight).
+
     python benchmarks/bench_engine.py --baseline-python ../baseline/.venv/bin/python \\
         [--cases ocr_rsd horses] [--repeats 3] [--json results/engine.json]
+    python benchmarks/bench_engine.py --baseline-path ../baseline --weights-dir /tmp/w \\
+        --cases ocr_cp conll2k_cp
 
-The baseline interpreter must have the other build installed (e.g. ``pip install -e``); the
-workers run from a temporary directory so that each imports its own installation.
+The baseline interpreter must have the other build installed (e.g. ``pip install -e``), or
+``--baseline-path`` names a checkout with its compiled modules built in place; the workers
+run from a temporary directory so that each imports its own build.
 """
-
 import json
 import os
 import subprocess
@@ -39,15 +48,22 @@ import warnings
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CASES = ["ocr_rsd", "ocr_one_slack", "ocr_bcfw", "conll_bcfw", "horses"]
+ROOT = os.path.dirname(HERE)
+LEARNER_CASES = [f"{data}_{learner}" for data in ("ocr", "conll2k")
+                 for learner in ("cp", "eg", "exgap", "l1", "rsd")]
+CASES = ["ocr_rsd", "ocr_one_slack", "ocr_bcfw", "conll_bcfw", "horses"] + [
+    case for case in LEARNER_CASES if case != "ocr_rsd"]
 C = 0.1
 
 
-def _conll(data_home):
+def _conll(data_home, n_train=None):
     from sklstruct.datasets import load_conll2000
     from sklstruct.preprocessing import SequenceVectorizer, window_features
 
     train = load_conll2000(data_home, subset="train")
+    if n_train is not None:
+        train.words, train.pos, train.target = (train.words[:n_train], train.pos[:n_train],
+                                                train.target[:n_train])
     test = load_conll2000(data_home, subset="test")
     vectorizer = SequenceVectorizer()
     X_train = vectorizer.fit_transform([window_features(w, p)
@@ -67,8 +83,22 @@ def _horses(data_home):
 
 
 def _model(case):
-    from sklstruct import GridStructure, M3NSimplicialDecomposition, StructSVMCuttingPlane
+    from sklstruct import (L1M3N, GridStructure, M3NExcessiveGap, M3NExpGrad,
+                           M3NSimplicialDecomposition, StructSVMCuttingPlane)
 
+    if case in LEARNER_CASES:
+        data, learner = case.split("_")
+        rsd = {"random_state": 0}
+        if "shrinking" in M3NSimplicialDecomposition().get_params():
+            rsd["shrinking"] = False  # (the algorithm of a build without it)
+        return {
+            "cp": lambda: StructSVMCuttingPlane(C=C, random_state=0),
+            "eg": lambda: M3NExpGrad(C=C, random_state=0),
+            "exgap": lambda: M3NExcessiveGap(C=C, **({"max_iter": 40} if data == "conll2k"
+                                                       else {})),
+            "l1": lambda: L1M3N(C=C),
+            "rsd": lambda: M3NSimplicialDecomposition(C=C, **rsd),
+        }[learner]()
     return {
         "ocr_rsd": lambda: M3NSimplicialDecomposition(C=C, random_state=0),
         "ocr_one_slack": lambda: StructSVMCuttingPlane(C=C),
@@ -80,8 +110,9 @@ def _model(case):
     }[case]()
 
 
-def worker(case, data_home):
-    """Fit one case in this process; print a JSON row."""
+def worker(case, data_home, weights=None):
+    """Fit one case in this process; print a JSON row (and save the weights to ``weights``,
+    an ``.npy`` path, when given)."""
     sys.path.insert(0, HERE)
     from sklearn.exceptions import ConvergenceWarning
 
@@ -90,8 +121,14 @@ def worker(case, data_home):
 
     from _common import ocr_fold1
 
-    load = _horses if case == "horses" else _conll if case.startswith("conll") else ocr_fold1
-    X_train, y_train, X_test, y_test = load(data_home)
+    if case == "horses":
+        X_train, y_train, X_test, y_test = _horses(data_home)
+    elif case.startswith("conll2k"):
+        X_train, y_train, X_test, y_test = _conll(data_home, n_train=2000)
+    elif case.startswith("conll"):
+        X_train, y_train, X_test, y_test = _conll(data_home)
+    else:
+        X_train, y_train, X_test, y_test = ocr_fold1(data_home)
     model = _model(case)
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -99,6 +136,8 @@ def worker(case, data_home):
         model.fit(X_train, y_train)
     seconds = time.perf_counter() - start
     predicted = model.predict(X_test)
+    if weights is not None:
+        np.save(weights, model.w_)
     h = model.history_
     row = {"case": case, "build": os.path.dirname(sklstruct.__file__), "fit_s": seconds,
            "n_iter": int(model.n_iter_), "objective": float(model.objective(X_train, y_train)),
@@ -117,11 +156,17 @@ def worker(case, data_home):
     print(json.dumps(row))
 
 
-def _run(python, case, data_home):
+def _run(python, path, case, data_home, weights=None):
+    env = dict(os.environ)
+    if path is not None:
+        env["PYTHONPATH"] = os.path.abspath(path)
+    command = [python, os.path.abspath(__file__), "--worker", case,
+               "--data-home", os.path.abspath(data_home)]
+    if weights is not None:
+        command += ["--weights", weights]
     with tempfile.TemporaryDirectory() as scratch:
-        out = subprocess.run([python, os.path.abspath(__file__), "--worker", case,
-                              "--data-home", os.path.abspath(data_home)],
-                             cwd=scratch, capture_output=True, text=True, check=True)
+        out = subprocess.run(command, cwd=scratch, capture_output=True, text=True, check=True,
+                             env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -133,20 +178,29 @@ def main():
     p.add_argument("--worker", default=None, help=argparse_hidden())
     p.add_argument("--baseline-python", default=None,
                    help="interpreter with the other build installed")
+    p.add_argument("--baseline-path", default=None,
+                   help="checkout of the other build, its compiled modules built in place")
+    p.add_argument("--weights-dir", default=None,
+                   help="save both builds' weights here and compare them")
+    p.add_argument("--weights", default=None, help=argparse_hidden())
     p.add_argument("--cases", nargs="*", default=CASES, choices=CASES)
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     if args.worker:
-        return worker(args.worker, args.data_home)
-    builds = {"this": sys.executable}
-    if args.baseline_python:
-        builds["baseline"] = args.baseline_python
+        return worker(args.worker, args.data_home, args.weights)
+    builds = {"this": (sys.executable, ROOT)}
+    if args.baseline_python or args.baseline_path:
+        builds["baseline"] = (args.baseline_python or sys.executable, args.baseline_path)
+    if args.weights_dir:
+        os.makedirs(args.weights_dir, exist_ok=True)
     rows = []
     for case in args.cases:
         results = {name: [] for name in builds}
-        for _ in range(args.repeats):
-            for name, python in builds.items():  # alternate, so load drifts hit both
-                results[name].append(_run(python, case, args.data_home))
+        for repeat in range(args.repeats):
+            for name, (python, path) in builds.items():  # alternate: load drifts hit both
+                weights = None if args.weights_dir is None or repeat else \
+                    os.path.join(args.weights_dir, f"{case}_{name}.npy")
+                results[name].append(_run(python, path, case, args.data_home, weights))
         row = {"case": case}
         for name, runs in results.items():
             row[f"{name}_fit_s"] = float(np.median([r["fit_s"] for r in runs]))
@@ -157,6 +211,11 @@ def main():
             row["time_ratio"] = row["this_fit_s"] / row["baseline_fit_s"]
             row["objective_rel_diff"] = (row["this_objective"] - row["baseline_objective"]) \
                 / row["baseline_objective"]
+            if args.weights_dir:
+                this, base = (np.load(os.path.join(args.weights_dir, f"{case}_{name}.npy"))
+                              for name in ("this", "baseline"))
+                row["weights_rel_diff"] = float(np.abs(this - base).max()
+                                                / max(np.abs(base).max(), 1e-300))
         rows.append(row)
         print(json.dumps(row), flush=True)
     columns = sorted({key for row in rows for key in row}, key=lambda k: (k != "case", k))
