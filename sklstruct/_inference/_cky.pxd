@@ -1,6 +1,7 @@
 # Per-sentence routines of _cky.pyx (weighted context-free grammars over binary trees), shared
-# with other compiled modules. The span layout, the grammar description and the tie rules are
-# documented at the top of _cky.pyx.
+# with other compiled modules, and the grammar, span and batch helpers that _cky.pyx and the
+# inside-outside module _cky_inside.pyx both use (inline, so they cost no call). The span
+# layout, the grammar description and the tie rules are documented at the top of _cky.pyx.
 from sklstruct._typedefs cimport int32_t, int64_t, intp_t
 
 
@@ -80,13 +81,6 @@ cdef int _cky_best_other(const double* span_scores, intp_t n, const Grammar* gra
                          const int64_t* given, double* chart, int32_t* record_of,
                          KBestLists* lists, double* score, int64_t* span_labels) noexcept nogil
 
-cdef double _cky_inside(const double* span_scores, intp_t n, const Grammar* grammar,
-                        double* work) noexcept nogil
-
-cdef double _cky_inside_outside(const double* span_scores, intp_t n, const Grammar* grammar,
-                                double* work, double* marginals,
-                                double* rule_counts) noexcept nogil
-
 cdef int _span_tree_check(const int64_t* span_labels, intp_t n, const Grammar* grammar,
                           intp_t* bad_span) noexcept nogil
 
@@ -103,6 +97,13 @@ cdef inline intp_t _span_at(intp_t n, intp_t i, intp_t j) noexcept nogil:
     """Index of the span [i, j) of a sentence of ``n`` words: spans by length, then start."""
     cdef intp_t length = j - i
     return (length - 1) * (2 * n - length + 2) // 2 + i
+
+
+cdef inline const int32_t* _allowed(const Grammar* g, intp_t length) noexcept nogil:
+    """The label mask of spans of this length: lexical for words, phrasal otherwise."""
+    if length == 1:
+        return g.lexical
+    return g.phrasal
 
 
 cdef inline intp_t _grammar_ints_size(intp_t n_labels, intp_t n_symbols,
@@ -126,13 +127,24 @@ cdef inline intp_t _kbest_nodes(intp_t n, intp_t n_symbols) noexcept nogil:
     return 2 * _n_spans(n) * n_symbols + 1
 
 
-cdef inline intp_t _inside_size(intp_t n, intp_t n_labels, intp_t n_symbols) noexcept nogil:
-    """Doubles of the ``work`` of :func:`_cky_inside`."""
-    return _n_spans(n) * (3 * n_symbols + 1) + 2 * n_symbols + n_labels
+# Work (rule applications) between two checks for Ctrl-C in the batched functions.
+cdef enum:
+    _SIGNAL_WORK = 50000000
 
 
-cdef inline intp_t _inside_outside_size(intp_t n, intp_t n_labels, intp_t n_symbols,
-                                        intp_t n_rules) noexcept nogil:
-    """Doubles of the ``work`` of :func:`_cky_inside_outside`."""
-    return (_inside_size(n, n_labels, n_symbols) + _n_spans(n) * (2 * n_symbols + 1)
-            + n_symbols + n_labels + n_rules)
+cdef inline intp_t _longest(const int64_t* lengths, intp_t n_sentences) noexcept nogil:
+    """The length of the longest sentence of a batch (at least 1)."""
+    cdef intp_t i, longest = 1
+    for i in range(n_sentences):
+        if lengths[i] > longest:
+            longest = lengths[i]
+    return longest
+
+
+cdef inline bint _signal_due(double* since_check, intp_t n, intp_t n_rules) noexcept nogil:
+    """Count a sentence's rule applications; true every ``_SIGNAL_WORK`` of them."""
+    since_check[0] += (<double> n) * n * n * (n_rules + 1) / 6.0
+    if since_check[0] < _SIGNAL_WORK:
+        return False
+    since_check[0] = 0.0
+    return True

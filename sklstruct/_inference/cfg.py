@@ -23,7 +23,8 @@ build its root). It then decodes to score -inf with all labels -1, has no k-best
 log Z = -inf with zero marginals and rule counts.
 
 These functions check their inputs, allocate the outputs and run the compiled dynamic
-programmes of :mod:`sklstruct._inference._cky`, optionally on several threads.
+programmes of :mod:`sklstruct._inference._cky` (Viterbi, k best, given trees) and
+:mod:`sklstruct._inference._cky_inside` (inside-outside), optionally on several threads.
 """
 
 import numbers
@@ -31,7 +32,7 @@ import numbers
 import numpy as np
 from joblib import Parallel, delayed
 
-from . import _cky
+from . import _cky, _cky_inside
 from ._validation import check_k, check_n_jobs
 
 __all__ = [
@@ -585,9 +586,9 @@ def inside_outside(span_scores, lengths, grammar, rule_scores=None, n_jobs=None)
         counts = np.empty((lengths_part.shape[0], grammar.n_rules), dtype=np.float64)
         log_z = np.empty(lengths_part.shape[0], dtype=np.float64)
         if lengths_part.shape[0]:
-            _cky.inside_outside_batch(scores_part, lengths_part, ints, floats,
-                                      grammar.n_symbols, grammar.n_rules, marginals, counts,
-                                      log_z)
+            _cky_inside.inside_outside_batch(scores_part, lengths_part, ints, floats,
+                                             grammar.n_symbols, grammar.n_rules, marginals,
+                                             counts, log_z)
         return marginals, counts, log_z
 
     return _map_chunks(solve, span_scores, lengths, offsets, None, n_jobs)
@@ -616,8 +617,8 @@ def log_partition(span_scores, lengths, grammar, rule_scores=None, n_jobs=None):
     def solve(scores_part, lengths_part, unused):
         log_z = np.empty(lengths_part.shape[0], dtype=np.float64)
         if lengths_part.shape[0]:
-            _cky.inside_batch(scores_part, lengths_part, ints, floats, grammar.n_symbols,
-                              grammar.n_rules, log_z)
+            _cky_inside.inside_batch(scores_part, lengths_part, ints, floats,
+                                     grammar.n_symbols, grammar.n_rules, log_z)
         return (log_z,)
 
     return _map_chunks(solve, span_scores, lengths, offsets, None, n_jobs)[0]
