@@ -6,8 +6,15 @@ Constituency trees are nested tuples ``(label, child, ...)`` whose
 preterminals are ``(tag, word)``.
 """
 
+from ._arc_features import ArcFeatures
 from ._conll import read_conll, read_dependency_columns, write_conll
-from ._metrics import attachment_scorer, attachment_scores, bracket_f1_scorer, bracket_scores
+from ._dependency_parser import DependencyParser
+from ._metrics import (
+    attachment_scorer,
+    attachment_scores,
+    bracket_f1_scorer,
+    bracket_scores,
+)
 from ._transforms import binarize, collapse_unary, expand_unary, unbinarize
 from ._trees import (
     from_nltk,
@@ -21,6 +28,8 @@ from ._trees import (
 )
 
 __all__ = [
+    "ArcFeatures",
+    "DependencyParser",
     "attachment_scorer",
     "attachment_scores",
     "binarize",

@@ -2,10 +2,11 @@
 
 from ._base import BaseStructure
 from .chain import ChainStructure
+from .dependency import DependencyTree
 from .grid import GridStructure
 from .multiclass import MultiClass
 
-__all__ = ["BaseStructure", "ChainStructure", "GridStructure", "MultiClass",
+__all__ = ["BaseStructure", "ChainStructure", "DependencyTree", "GridStructure", "MultiClass",
            "structure_for_form"]
 
 
