@@ -8,6 +8,7 @@ their solver; the input forms live in :mod:`sklstruct._input`, prediction in
 
 import hashlib
 import numbers
+import warnings
 from abc import abstractmethod
 
 import numpy as np
@@ -126,12 +127,38 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             )
         batch, y_flat, form = self._validate_input(X, y, lengths, reset=True,
                                                    sequence_ids=sequence_ids)
-        y_flat = column_or_1d(y_flat, warn=True) if form not in ("list", "images") else y_flat
-        classes, Y = encode_targets(y_flat)
+        if form == "multilabel":  # an indicator matrix: the states are always 0 and 1
+            classes, Y = np.array([0, 1]), y_flat.astype(np.intp)
+        else:
+            y_flat = column_or_1d(y_flat, warn=True) if form in ("flat", "multiclass") \
+                else y_flat
+            classes, Y = encode_targets(y_flat)
         self._bind_structure(form, batch.X.shape[1], classes, Y)
+        self.structure_ = self.structure_.bind_batch(batch, Y)
         weights = check_sequence_weights(sample_weight, batch.n_sequences)
+        self._check_oracle_exactness(batch)
         self.w_ = self._fit_batch(batch, Y, weights)
         self.temperature_ = 1.0
+
+    def _check_oracle_exactness(self, batch):
+        """Warn when the structure's max-oracle may be inexact on training examples and
+        record their number in ``n_inexact_examples_``.
+
+        With an approximate (under-generating) max-oracle, e.g. TRW-S on graphs with cycles,
+        the most violated labellings may be missed: the duality gap the learner computes
+        from the oracle's labellings then bounds nothing (Finley and Joachims 2008, "Training
+        structural SVMs when exact inference is intractable", section 4), and the fit may
+        stop early or at a model whose true objective is larger than reported.
+        """
+        inexact = np.asarray(self.structure_.inexact_examples(batch))
+        self.n_inexact_examples_ = int(inexact.shape[0])
+        if inexact.shape[0]:
+            warnings.warn(
+                f"{type(self.structure_).__name__}'s max-oracle may be approximate on "
+                f"{inexact.shape[0]} of {batch.n_sequences} training examples (e.g. example "
+                f"{int(inexact[0])}: a graph with cycles, beyond enumeration, solved by "
+                "TRW-S): the duality gap reported in history_ is then not a certificate of "
+                "optimality (Finley and Joachims 2008).", UserWarning, stacklevel=4)
 
     def _bind_structure(self, form, n_features, classes, Y):
         """Set ``classes_`` and ``structure_``, the structure bound to the data: the part of
@@ -351,6 +378,10 @@ def _digest(batch, Y, structure):
     arrays = (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
     for array in arrays + (batch.offsets, Y):
         digest.update(np.ascontiguousarray(array).tobytes())
+    for name, extra in sorted((batch.extras or {}).items()):
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(extra.data).tobytes())
+        digest.update(np.ascontiguousarray(extra.offsets).tobytes())
     digest.update(repr(sorted(structure.get_params().items())).encode())
     digest.update(repr(structure.loss_weights_.tolist()).encode())
     return digest.hexdigest()

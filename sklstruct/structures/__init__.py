@@ -2,20 +2,23 @@
 
 from ._base import BaseStructure
 from .chain import ChainStructure
+from .graph import GraphStructure, TreeStructure
 from .grid import GridStructure
 from .multiclass import MultiClass
+from .multilabel import MultiLabelStructure
 
-__all__ = ["BaseStructure", "ChainStructure", "GridStructure", "MultiClass",
-           "structure_for_form"]
+__all__ = ["BaseStructure", "ChainStructure", "GraphStructure", "GridStructure", "MultiClass",
+           "MultiLabelStructure", "TreeStructure", "structure_for_form"]
 
 
 def structure_for_form(form):
     """The structure ``structure="auto"`` takes for an input form: a grid for images, the
-    multiclass structure for a plain 2-D ``X`` without lengths, a chain for sequences.
+    multiclass structure for a plain 2-D ``X`` without lengths, a chain for sequences, a
+    graph structure for graphs and a Chow-Liu tree over the labels for multi-label input.
 
     Parameters
     ----------
-    form : {"list", "flat", "multiclass", "images"}
+    form : {"list", "flat", "multiclass", "images", "graphs", "multilabel"}
 
     Returns
     -------
@@ -24,4 +27,8 @@ def structure_for_form(form):
     """
     if form == "images":
         return GridStructure()
+    if form == "graphs":
+        return GraphStructure()
+    if form == "multilabel":
+        return MultiLabelStructure()
     return MultiClass() if form == "multiclass" else ChainStructure()
