@@ -311,6 +311,13 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         ``start_end=True``)."""
         return self._named_parameter("end_")
 
+    @property
+    def pairwise_(self):
+        """Interaction matrices of a graph or multi-label model: one state x state matrix
+        per edge feature (graphs) or per label pair (multi-label), shape (n, n_classes,
+        n_classes)."""
+        return self._named_parameter("pairwise_")
+
     # ------------------------------------------------------------------ objective
     def _weight_norm_sq(self):
         """``||w||^2`` of the fitted model."""

@@ -202,6 +202,29 @@ class PairwiseGraphBase(BaseStructure):
         return np.bincount(example, weights=value * np.asarray(pairwise)[index],
                            minlength=batch.n_sequences).astype(np.float64)
 
+    def max_pairwise_norm_sq(self, batch):
+        """``sum_k (sum_e |f_ek|)^2`` per example: the statistics of edge feature ``k``
+        spread ``sum_e f_ek`` over its block, whose squared norm is at most the square of
+        the absolute sum (with a constant feature, the squared number of edges).
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+
+        Returns
+        -------
+        bound : ndarray of shape (n_sequences,)
+        """
+        layout = self._layout(batch)
+        K = self.n_edge_features_
+        example_of_edge = np.repeat(np.arange(batch.n_sequences), np.diff(layout.edge_offsets))
+        entry_edge = np.repeat(np.arange(layout.edges.shape[0]),
+                               np.diff(layout.feature_offsets))
+        sums = np.bincount(example_of_edge[entry_edge] * K + layout.feature_index,
+                           weights=np.abs(layout.feature_value),
+                           minlength=batch.n_sequences * K).reshape(-1, K)
+        return (sums ** 2).sum(axis=1)
+
     # ----------------------------------------------------------------- oracles
     def _kernels_for(self, batch, pairwise):
         pairwise = np.ascontiguousarray(pairwise, dtype=np.float64)
