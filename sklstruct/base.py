@@ -158,7 +158,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
                 f"{inexact.shape[0]} of {batch.n_sequences} training examples (e.g. example "
                 f"{int(inexact[0])}: a graph with cycles, beyond enumeration, solved by "
                 "TRW-S): the duality gap reported in history_ is then not a certificate of "
-                "optimality (Finley and Joachims 2008).", UserWarning, stacklevel=4)
+                "optimality (Finley and Joachims 2008).", UserWarning, stacklevel=6)
 
     def _bind_structure(self, form, n_features, classes, Y):
         """Set ``classes_`` and ``structure_``, the structure bound to the data: the part of
@@ -253,6 +253,19 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             return weights[:, :-1], weights[:, -1].copy()
         return weights, np.zeros(weights.shape[0])
 
+    def _multilabel(self):
+        return getattr(self.structure_, "input_form", None) == "multilabel"
+
+    def _label_weights(self):
+        """Per-label weights of label 1 over 0 on the features, (n_labels, n_features), and
+        intercepts (n_labels,) (zeros without ``fit_intercept``) of a multi-label model: its
+        unary block holds one block of features per label."""
+        difference = np.diff(self.structure_.split_weights(self.w_)[0], axis=1)[:, 0]
+        per_label = difference.reshape(self.structure_.n_labels_, -1)
+        if getattr(self, "_with_intercept", False):
+            return per_label[:, :-1], per_label[:, -1].copy()
+        return per_label, np.zeros(per_label.shape[0])
+
     def _binary_multiclass(self):
         return self.structure_.one_token_per_example and self.classes_.shape[0] == 2
 
@@ -261,9 +274,12 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         """Per-class weights on token features, shape (n_classes, n_features).
 
         For two classes in the multiclass form, as ``LinearSVC``: the weights of class 1 minus
-        those of class 0, shape (1, n_features).
+        those of class 0, shape (1, n_features). For multi-label models, per label the weights
+        of 1 minus those of 0, shape (n_labels, n_features).
         """
         model = self._fitted_view()
+        if model._multilabel():
+            return model._label_weights()[0]
         weights, _ = model._unary_weights()
         if model._binary_multiclass():
             return (weights[1] - weights[0])[None, :]
@@ -272,9 +288,12 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
     @property
     def intercept_(self):
         """Per-class intercepts of the multiclass form, shape (n_classes,) (for two classes
-        ``(1,)``: class 1's minus class 0's); zeros without ``fit_intercept``. Sequence models
+        ``(1,)``: class 1's minus class 0's; per label for multi-label models, shape
+        (n_labels,)); zeros without ``fit_intercept``. Sequence models
         have ``start_`` and ``end_`` biases and ``transition_`` scores instead."""
         model = self._fitted_view()
+        if model._multilabel():
+            return model._label_weights()[1]
         if not model.structure_.one_token_per_example:
             raise AttributeError("intercept_ exists only for the multiclass form; chains have "
                                  "start_, end_ and transition_.")

@@ -145,8 +145,8 @@ class PairwiseGraphBase(BaseStructure):
 
     def inexact_examples(self, batch):
         """Indices of the examples whose max-oracle may be inexact: graphs with cycles that
-        neither enumeration covers nor (with binary labels) a minimum cut is sure to
-        (whether a cut applies depends on the weights).
+        enumeration does not cover (with binary labels a minimum cut is exact where the
+        weights make every edge submodular, but that depends on the weights).
 
         Learning with such an oracle (Finley and Joachims 2008): TRW-S returns a labelling
         whose score is a lower bound on the maximum, so the loss-augmented decoding may
@@ -161,10 +161,7 @@ class PairwiseGraphBase(BaseStructure):
         -------
         indices : ndarray of int
         """
-        methods = self._layout(batch).methods
-        if self.n_states_ == 2:
-            return np.flatnonzero(methods == _TRWS)
-        return np.flatnonzero(methods >= _LOOPY_AUTO)
+        return np.flatnonzero(self._layout(batch).methods >= _LOOPY_AUTO)
 
     def example_kernels(self, batch):
         layout = self._layout(batch)
@@ -217,6 +214,8 @@ class PairwiseGraphBase(BaseStructure):
         """
         layout = self._layout(batch)
         K = self.n_edge_features_
+        if K == 0:
+            return np.zeros(batch.n_sequences)
         example_of_edge = np.repeat(np.arange(batch.n_sequences), np.diff(layout.edge_offsets))
         entry_edge = np.repeat(np.arange(layout.edges.shape[0]),
                                np.diff(layout.feature_offsets))
