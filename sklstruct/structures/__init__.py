@@ -5,10 +5,11 @@ from .chain import ChainStructure
 from .graph import GraphStructure, TreeStructure
 from .grid import GridStructure
 from .multiclass import MultiClass
-from .multilabel import MultiLabelStructure
+from .multilabel import MultiLabelStructure, chow_liu_tree, hierarchy_loss_weights
 
 __all__ = ["BaseStructure", "ChainStructure", "GraphStructure", "GridStructure", "MultiClass",
-           "MultiLabelStructure", "TreeStructure", "structure_for_form"]
+           "MultiLabelStructure", "TreeStructure", "chow_liu_tree", "hierarchy_loss_weights",
+           "structure_for_form"]
 
 
 def structure_for_form(form):

@@ -92,7 +92,16 @@ class PairwiseGraphBase(BaseStructure):
         return self.n_edge_features_ * self.n_pair_
 
     def pairwise_matrices(self, pairwise):
-        """The pairwise block as the matrices ``Theta_k``, shape (n_edge_features, S, S)."""
+        """The pairwise block as the matrices ``Theta_k``.
+
+        Parameters
+        ----------
+        pairwise : ndarray of shape (n_pairwise,)
+
+        Returns
+        -------
+        matrices : ndarray of shape (n_edge_features, n_states, n_states)
+        """
         S = self.n_states_
         blocks = np.asarray(pairwise).reshape(self.n_edge_features_, self.n_pair_)
         return blocks[:, self.pair_index_].reshape(-1, S, S)
@@ -400,7 +409,16 @@ class GraphStructure(PairwiseGraphBase):
         return [(0, self.n_pair_, np.diff(self._layout(batch).edge_offsets).astype(float))]
 
     def named_parameters(self, pairwise):
-        """``pairwise_``: the interaction matrices, shape (n_edge_features, S, S)."""
+        """``pairwise_``: the interaction matrices, shape (n_edge_features, S, S).
+
+        Parameters
+        ----------
+        pairwise : ndarray of shape (n_pairwise,)
+
+        Returns
+        -------
+        parameters : dict of str to ndarray
+        """
         return {"pairwise_": self.pairwise_matrices(pairwise)}
 
 

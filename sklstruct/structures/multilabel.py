@@ -107,7 +107,16 @@ def hierarchy_loss_weights(parents, scheme="sibling"):
 
 
 def check_parents(parents):
-    """A parent array (-1 for roots) describing a forest over the labels."""
+    """A parent array (-1 for roots) describing a forest over the labels.
+
+    Parameters
+    ----------
+    parents : array-like of int of shape (n_labels,)
+
+    Returns
+    -------
+    parents : ndarray of int64 of shape (n_labels,)
+    """
     parents = np.asarray(parents)
     if parents.ndim != 1 or parents.shape[0] < 1 or parents.dtype.kind not in "iu":
         raise ValueError("hierarchy must be a 1-D integer array: the parent of every label, "
@@ -336,5 +345,14 @@ default="tree"
         return [(4 * k, 4 * k + 4, ones) for k in range(self.n_edge_features_)]
 
     def named_parameters(self, pairwise):
-        """``pairwise_``: the interaction matrices of the label pairs, (n_pairs, 2, 2)."""
+        """``pairwise_``: the interaction matrices of the label pairs, (n_pairs, 2, 2).
+
+        Parameters
+        ----------
+        pairwise : ndarray of shape (n_pairwise,)
+
+        Returns
+        -------
+        parameters : dict of str to ndarray
+        """
         return {"pairwise_": self.pairwise_matrices(pairwise)}
