@@ -171,3 +171,44 @@ def test_batches_carry_their_graphs_through_select_and_take():
     np.testing.assert_array_equal(run.extra("edges").offsets, [0, 0, 2])
     np.testing.assert_array_equal(run.extra("edges").of(1), [[0, 1], [1, 2]])
     assert batch.take([0]).extra("missing") is None
+
+
+def test_make_tree_data_draws_document_ordered_trees_from_its_model():
+    from sklstruct.datasets import make_tree_data
+
+    X, y, model = make_tree_data(30, n_nodes=(1, 12), max_children=2, random_state=0,
+                                 return_model=True)
+    again, _ = make_tree_data(30, n_nodes=(1, 12), max_children=2, random_state=0)
+    np.testing.assert_array_equal(np.vstack([f for f, _ in X]),
+                                  np.vstack([f for f, _ in again]))
+    for (features, edges), labels, parents in zip(X, y, model["parents"]):
+        n = labels.shape[0]
+        assert features.shape == (n, 10) and edges.shape == (n - 1, 2)
+        assert np.all(edges[:, 0] < edges[:, 1])  # pre-order: parents first
+        np.testing.assert_array_equal(edges[:, 0], parents[1:])
+        assert np.bincount(edges[:, 0], minlength=n).max(initial=0) <= 2
+        # pre-order: every subtree is a run of consecutive nodes
+        for v in range(n):
+            subtree = [v]
+            for child in range(v + 1, n):
+                if parents[child] in subtree:
+                    subtree.append(child)
+            assert subtree == list(range(v, v + len(subtree)))
+    np.testing.assert_allclose(model["transition"].sum(axis=1), 1.0)
+    with pytest.raises(ValueError, match="n_nodes"):
+        make_tree_data(3, n_nodes=(5, 2))
+
+
+def test_a_tree_model_beats_a_chain_over_the_same_nodes():
+    from sklstruct.datasets import make_tree_data
+
+    X, y = make_tree_data(240, n_nodes=(5, 20), random_state=1)
+    train, test = slice(0, 120), slice(120, 240)
+    tree = _fit(M3NSimplicialDecomposition(TreeStructure(), C=1.0, random_state=0),
+                X[train], y[train])
+    chain = _fit(M3NSimplicialDecomposition(ChainStructure(), C=1.0, random_state=0),
+                 [f for f, _ in X[train]], y[train])
+    truth = np.concatenate(y[test])
+    tree_accuracy = np.mean(np.concatenate(tree.predict(X[test])) == truth)
+    chain_accuracy = np.mean(np.concatenate(chain.predict([f for f, _ in X[test]])) == truth)
+    assert tree_accuracy > chain_accuracy + 0.02

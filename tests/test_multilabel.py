@@ -209,3 +209,15 @@ def test_predict_checks_the_number_of_labels_and_features():
     with pytest.raises(ValueError, match="takes a 2-D X"):
         M3NSimplicialDecomposition(MultiLabelStructure()).fit([X[:3], X[3:6]],
                                                                [Y[:3, 0], Y[3:6, 0]])
+
+
+@pytest.mark.parametrize("solver", ["cutting_plane", "em"])
+def test_l1_learner_trains_multilabel_structures(solver):
+    from sklstruct import L1M3N
+
+    X, Y = make_multilabel(7, n_samples=40)
+    for pairs in ("independent", "tree", "full"):
+        model = _fit(L1M3N(MultiLabelStructure(pairs=pairs), C=1.0, solver=solver,
+                           max_iter=100), X, Y)
+        assert model.predict(X).shape == Y.shape
+        assert hamming_loss(Y, model.predict(X)) < 0.2
