@@ -301,3 +301,19 @@ def test_marginals_on_large_loopy_graphs_are_a_clear_error():
     with pytest.raises(ValueError, match="closes a cycle"):
         bound_structure(TreeStructure(), batch, 2).decode(batch, np.zeros((6, 2)),
                                                           np.zeros(4))
+
+
+def test_oracles_do_not_depend_on_n_jobs():
+    rng = np.random.default_rng(70)
+    graphs = [(n, random_graph(rng, n, 0.6)) for n in rng.integers(1, 8, size=12)]
+    batch = graph_batch(rng, graphs, n_edge_features=2)
+    structure = bound_structure(GraphStructure(), batch, 3)
+    theta = rng.normal(size=structure.n_pairwise_)
+    unary = rng.normal(size=(batch.n_tokens, 3))
+    one = structure.decode_with_bounds(batch, unary, theta)
+    two = structure.decode_with_bounds(batch, unary, theta, n_jobs=3)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(structure.marginals(batch, unary, theta),
+                    structure.marginals(batch, unary, theta, n_jobs=2)):
+        np.testing.assert_allclose(a, b, rtol=1e-13)

@@ -4,9 +4,11 @@ import numbers
 from collections import namedtuple
 
 import numpy as np
+from joblib import Parallel, delayed
 
 from .._inference import _graph
 from .._inference._graph_kernels import GraphKernels
+from .._inference._validation import check_n_jobs, split_into_chunks
 from ._base import BaseStructure, check_rescale
 
 # per batch: the stacked graphs and their edge features in the kernels' sparse form
@@ -241,7 +243,25 @@ class PairwiseGraphBase(BaseStructure):
                              f"{pairwise.shape}.")
         return self.example_kernels(batch), pairwise
 
-    def decode_with_bounds(self, batch, unary, pairwise):
+    def _in_chunks(self, batch, unary, pairwise, n_jobs, solve):
+        """``solve(kernels, unary, pairwise)`` over the batch, or over runs of examples on
+        joblib threads (each with its own kernels; outputs concatenated in order, so the
+        result does not depend on ``n_jobs``)."""
+        chunks = split_into_chunks(batch.offsets, check_n_jobs(n_jobs))
+        if len(chunks) <= 1:
+            kernels, pairwise = self._kernels_for(batch, pairwise)
+            return solve(kernels, unary, pairwise)
+
+        def run(lo, hi):
+            sub = batch.take(np.arange(lo, hi))
+            kernels, theta = self._kernels_for(sub, pairwise)
+            return solve(kernels, unary[batch.offsets[lo]:batch.offsets[hi]], theta)
+
+        pieces = Parallel(n_jobs=len(chunks), prefer="threads")(
+            delayed(run)(lo, hi) for lo, hi in chunks)
+        return tuple(np.concatenate(outputs) for outputs in zip(*pieces))
+
+    def decode_with_bounds(self, batch, unary, pairwise, n_jobs=None):
         """MAP labellings, their scores and upper bounds on the maximum scores.
 
         The bound equals the score wherever inference is exact; for TRW-S it is the
@@ -252,17 +272,20 @@ class PairwiseGraphBase(BaseStructure):
         batch : SequenceBatch
         unary : ndarray of shape (n_tokens, n_states)
         pairwise : ndarray of shape (n_pairwise,)
+        n_jobs : int, default=None
+            Threads (joblib workers) over runs of examples; the result does not depend on
+            it.
 
         Returns
         -------
         labels : ndarray of int64 of shape (n_tokens,)
         scores, upper_bounds : ndarray of shape (n_sequences,)
         """
-        kernels, pairwise = self._kernels_for(batch, pairwise)
-        return kernels.map_batch(unary, pairwise)
+        return self._in_chunks(batch, np.ascontiguousarray(unary, dtype=np.float64), pairwise,
+                               n_jobs, lambda kernels, u, theta: kernels.map_batch(u, theta))
 
     def decode(self, batch, unary, pairwise, n_jobs=None):
-        return self.decode_with_bounds(batch, unary, pairwise)[0]
+        return self.decode_with_bounds(batch, unary, pairwise, n_jobs)[0]
 
     def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
                               token_loss=None):
@@ -272,14 +295,17 @@ class PairwiseGraphBase(BaseStructure):
                              "slack-rescaled decoding is not a pairwise MAP problem).")
         if token_loss is None:
             token_loss = self.token_loss(Y)
-        labels, _, _ = self.decode_with_bounds(batch, unary + token_loss, pairwise)
+        labels, _, _ = self.decode_with_bounds(batch, unary + token_loss, pairwise, n_jobs)
         losses = batch.sum_per_sequence(token_loss[np.arange(Y.shape[0]), labels])
         return labels, losses, self.score(batch, unary, pairwise, labels)
 
     def marginals(self, batch, unary, pairwise, n_jobs=None):
-        kernels, pairwise = self._kernels_for(batch, pairwise)
-        self._check_marginals(kernels)
-        return kernels.marginals_batch(unary, pairwise)
+        def solve(kernels, u, theta):
+            self._check_marginals(kernels)
+            return kernels.marginals_batch(u, theta)
+
+        return self._in_chunks(batch, np.ascontiguousarray(unary, dtype=np.float64), pairwise,
+                               n_jobs, solve)
 
     def summed_marginals(self, batch, unary, pairwise, n_jobs=None):
         kernels, pairwise = self._kernels_for(batch, pairwise)
