@@ -302,11 +302,14 @@ class InputMixin:
     def _reads_multilabel(self, X, y, reset):
         """Whether a 2-D ``X`` is multi-label input: the fitted structure's form at
         prediction; in fit the structure's form, or for ``structure="auto"`` an indicator
-        matrix ``y``."""
+        matrix ``y`` (an array, or a list of rows beside an array ``X``)."""
         if not reset:
             return getattr(self.structure_, "input_form", None) == "multilabel"
         if self.structure == "auto":
-            return _is_indicator_matrix(y)
+            # a list of vectors with a list of label arrays reads as sequences meant as
+            # 2-D matrices (refused with a message); an indicator matrix comes as an array
+            return _is_indicator_matrix(y) and not (
+                isinstance(X, (list, tuple)) and isinstance(y, (list, tuple)))
         if self.structure.input_form == "multilabel":
             if y is not None and np.ndim(y) != 2:
                 raise ValueError(f"{type(self.structure).__name__} needs y as an indicator "
