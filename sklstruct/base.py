@@ -139,6 +139,28 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         self._check_oracle_exactness(batch)
         self.w_ = self._fit_batch(batch, Y, weights)
         self.temperature_ = 1.0
+        if self.n_inexact_examples_:
+            self._certify_with_bounds(batch, Y, weights)
+
+    def _certify_with_bounds(self, batch, Y, weights):
+        """With an approximate max-oracle, ``inexact_gap_bound_``: the last dual value
+        subtracted from an upper bound on the true primal objective, ``1/2 ||w||^2 + C sum_i
+        s_i max(0, U_i - score(y_i))`` with ``U_i`` the oracle's certified upper bound on
+        the loss-augmented maximum (TRW-S's dual bound). The dual value of the learner's
+        iterate stays a lower bound on the optimum (its labellings are real ones), so this
+        is a true, if loose, certificate; ``None`` when the structure gives no such bounds
+        or the learner keeps no dual value."""
+        self.inexact_gap_bound_ = None
+        dual = getattr(self, "history_", {}).get("dual")
+        bounds_of = getattr(self.structure_, "hinge_upper_bounds", None)
+        if bounds_of is None or dual is None or len(dual) == 0 or \
+                self._rescale() != "margin":
+            return
+        unary, pairwise = self._potentials(batch)
+        hinge = bounds_of(batch, unary, pairwise, Y, n_jobs=self.n_jobs)
+        upper = self._regularizer() + float(self.C) * float(weights @ hinge)
+        gap = upper - float(dual[-1])
+        self.inexact_gap_bound_ = max(gap, 0.0) if np.isfinite(gap) else None
 
     def _check_oracle_exactness(self, batch):
         """Warn when the structure's max-oracle may be inexact on training examples and
@@ -148,7 +170,9 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         the most violated labellings may be missed: the duality gap the learner computes
         from the oracle's labellings then bounds nothing (Finley and Joachims 2008, "Training
         structural SVMs when exact inference is intractable", section 4), and the fit may
-        stop early or at a model whose true objective is larger than reported.
+        stop early or at a model whose true objective is larger than reported. Where the
+        structure bounds the hinge losses from above (:meth:`_certify_with_bounds`), the fit
+        also records a true, looser certificate in ``inexact_gap_bound_``.
         """
         inexact = np.asarray(self.structure_.inexact_examples(batch))
         self.n_inexact_examples_ = int(inexact.shape[0])

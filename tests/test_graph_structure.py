@@ -156,6 +156,13 @@ def test_an_approximate_oracle_warns_and_is_recorded():
     assert model.n_inexact_examples_ >= 1
     exact = _fit(M3NSimplicialDecomposition(GraphStructure(), C=1.0, max_iter=50), X, y)
     assert exact.n_inexact_examples_ == 0
+    assert not hasattr(exact, "inexact_gap_bound_")
+    # the bound from TRW-S's certificates is a true gap: the exact primal objective at the
+    # model's weights (by enumeration) minus the learner's dual value stays below it
+    exact.w_ = model.w_
+    true_gap = exact.objective(X, y) - model.history_["dual"][-1]
+    assert model.inexact_gap_bound_ >= true_gap - 1e-9
+    assert model.inexact_gap_bound_ >= model.history_["gap"][-1] - 1e-9
 
 
 def test_batches_carry_their_graphs_through_select_and_take():

@@ -299,6 +299,33 @@ class PairwiseGraphBase(BaseStructure):
         losses = batch.sum_per_sequence(token_loss[np.arange(Y.shape[0]), labels])
         return labels, losses, self.score(batch, unary, pairwise, labels)
 
+    def hinge_upper_bounds(self, batch, unary, pairwise, Y, n_jobs=None, token_loss=None):
+        """Upper bounds on the structured hinge losses ``H_i`` (margin rescaling).
+
+        ``max(0, U_i - score(y_i))`` with ``U_i`` the upper bound on the loss-augmented
+        maximum (:meth:`decode_with_bounds` on loss-augmented scores): exact where inference
+        is, and a certified bound where TRW-S runs, so that ``1/2 ||w||^2 + C sum_i`` of
+        these bounds the true primal objective from above even with an approximate oracle.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        unary : ndarray of shape (n_tokens, n_states)
+        pairwise : ndarray of shape (n_pairwise,)
+        Y : ndarray of int of shape (n_tokens,)
+            True labels.
+        n_jobs : int, default=None
+        token_loss : ndarray of shape (n_tokens, n_states), default=None
+
+        Returns
+        -------
+        bounds : ndarray of shape (n_sequences,)
+        """
+        if token_loss is None:
+            token_loss = self.token_loss(Y)
+        _, _, upper = self.decode_with_bounds(batch, unary + token_loss, pairwise, n_jobs)
+        return np.maximum(upper - self.score(batch, unary, pairwise, Y), 0.0)
+
     def marginals(self, batch, unary, pairwise, n_jobs=None):
         def solve(kernels, u, theta):
             self._check_marginals(kernels)
