@@ -120,8 +120,8 @@ def test_directed_edges_learn_asymmetric_interactions():
     ([(np.zeros((3, 2)), np.array([[0, 1], [1, 0]]))], "repeats edge 0"),
     ([(np.zeros((3, 2)), np.array([[0, 1], [1, 2]]), np.zeros((3, 2)))],
      r"graph 0: edge_features must have shape \(2, 2\)"),
-    ([(np.zeros((3, 2)), np.array([[0, 1]]), np.array([[np.nan]]))], "graph 0, edge 0: "
-                                                                      "edge_features contains"),
+    ([(np.zeros((3, 2)), np.array([[0, 1]]), np.array([[np.nan]]))],
+     "graph 0, edge 0: edge_features contains"),
     ([(np.zeros((3, 2)), np.array([[0, 1]]), np.ones((1, 1))),
       (np.zeros((2, 2)), np.array([[0, 1]]))], "graph 1 of X lacks edge features"),
     ([(np.zeros((3, 2)), np.array([0.5, 1.0]))], "must hold integers"),

@@ -231,7 +231,7 @@ def test_trws_oracle_value_is_within_its_bound_and_exact_on_trees():
     assert structure.inexact_examples(batch).size >= n_loopy
     theta = rng.normal(size=structure.n_pairwise_) * 2
     unary = rng.normal(size=(batch.n_tokens, 3))
-    labels, scores, bounds = structure.decode_with_bounds(batch, unary, theta)
+    _, scores, bounds = structure.decode_with_bounds(batch, unary, theta)
     gaps = []
     for i in range(batch.n_sequences):
         lo, hi = batch.offsets[i], batch.offsets[i + 1]

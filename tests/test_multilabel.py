@@ -111,6 +111,23 @@ def test_the_label_interaction_helps_on_copied_labels():
     assert hamming_loss(Y, tree.predict(X)) <= hamming_loss(Y, independent.predict(X)) + 0.02
 
 
+def _is_spanning_tree(edges, n_nodes):
+    """Whether ``n_nodes - 1`` edges connect ``n_nodes`` nodes without a cycle."""
+    parent = list(range(n_nodes))
+
+    def find(a):
+        while parent[a] != a:
+            a = parent[a]
+        return a
+
+    for a, b in edges:
+        ra, rb = find(a), find(b)
+        if ra == rb:
+            return False
+        parent[ra] = rb
+    return True
+
+
 def test_chow_liu_tree_is_the_maximum_spanning_tree_of_mutual_information():
     rng = np.random.default_rng(3)
     for _ in range(10):
@@ -123,20 +140,7 @@ def test_chow_liu_tree_is_the_maximum_spanning_tree_of_mutual_information():
         pairs = list(itertools.combinations(range(L), 2))
         best = 0.0
         for tree in itertools.combinations(pairs, L - 1):  # spanning trees by brute force
-            parent = list(range(L))
-
-            def find(a):
-                while parent[a] != a:
-                    a = parent[a]
-                return a
-            ok = True
-            for a, b in tree:
-                ra, rb = find(a), find(b)
-                if ra == rb:
-                    ok = False
-                    break
-                parent[ra] = rb
-            if ok:
+            if _is_spanning_tree(tree, L):
                 best = max(best, sum(mi[a, b] for a, b in tree))
         assert total == pytest.approx(best, abs=1e-12)
         # mutual information from the smoothed tables matches a direct computation
