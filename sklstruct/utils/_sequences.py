@@ -75,7 +75,16 @@ class SequenceBatch:
                 np.ascontiguousarray(X.data, dtype=np.float64))
 
     def extra(self, name):
-        """The per-example arrays ``name`` (an :class:`ExampleArrays`), or ``None``."""
+        """The per-example arrays ``name``, or ``None``.
+
+        Parameters
+        ----------
+        name : str
+
+        Returns
+        -------
+        arrays : ExampleArrays or None
+        """
         return None if self.extras is None else self.extras.get(name)
 
     def _extras_of(self, indices):
@@ -134,11 +143,29 @@ class ExampleArrays:
         return self.offsets.shape[0] - 1
 
     def of(self, i):
-        """The rows of example ``i``."""
+        """The rows of example ``i``.
+
+        Parameters
+        ----------
+        i : int
+
+        Returns
+        -------
+        rows : ndarray
+        """
         return self.data[self.offsets[i]:self.offsets[i + 1]]
 
     def take(self, indices):
-        """The blocks of examples ``indices``, in that order."""
+        """The blocks of examples ``indices``, in that order.
+
+        Parameters
+        ----------
+        indices : array-like of int
+
+        Returns
+        -------
+        arrays : ExampleArrays
+        """
         indices = np.asarray(indices, dtype=np.intp)
         counts = np.diff(self.offsets)[indices]
         if indices.size and np.all(np.diff(indices) == 1):
