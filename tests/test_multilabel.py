@@ -27,7 +27,7 @@ LEARNERS = {
                                             algorithm="online"),
     "exp_grad batch": lambda s: M3NExpGrad(s, C=0.5, tol=1e-6, max_iter=20000,
                                            algorithm="batch"),
-    "excessive_gap": lambda s: M3NExcessiveGap(s, C=0.5, tol=1e-6, max_iter=20000),
+    "excessive_gap": lambda s: M3NExcessiveGap(s, C=0.5, tol=1e-5, max_iter=20000),
     "simplicial": lambda s: M3NSimplicialDecomposition(s, C=0.5, tol=1e-7, max_iter=5000,
                                                        random_state=0),
     "frank_wolfe": lambda s: M3NSimplicialDecomposition(s, C=0.5, tol=1e-3, max_iter=5000,
