@@ -14,6 +14,7 @@ from sklearn.utils.validation import column_or_1d
 
 from ._inference import chain as chain_kernels
 from ._inference._validation import check_k
+from ._input import check_indicator_matrix
 from .utils._sequences import flatten_labels, image_rows
 
 
@@ -91,6 +92,8 @@ class PredictionMixin:
         scores, _ = model._potentials(batch)
         if form == "multiclass" and scores.shape[1] == 2:
             return scores[:, 1] - scores[:, 0]
+        if form == "multilabel":  # per label, the score of 1 over 0
+            return (scores[:, 1] - scores[:, 0]).reshape(batch.n_sequences, -1)
         return model._format_output(scores, batch, form)
 
     def predict_marginals(self, X, lengths=None, sequence_ids=None):
@@ -303,7 +306,8 @@ class PredictionMixin:
         return self
 
     def score(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
-        """Token accuracy (plain accuracy for the multiclass form).
+        """Token accuracy (plain accuracy for the multiclass form, subset accuracy for
+        multi-label input as scikit-learn's classifiers score it).
 
         Labels in ``y`` that were never seen in training count as errors; for the multiclass
         form of ``structure="auto"`` a ``UserWarning`` then says how to get stratified folds
@@ -332,9 +336,13 @@ class PredictionMixin:
         """
         model = self._fitted_view()
         batch, Y, form = model._predict_encoded(X, lengths, sequence_ids)
+        if form == "multilabel":  # scikit-learn's multi-label score: subset accuracy
+            y_true = check_indicator_matrix(y, batch.n_sequences, batch.lengths[0])
+            exact = np.all(Y.reshape(y_true.shape) == y_true, axis=1).astype(np.float64)
+            return float(np.average(exact, weights=sample_weight))
         if form == "images":
             y_flat = flatten_labels(image_rows(X, y)[2], batch.lengths)
-        elif form == "list":
+        elif form in ("list", "graphs"):
             y_flat = flatten_labels(y, batch.lengths if batch.output_offsets is None
                                     else np.diff(batch.output_offsets))
         else:

@@ -9,8 +9,6 @@ import itertools
 import numpy as np
 from scipy.optimize import minimize
 
-from sklstruct.utils._sequences import SequenceBatch
-
 
 def all_labelings(n_states, length):
     return np.array(list(itertools.product(range(n_states), repeat=length)), dtype=np.intp)
@@ -32,7 +30,7 @@ def enumerate_labelings(structure, batch, Y):
     features, losses, groups = [], [], []
     for i in range(batch.n_sequences):
         lo, hi = batch.offsets[i], batch.offsets[i + 1]
-        sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
+        sub = batch.take([i])
         for ybar in all_labelings(structure.n_states_, hi - lo):
             features.append(structure.joint_feature(sub, ybar))
             losses.append(float(structure.loss(sub, Y[lo:hi], ybar)[0]))
@@ -49,7 +47,7 @@ def enumerate_constraints(structure, batch, Y, rescale="margin", labelings=None)
     directions, offsets, groups = [], [], []
     for i in range(batch.n_sequences):
         lo, hi = batch.offsets[i], batch.offsets[i + 1]
-        sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
+        sub = batch.take([i])
         y_i = Y[lo:hi]
         psi_true = structure.joint_feature(sub, y_i)
         for ybar in _labelings_of(structure, labelings, i, hi - lo):
@@ -106,7 +104,7 @@ def primal_objective(structure, batch, Y, w, C, rescale="margin", labelings=None
     total = 0.5 * w @ w
     for i in range(batch.n_sequences):
         lo, hi = batch.offsets[i], batch.offsets[i + 1]
-        sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
+        sub = batch.take([i])
         y_i = Y[lo:hi]
         s_true = w @ structure.joint_feature(sub, y_i)
         best = 0.0

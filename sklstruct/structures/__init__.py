@@ -3,20 +3,25 @@
 from ._base import BaseStructure
 from .chain import ChainStructure
 from .dependency import DependencyTree
+from .graph import GraphStructure, TreeStructure
 from .grid import GridStructure
 from .multiclass import MultiClass
+from .multilabel import MultiLabelStructure, chow_liu_tree, hierarchy_loss_weights
 
-__all__ = ["BaseStructure", "ChainStructure", "DependencyTree", "GridStructure", "MultiClass",
+__all__ = ["BaseStructure", "ChainStructure", "DependencyTree",
+           "GraphStructure", "GridStructure", "MultiClass",
+           "MultiLabelStructure", "TreeStructure", "chow_liu_tree", "hierarchy_loss_weights",
            "structure_for_form"]
 
 
 def structure_for_form(form):
     """The structure ``structure="auto"`` takes for an input form: a grid for images, the
-    multiclass structure for a plain 2-D ``X`` without lengths, a chain for sequences.
+    multiclass structure for a plain 2-D ``X`` without lengths, a chain for sequences, a
+    graph structure for graphs and a Chow-Liu tree over the labels for multi-label input.
 
     Parameters
     ----------
-    form : {"list", "flat", "multiclass", "images"}
+    form : {"list", "flat", "multiclass", "images", "graphs", "multilabel"}
 
     Returns
     -------
@@ -25,4 +30,8 @@ def structure_for_form(form):
     """
     if form == "images":
         return GridStructure()
+    if form == "graphs":
+        return GraphStructure()
+    if form == "multilabel":
+        return MultiLabelStructure()
     return MultiClass() if form == "multiclass" else ChainStructure()

@@ -30,12 +30,17 @@ class SequenceBatch:
     output_offsets : ndarray of shape (n_outputs + 1,), dtype int64, default=None
         At prediction, the offsets of every input sequence including empty ones (which the
         batch leaves out), to split per-token outputs; None when they are ``offsets``.
+    extras : dict of str to ExampleArrays, default=None
+        Per-example data beside the token rows (a graph's edges and edge features), each
+        an :class:`ExampleArrays` with one block of rows per example; :meth:`select` and
+        :meth:`take` carry them to sub-batches. Read them with :meth:`extra`.
     """
 
     X: object
     offsets: np.ndarray
     widths: object = None
     output_offsets: object = None
+    extras: object = None
 
     @property
     def n_tokens(self):
@@ -69,6 +74,24 @@ class SequenceBatch:
                 np.ascontiguousarray(X.indices, dtype=np.int32),
                 np.ascontiguousarray(X.data, dtype=np.float64))
 
+    def extra(self, name):
+        """The per-example arrays ``name``, or ``None``.
+
+        Parameters
+        ----------
+        name : str
+
+        Returns
+        -------
+        arrays : ExampleArrays or None
+        """
+        return None if self.extras is None else self.extras.get(name)
+
+    def _extras_of(self, indices):
+        if self.extras is None:
+            return None
+        return {name: arrays.take(indices) for name, arrays in self.extras.items()}
+
     def take(self, indices):
         """The sub-batch made of the sequences ``indices`` (in that order)."""
         return self.select(indices)[0]
@@ -93,10 +116,64 @@ class SequenceBatch:
             if lo == 0 and hi == self.n_tokens:
                 return self, np.arange(hi)
             sub = SequenceBatch(self.X[lo:hi], self.offsets[indices[0]: indices[-1] + 2] - lo,
-                                widths)
+                                widths, extras=self._extras_of(indices))
             return sub, np.arange(lo, hi)
         rows = token_rows(self.offsets, indices)
-        return SequenceBatch(self.X[rows], offsets_from_lengths(lengths), widths), rows
+        return SequenceBatch(self.X[rows], offsets_from_lengths(lengths), widths,
+                             extras=self._extras_of(indices)), rows
+
+
+@dataclass(frozen=True)
+class ExampleArrays:
+    """Per-example blocks of rows stacked in one array: example ``i`` owns rows
+    ``data[offsets[i]:offsets[i + 1]]`` (a graph's edges, or its edge features).
+
+    Parameters
+    ----------
+    data : ndarray of shape (n_rows, ...)
+    offsets : ndarray of shape (n_examples + 1,), dtype int64
+        Non-decreasing, from 0 to ``n_rows``; an example may own no row.
+    """
+
+    data: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def n_examples(self):
+        return self.offsets.shape[0] - 1
+
+    def of(self, i):
+        """The rows of example ``i``.
+
+        Parameters
+        ----------
+        i : int
+
+        Returns
+        -------
+        rows : ndarray
+        """
+        return self.data[self.offsets[i]:self.offsets[i + 1]]
+
+    def take(self, indices):
+        """The blocks of examples ``indices``, in that order.
+
+        Parameters
+        ----------
+        indices : array-like of int
+
+        Returns
+        -------
+        arrays : ExampleArrays
+        """
+        indices = np.asarray(indices, dtype=np.intp)
+        counts = np.diff(self.offsets)[indices]
+        if indices.size and np.all(np.diff(indices) == 1):
+            lo, hi = int(self.offsets[indices[0]]), int(self.offsets[indices[-1] + 1])
+            return ExampleArrays(self.data[lo:hi],
+                                 self.offsets[indices[0]:indices[-1] + 2] - lo)
+        rows = ragged_arange(self.offsets[:-1][indices], counts)
+        return ExampleArrays(self.data[rows], offsets_from_lengths(counts))
 
 
 def offsets_from_lengths(lengths):
