@@ -11,6 +11,7 @@ MODULES = [
     "sklstruct._inference._graph",
     "sklstruct._inference._mincut",
     "sklstruct._inference._kernels",
+    "sklstruct._inference._grid3d_kernels",
     "sklstruct._inference._topk",
     "sklstruct._inference._dependency",
     "sklstruct._inference._cky",

@@ -9,10 +9,10 @@ from .learners import (
     M3NSimplicialDecomposition,
     StructSVMCuttingPlane,
 )
-from .structures import ChainStructure, GridStructure, MultiClass
+from .structures import ChainStructure, Grid3DStructure, GridStructure, MultiClass
 
 __all__ = [
-    "ChainStructure", "GridStructure", "L1M3N", "M3NExcessiveGap", "M3NExpGrad",
+    "ChainStructure", "Grid3DStructure", "GridStructure", "L1M3N", "M3NExcessiveGap", "M3NExpGrad",
     "M3NSimplicialDecomposition", "MultiClass",
     "StructSVMCuttingPlane", "__version__",
 ]

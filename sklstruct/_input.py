@@ -4,7 +4,8 @@ Every estimator converts its input once into a :class:`~sklstruct.utils.Sequence
 stacked token matrix and offsets) plus flat labels, through :class:`InputMixin`: a list of
 per-sequence matrices (arrays, sparse matrices or DataFrames, or a numpy object array of
 them), a flat matrix with ``lengths`` or ``sequence_ids``, a plain 2-D ``X`` (the multiclass
-form) or a list of images. Outputs follow the input form (:meth:`InputMixin._format_output`).
+form), a list of images or a list of volumes. Outputs follow the input form
+(:meth:`InputMixin._format_output`).
 """
 
 from collections.abc import Iterator, Mapping
@@ -26,6 +27,7 @@ from .utils._sequences import (
     offsets_from_lengths,
     split_flat,
     stack_sequences,
+    volume_rows,
 )
 from .utils._sklearn_compat import (
     _check_feature_names,
@@ -40,6 +42,13 @@ def _is_image_list(X):
     """A non-empty list/tuple of 3-D (n_rows, n_cols, n_features) arrays."""
     return isinstance(X, (list, tuple)) and len(X) > 0 and not sp.issparse(X[0]) \
         and np.ndim(X[0]) == 3
+
+
+def _is_volume_list(X):
+    """A non-empty list/tuple whose first element is a 4-D (n_slices, n_rows, n_cols,
+    n_features) array."""
+    return isinstance(X, (list, tuple)) and len(X) > 0 and not sp.issparse(X[0]) \
+        and np.ndim(X[0]) == 4
 
 
 def _check_not_feature_dicts(X):
@@ -135,12 +144,17 @@ class InputMixin:
             raise ValueError("Give either lengths or sequence_ids, not both.")
         flat_only = "lengths" if lengths is not None else (
             "sequence_ids" if sequence_ids is not None else None)
-        widths = None
+        widths = slice_shapes = None
         if _is_image_list(X):
             if flat_only:
                 raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
                                  "images.")
             X, widths, y = image_rows(X, y)
+        elif _is_volume_list(X):
+            if flat_only:
+                raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
+                                 "volumes.")
+            X, slice_shapes, y = volume_rows(X, y)
         if _is_sequence_list(X):
             if flat_only:
                 raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
@@ -149,7 +163,8 @@ class InputMixin:
             stacked, seq_lengths = stack_sequences(X, allow_empty)
             stacked, _ = self._validate_matrix(stacked, None, reset, allow_empty,
                                                names_of=names_of)
-            form = "list" if widths is None else "images"
+            form = "images" if widths is not None else (
+                "volumes" if slice_shapes is not None else "list")
             y_flat = None if y is None else flatten_labels(y, seq_lengths)
         else:
             _check_not_label_sequences(X, y)
@@ -177,8 +192,8 @@ class InputMixin:
             stacked = _append_constant_column(stacked)
         offsets = offsets_from_lengths(seq_lengths)
         if np.all(seq_lengths > 0):
-            batch = SequenceBatch(stacked, offsets, widths)
-        else:
+            batch = SequenceBatch(stacked, offsets, widths, slice_shapes=slice_shapes)
+        else:  # (images and volumes are never empty: image_rows and volume_rows refuse it)
             batch = SequenceBatch(stacked, offsets_from_lengths(seq_lengths[seq_lengths > 0]),
                                   widths, output_offsets=offsets)
         return batch, y_flat, form
@@ -238,6 +253,10 @@ class InputMixin:
         if form == "images":
             return [piece.reshape((-1, width) + piece.shape[1:]) for piece, width
                     in zip(split_flat(values, batch.offsets), batch.widths)]
+        if form == "volumes":
+            return [piece.reshape((-1, n_rows, n_cols) + piece.shape[1:])
+                    for piece, (n_rows, n_cols)
+                    in zip(split_flat(values, batch.offsets), batch.slice_shapes.tolist())]
         return values
 
     @staticmethod
@@ -247,9 +266,9 @@ class InputMixin:
             return lengths
         if lengths is not None:
             raise ValueError("Give either lengths or sequence_ids, not both.")
-        if _is_image_list(X) or _is_sequence_list(X):
+        if _is_image_list(X) or _is_volume_list(X) or _is_sequence_list(X):
             raise ValueError("sequence_ids= is only used with a flat X, not a list of "
-                             "sequences or images.")
+                             "sequences, images or volumes.")
         return lengths_from_sequence_ids(sequence_ids, _num_samples(X))
 
     def _check_label_kinds_match(self, y_flat):
