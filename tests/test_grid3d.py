@@ -417,6 +417,8 @@ def test_bad_input_at_prediction_is_refused():
         image_model = M3NSimplicialDecomposition(max_iter=2).fit(images, [m[0] for m in y])
     with pytest.raises(ValueError, match="use Grid3DStructure"):
         image_model.predict(X)
+    with pytest.raises(ValueError, match="an image needs at least one pixel"):
+        image_model.predict([images[0], images[1][:0]])
 
 
 def test_kernels_refuse_mismatched_arrays():
