@@ -2,10 +2,12 @@
 cut, joint features against a direct computation, compiled kernels against the batch oracles,
 training to a certified optimum, the volume input form, bad input and the data generator."""
 
+import pickle
 import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from sklstruct import (Grid3DStructure, GridStructure, M3NSimplicialDecomposition,
@@ -316,6 +318,13 @@ def test_volume_input_form_round_trip():
     assert shaped.score(X, y) == pytest.approx(
         np.mean(np.concatenate([(p == t).ravel() for p, t in zip(predicted, y)])))
     assert shaped.decision_function(X[:1])[0].shape == (3, 4, 5, 2)
+    # pickling drops the structure's edge cache and keeps the predictions
+    assert "_edge_cache" in vars(shaped.structure_)
+    restored = pickle.loads(pickle.dumps(shaped))
+    assert "_edge_cache" not in vars(restored.structure_)
+    for p, q in zip(restored.predict(X), predicted):
+        np.testing.assert_array_equal(p, q)
+    assert clone(shaped).get_params()["structure"] == "auto"
     # voxel matrices with slice_shape give the same predictions as the volumes
     shaped_again = M3NSimplicialDecomposition(**params)
     with warnings.catch_warnings():
