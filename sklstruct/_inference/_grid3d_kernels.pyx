@@ -51,7 +51,7 @@ cdef class Grid3DKernels(ExampleKernels):
                 self.shapes.prod(axis=1) != np.diff(self.offsets)):
             raise ValueError("shapes must hold one (n_slices, n_rows, n_cols) per volume, "
                              "each with as many voxels as the volume.")
-        if edge_features.shape[0] != self.offsets[-1]:
+        if edge_features.shape[0] != self.offsets[n_volumes]:
             raise ValueError("edge features must have one row per voxel.")
         self.edge_features = edge_features
         self._k = k
