@@ -12,6 +12,7 @@ MODULES = [
     "sklstruct._inference._mincut",
     "sklstruct._inference._kernels",
     "sklstruct._inference._graph_kernels",
+    "sklstruct._inference._grid3d_kernels",
     "sklstruct._inference._topk",
     "sklstruct._inference._dependency",
     "sklstruct._inference._dependency_kernels",

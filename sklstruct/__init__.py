@@ -12,6 +12,7 @@ from .learners import (
 from .structures import (
     ChainStructure,
     GraphStructure,
+    Grid3DStructure,
     GridStructure,
     MultiClass,
     MultiLabelStructure,
@@ -19,7 +20,7 @@ from .structures import (
 )
 
 __all__ = [
-    "ChainStructure", "GraphStructure", "GridStructure", "L1M3N", "M3NExcessiveGap",
-    "M3NExpGrad", "M3NSimplicialDecomposition", "MultiClass", "MultiLabelStructure",
-    "StructSVMCuttingPlane", "TreeStructure", "__version__",
+    "ChainStructure", "GraphStructure", "Grid3DStructure", "GridStructure", "L1M3N",
+    "M3NExcessiveGap", "M3NExpGrad", "M3NSimplicialDecomposition", "MultiClass",
+    "MultiLabelStructure", "StructSVMCuttingPlane", "TreeStructure", "__version__",
 ]

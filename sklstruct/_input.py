@@ -4,7 +4,8 @@ Every estimator converts its input once into a :class:`~sklstruct.utils.Sequence
 stacked token matrix and offsets) plus flat labels, through :class:`InputMixin`: a list of
 per-sequence matrices (arrays, sparse matrices or DataFrames, or a numpy object array of
 them), a flat matrix with ``lengths`` or ``sequence_ids``, a plain 2-D ``X`` (the multiclass
-form) or a list of images. Outputs follow the input form (:meth:`InputMixin._format_output`).
+form), a list of images or a list of volumes. Outputs follow the input form
+(:meth:`InputMixin._format_output`).
 """
 
 from collections.abc import Iterator, Mapping
@@ -29,6 +30,7 @@ from .utils._sequences import (
     ragged_arange,
     split_flat,
     stack_sequences,
+    volume_rows,
 )
 from .utils._sklearn_compat import (
     _check_feature_names,
@@ -43,6 +45,13 @@ def _is_image_list(X):
     """A non-empty list/tuple of 3-D (n_rows, n_cols, n_features) arrays."""
     return isinstance(X, (list, tuple)) and len(X) > 0 and not sp.issparse(X[0]) \
         and np.ndim(X[0]) == 3
+
+
+def _is_volume_list(X):
+    """A non-empty list/tuple whose first element is a 4-D (n_slices, n_rows, n_cols,
+    n_features) array."""
+    return isinstance(X, (list, tuple)) and len(X) > 0 and not sp.issparse(X[0]) \
+        and np.ndim(X[0]) == 4
 
 
 def _check_not_feature_dicts(X):
@@ -230,7 +239,7 @@ class InputMixin:
             raise ValueError("Give either lengths or sequence_ids, not both.")
         flat_only = "lengths" if lengths is not None else (
             "sequence_ids" if sequence_ids is not None else None)
-        widths = extras = None
+        widths = slice_shapes = extras = None
         n_labels = 0
         if _is_graph_list(X):
             if flat_only:
@@ -242,6 +251,11 @@ class InputMixin:
                 raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
                                  "images.")
             X, widths, y = image_rows(X, y)
+        elif _is_volume_list(X):
+            if flat_only:
+                raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
+                                 "volumes.")
+            X, slice_shapes, y = volume_rows(X, y)
         if _is_sequence_list(X):
             if flat_only:
                 raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
@@ -250,8 +264,8 @@ class InputMixin:
             stacked, seq_lengths = stack_sequences(X, allow_empty and extras is None)
             stacked, _ = self._validate_matrix(stacked, None, reset, allow_empty,
                                                names_of=names_of)
-            form = "images" if widths is not None else "graphs" if extras is not None \
-                else "list"
+            form = "images" if widths is not None else "volumes" if slice_shapes is not None \
+                else "graphs" if extras is not None else "list"
             y_flat = None if y is None else flatten_labels(y, seq_lengths)
         elif self._reads_multilabel(X, y, reset):
             if flat_only:
@@ -293,8 +307,9 @@ class InputMixin:
             stacked = expand_label_rows(stacked, n_labels)
         offsets = offsets_from_lengths(seq_lengths)
         if np.all(seq_lengths > 0):
-            batch = SequenceBatch(stacked, offsets, widths, extras=extras)
-        else:
+            batch = SequenceBatch(stacked, offsets, widths, slice_shapes=slice_shapes,
+                                  extras=extras)
+        else:  # (images, volumes and graphs are never empty: their readers refuse it)
             batch = SequenceBatch(stacked, offsets_from_lengths(seq_lengths[seq_lengths > 0]),
                                   widths, output_offsets=offsets)
         return batch, y_flat, form
@@ -387,6 +402,10 @@ class InputMixin:
         if form == "images":
             return [piece.reshape((-1, width) + piece.shape[1:]) for piece, width
                     in zip(split_flat(values, batch.offsets), batch.widths)]
+        if form == "volumes":
+            return [piece.reshape((-1, n_rows, n_cols) + piece.shape[1:])
+                    for piece, (n_rows, n_cols)
+                    in zip(split_flat(values, batch.offsets), batch.slice_shapes.tolist())]
         return values
 
     @staticmethod
@@ -396,9 +415,9 @@ class InputMixin:
             return lengths
         if lengths is not None:
             raise ValueError("Give either lengths or sequence_ids, not both.")
-        if _is_image_list(X) or _is_sequence_list(X):
+        if _is_image_list(X) or _is_volume_list(X) or _is_sequence_list(X):
             raise ValueError("sequence_ids= is only used with a flat X, not a list of "
-                             "sequences or images.")
+                             "sequences, images or volumes.")
         return lengths_from_sequence_ids(sequence_ids, _num_samples(X))
 
     def _check_label_kinds_match(self, y_flat):

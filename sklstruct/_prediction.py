@@ -15,7 +15,7 @@ from sklearn.utils.validation import column_or_1d
 from ._inference import chain as chain_kernels
 from ._inference._validation import check_k
 from ._input import check_indicator_matrix
-from .utils._sequences import flatten_labels, image_rows
+from .utils._sequences import flatten_labels, image_rows, volume_rows
 
 
 class PredictionMixin:
@@ -41,10 +41,11 @@ class PredictionMixin:
         Parameters
         ----------
         X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
-            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass) or
-            a list of images (n_rows, n_cols, n_features). A sequence may be empty (0 rows,
-            or a length of 0): its output is empty (the same holds for
-            :meth:`decision_function` and :meth:`predict_marginals`).
+            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass),
+            a list of images (n_rows, n_cols, n_features) or a list of volumes (n_slices,
+            n_rows, n_cols, n_features). A sequence may be empty (0 rows, or a length of
+            0): its output is empty (the same holds for :meth:`decision_function` and
+            :meth:`predict_marginals`); an image or a volume may not.
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
         sequence_ids : array-like of shape (n_tokens,), default=None
@@ -57,8 +58,8 @@ class PredictionMixin:
         Returns
         -------
         y : list of ndarray, or ndarray of shape (n_tokens,)
-            Labels in the form of ``X`` (a list of label arrays, a flat array, or a list of
-            2-D masks for images).
+            Labels in the form of ``X`` (a list of label arrays, a flat array, a list of 2-D
+            masks for images or of 3-D masks for volumes).
         """
         model = self._fitted_view()
         batch, Y, form = model._predict_encoded(X, lengths, sequence_ids)
@@ -261,10 +262,10 @@ class PredictionMixin:
         """Validated input and the model's potentials on it in chain form (the structure's
         ``as_chain``): ``(batch, form, unary, transition, start, end)``."""
         batch, form = self._prediction_batch(X, lengths, None)
-        if form == "images":
+        if form in ("images", "volumes"):
             raise ValueError(
                 "top-k decoding and sequence confidence take sequences (a list of token "
-                "matrices, or a flat matrix with lengths=), not images.")
+                f"matrices, or a flat matrix with lengths=), not {form}.")
         unary, pairwise = self._potentials(batch)
         transition, start, end = self.structure_.as_chain(batch, pairwise)
         return batch, form, unary, transition, start, end
@@ -342,6 +343,8 @@ class PredictionMixin:
             return float(np.average(exact, weights=sample_weight))
         if form == "images":
             y_flat = flatten_labels(image_rows(X, y)[2], batch.lengths)
+        elif form == "volumes":
+            y_flat = flatten_labels(volume_rows(X, y)[2], batch.lengths)
         elif form in ("list", "graphs"):
             y_flat = flatten_labels(y, batch.lengths if batch.output_offsets is None
                                     else np.diff(batch.output_offsets))

@@ -38,7 +38,10 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
       classification (with ``structure="auto"``; a chain structure refuses it, and a model
       fitted on sequences refuses a flat ``X`` without lengths at prediction);
     - a list of images, 3-D arrays (n_rows, n_cols, n_features), with ``y`` a list of 2-D label
-      masks: pixel grids (``structure="auto"`` gives :class:`~sklstruct.GridStructure`).
+      masks: pixel grids (``structure="auto"`` gives :class:`~sklstruct.GridStructure`);
+    - a list of volumes, 4-D arrays (n_slices, n_rows, n_cols, n_features), with ``y`` a list
+      of 3-D label masks: voxel grids (``structure="auto"`` gives
+      :class:`~sklstruct.Grid3DStructure`).
 
     Outputs follow the input form.
 
@@ -90,11 +93,12 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         Parameters
         ----------
         X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
-            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass) or
-            a list of images (n_rows, n_cols, n_features).
+            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass),
+            a list of images (n_rows, n_cols, n_features) or a list of volumes (n_slices,
+            n_rows, n_cols, n_features).
         y : list of array-like, or array-like of shape (n_tokens,)
-            Labels in the form of ``X`` (2-D masks for images); a sequence's labels may be
-            any 1-D array-like, e.g. a list of str.
+            Labels in the form of ``X`` (2-D masks for images, 3-D masks for volumes); a
+            sequence's labels may be any 1-D array-like, e.g. a list of str.
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
         sequence_ids : array-like of shape (n_tokens,), default=None

@@ -5,23 +5,25 @@ from .chain import ChainStructure
 from .dependency import DependencyTree
 from .graph import GraphStructure, TreeStructure
 from .grid import GridStructure
+from .grid3d import Grid3DStructure
 from .multiclass import MultiClass
 from .multilabel import MultiLabelStructure, chow_liu_tree, hierarchy_loss_weights
 
-__all__ = ["BaseStructure", "ChainStructure", "DependencyTree",
-           "GraphStructure", "GridStructure", "MultiClass",
-           "MultiLabelStructure", "TreeStructure", "chow_liu_tree", "hierarchy_loss_weights",
+__all__ = ["BaseStructure", "ChainStructure", "DependencyTree", "GraphStructure",
+           "Grid3DStructure", "GridStructure", "MultiClass", "MultiLabelStructure",
+           "TreeStructure", "chow_liu_tree", "hierarchy_loss_weights",
            "structure_for_form"]
 
 
 def structure_for_form(form):
-    """The structure ``structure="auto"`` takes for an input form: a grid for images, the
-    multiclass structure for a plain 2-D ``X`` without lengths, a chain for sequences, a
-    graph structure for graphs and a Chow-Liu tree over the labels for multi-label input.
+    """The structure ``structure="auto"`` takes for an input form: a grid for images, a 3-D
+    grid for volumes, the multiclass structure for a plain 2-D ``X`` without lengths, a chain
+    for sequences, a graph structure for graphs and a Chow-Liu tree over the labels for
+    multi-label input.
 
     Parameters
     ----------
-    form : {"list", "flat", "multiclass", "images", "graphs", "multilabel"}
+    form : {"list", "flat", "multiclass", "images", "volumes", "graphs", "multilabel"}
 
     Returns
     -------
@@ -34,4 +36,6 @@ def structure_for_form(form):
         return GraphStructure()
     if form == "multilabel":
         return MultiLabelStructure()
+    if form == "volumes":
+        return Grid3DStructure()
     return MultiClass() if form == "multiclass" else ChainStructure()

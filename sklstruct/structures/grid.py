@@ -63,13 +63,7 @@ class GridStructure(BaseStructure):
         if self.width is not None and (isinstance(self.width, bool) or not isinstance(
                 self.width, numbers.Integral) or self.width < 1):
             raise ValueError(f"width must be None or a positive integer, got {self.width!r}.")
-        if self.edge_features not in ("contrast", "potts"):
-            raise ValueError(f"edge_features must be 'contrast' or 'potts', got "
-                             f"{self.edge_features!r}.")
-        if not isinstance(self.contrast_gamma, numbers.Real) or not \
-                np.isfinite(self.contrast_gamma) or self.contrast_gamma < 0:
-            raise ValueError(f"contrast_gamma must be a finite non-negative number, got "
-                             f"{self.contrast_gamma!r}.")
+        check_edge_parameters(self.edge_features, self.contrast_gamma)
         if n_states != 2:
             raise ValueError(f"GridStructure labels are binary; the data has {n_states} "
                              "classes.")
@@ -111,6 +105,9 @@ class GridStructure(BaseStructure):
 
     def _widths(self, batch):
         """Per-image widths: the structure's ``width`` or the widths of image-shaped input."""
+        if batch.slice_shapes is not None:
+            raise ValueError("GridStructure labels images; the input is a list of volumes "
+                             "(4-D arrays): use Grid3DStructure.")
         if self.width is None:
             if batch.widths is None:
                 raise ValueError("GridStructure(width=None) needs images as 3-D arrays "
@@ -202,6 +199,17 @@ class GridStructure(BaseStructure):
     def example_kernels(self, batch):
         right, down = self._edge_feature_arrays(batch)
         return GridKernels(batch.offsets, self._widths(batch), right, down)
+
+
+def check_edge_parameters(edge_features, contrast_gamma):
+    """Raise a ``ValueError`` for an unknown edge feature kind or a bad contrast bandwidth."""
+    if edge_features not in ("contrast", "potts"):
+        raise ValueError(f"edge_features must be 'contrast' or 'potts', got "
+                         f"{edge_features!r}.")
+    if isinstance(contrast_gamma, bool) or not isinstance(contrast_gamma, numbers.Real) or \
+            not np.isfinite(contrast_gamma) or contrast_gamma < 0:
+        raise ValueError(f"contrast_gamma must be a finite non-negative number, got "
+                         f"{contrast_gamma!r}.")
 
 
 def _squared_distances(X, left, right):
