@@ -17,6 +17,7 @@ from sklstruct import (
     StructSVMCuttingPlane,
 )
 from sklstruct._inference.dependency import check_heads
+from sklstruct.datasets import make_dependency_treebank
 from sklstruct.parsing import (
     ArcFeatures,
     DependencyParser,
@@ -24,44 +25,9 @@ from sklstruct.parsing import (
     attachment_scores,
 )
 
-WORDS = {"DT": ["the", "a"], "JJ": ["big", "red", "old"], "NN": ["dog", "cat", "man", "ball"],
-         "VB": ["sees", "likes", "kicks"], "RB": ["today", "now"]}
-
-
-def _noun_phrase(rng, tokens, heads, relations):
-    """Appends ``DT? JJ* NN``; returns the position (1-based) of its noun."""
-    start = len(tokens)
-    parts = (["DT"] if rng.rand() < 0.7 else []) + ["JJ"] * rng.randint(0, 3) + ["NN"]
-    noun = start + len(parts)
-    for tag in parts:
-        tokens.append({"form": rng.choice(WORDS[tag]), "postag": tag})
-        heads.append(noun if tag != "NN" else -1)
-        relations.append({"DT": "det", "JJ": "amod", "NN": None}[tag])
-    return noun
-
-
-def make_treebank(n_sentences, seed=0):
-    """Sentences ``NP VB NP [RB]`` with their trees: modifiers attach to their noun, the
-    nouns and the adverb to the verb, the verb to the root."""
-    rng = np.random.RandomState(seed)
-    sentences, trees = [], []
-    for _ in range(n_sentences):
-        tokens, heads, relations = [], [], []
-        subject = _noun_phrase(rng, tokens, heads, relations)
-        tokens.append({"form": rng.choice(WORDS["VB"]), "postag": "VB"})
-        heads.append(0)
-        relations.append("root")
-        verb = len(tokens)
-        obj = _noun_phrase(rng, tokens, heads, relations)
-        heads[subject - 1], relations[subject - 1] = verb, "nsubj"
-        heads[obj - 1], relations[obj - 1] = verb, "obj"
-        if rng.rand() < 0.5:
-            tokens.append({"form": rng.choice(WORDS["RB"]), "postag": "RB"})
-            heads.append(verb)
-            relations.append("advmod")
-        sentences.append(tokens)
-        trees.append((np.array(heads), np.array(relations, dtype=object)))
-    return sentences, trees
+def make_treebank(n_sentences, seed):
+    data = make_dependency_treebank(n_sentences, random_state=seed)
+    return data.sentences, list(zip(data.heads, data.relations))
 
 
 def _fit(parser, X, y):
@@ -84,9 +50,10 @@ def test_parser_learns_heads_and_relations(treebank, relations):
     heads = [p[0] for p in predictions]
     scores = attachment_scores([t[0] for t in y_test], heads, [t[1] for t in y_test],
                                [p[1] for p in predictions])
-    assert scores["uas"] == 1.0 and scores["las"] == 1.0
-    assert parser.score(X_test, y_test) == 1.0
-    assert set(parser.relations_) == {"det", "amod", "nsubj", "obj", "root", "advmod"}
+    assert scores["uas"] >= 0.98 and scores["las"] >= 0.98
+    assert parser.score(X_test, y_test) == scores["uas"]
+    assert set(parser.relations_) == {"det", "amod", "nsubj", "obj", "root", "advmod", "prep",
+                                      "pobj", "punct"}
     check_heads(np.concatenate(heads), [len(s) for s in X_test], projective=True)
 
 
@@ -124,7 +91,7 @@ def test_trees_that_are_not_trees_name_their_sentence(treebank):
     two_roots[0][0] = 0
     with pytest.raises(ValueError, match="sentence 0 have 2 tokens attached to the root"):
         DependencyParser(single_root=True).fit(X[:3], two_roots)
-    with pytest.raises(ValueError, match="tree 1 of y has 5 heads for a sentence of 6"):
+    with pytest.raises(ValueError, match=r"tree 1 of y has (\d+) heads for a sentence of \d+ tokens"):
         DependencyParser().fit(X[:3], [heads[0], heads[1][:-1], heads[2]])
     with pytest.raises(ValueError, match="X has 3 sentences but y has 2"):
         DependencyParser().fit(X[:3], heads[:2])

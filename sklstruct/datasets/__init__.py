@@ -9,6 +9,7 @@ from ._loaders import (
 )
 from ._horses import grid_pixel_features, load_weizmann_horses
 from ._synthetic import make_sparse_chain
+from ._treebank import make_dependency_treebank
 from ._trees import make_tree_data
 from ._volumes import make_noisy_volumes
 
@@ -20,6 +21,7 @@ __all__ = [
     "load_ocr_letters",
     "load_ocr_sample",
     "load_weizmann_horses",
+    "make_dependency_treebank",
     "make_noisy_volumes",
     "make_sparse_chain",
     "make_tree_data",
