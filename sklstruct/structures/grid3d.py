@@ -7,11 +7,10 @@ import numpy as np
 
 from .._inference._grid3d_kernels import Grid3DKernels
 from .._inference.graph import grid3d_map
-from ._base import BaseStructure, check_rescale
-from .grid import _squared_distances, check_edge_parameters
+from ._lattice import LatticeStructure
 
 
-class Grid3DStructure(BaseStructure):
+class Grid3DStructure(LatticeStructure):
     """Binary labels on a 6-connected voxel grid with non-negative disagreement costs.
 
     Volumes come as 4-D arrays (n_slices, n_rows, n_cols, n_features) with 3-D label masks
@@ -67,6 +66,8 @@ class Grid3DStructure(BaseStructure):
     (6, 8, 8)
     """
 
+    n_axes = 3
+
     def __init__(self, *, slice_shape=None, edge_features="contrast", contrast_gamma=1.0,
                  class_weight=None):
         self.slice_shape = slice_shape
@@ -76,25 +77,7 @@ class Grid3DStructure(BaseStructure):
 
     def bind(self, n_features, n_states, classes=None, y=None):
         _check_slice_shape(self.slice_shape)
-        check_edge_parameters(self.edge_features, self.contrast_gamma)
-        if n_states != 2:
-            raise ValueError(f"Grid3DStructure labels are binary; the data has {n_states} "
-                             "classes.")
         return super().bind(n_features, n_states, classes, y)
-
-    @property
-    def n_edge_features_(self):
-        return 2 if self.edge_features == "contrast" else 1
-
-    @property
-    def n_pairwise_(self):
-        return 3 * self.n_edge_features_
-
-    @property
-    def nonnegative_(self):
-        """Indices of the weights constrained to be non-negative (the edge weights)."""
-        start = self.n_states_ * self.n_features_
-        return np.arange(start, start + self.n_pairwise_)
 
     # ----------------------------------------------------------------- grid geometry
     def volume_shapes(self, batch):
@@ -138,27 +121,8 @@ class Grid3DStructure(BaseStructure):
         return np.ascontiguousarray(np.column_stack([lengths // sizes, slice_shapes]),
                                     dtype=np.int64)
 
-    def _edges(self, batch):
-        """``(left, right, features)`` of the edges along axes 0, 1 and 2, in that order.
-
-        ``left``/``right`` are global voxel indices (``right`` is the next voxel along the
-        axis), ``features`` has one row per edge. The last batch's edges are kept, since an
-        oracle call and the statistics of its answer ask for the same batch.
-        """
-        cached = getattr(self, "_edge_cache", None)
-        if cached is not None and cached[0] is batch.X and cached[1] is batch.offsets \
-                and cached[2] is batch.slice_shapes:
-            return cached[3]
-        edges = self._compute_edges(batch)
-        self._edge_cache = (batch.X, batch.offsets, batch.slice_shapes, edges)
-        return edges
-
-    def __getstate__(self):
-        state = dict(super().__getstate__())
-        state.pop("_edge_cache", None)
-        return state
-
-    def _compute_edges(self, batch):
+    def _axis_edges(self, batch):
+        """The edges along axes 0 (between slices), 1 (rows) and 2 (columns)."""
         shapes = self.volume_shapes(batch)
         lengths = batch.lengths
         voxels = np.arange(batch.n_tokens)
@@ -171,67 +135,17 @@ class Grid3DStructure(BaseStructure):
         edges = []
         for axis in range(3):
             left = voxels[coordinates[axis] + 1 < per_voxel[:, axis]]
-            right = left + strides[axis][left]
-            columns = [np.ones(left.shape[0])]
-            if self.edge_features == "contrast":
-                columns.append(np.exp(-self.contrast_gamma
-                                      * _squared_distances(batch.X, left, right)))
-            edges.append((left, right, np.column_stack(columns)))
+            edges.append((left, left + strides[axis][left]))
         return edges
 
-    def _edge_costs(self, batch, theta):
-        """Per-voxel disagreement costs ``w_edge . phi_e`` with the next voxel along each
-        axis, shape (n_voxels, 3) (zero past the end of an axis)."""
-        if np.any(theta < 0):
-            raise ValueError("Grid3DStructure needs non-negative edge weights (the min-cut "
-                             "oracle needs submodular pairwise terms); train it with "
-                             "M3NSimplicialDecomposition, which keeps them non-negative.")
-        k = self.n_edge_features_
-        costs = np.zeros((batch.n_tokens, 3))
-        for axis, (left, _, features) in enumerate(self._edges(batch)):
-            costs[left, axis] = features @ theta[axis * k:(axis + 1) * k]
-        return costs
-
-    # ----------------------------------------------------------------- features
-    def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
-        k = self.n_edge_features_
-        stats = np.zeros((batch.n_sequences, self.n_pairwise_))
-        sequence = batch.sequence_index
-        for axis, (left, right, features) in enumerate(self._edges(batch)):
-            cut = Y[left] != Y[right]
-            for f in range(k):
-                stats[:, axis * k + f] = -np.bincount(
-                    sequence[left[cut]], weights=features[cut, f], minlength=batch.n_sequences)
-        if per_sequence:
-            return stats
-        return stats.sum(axis=0) if weights is None else weights @ stats
-
     # ----------------------------------------------------------------- oracles
-    def decode(self, batch, unary, pairwise, n_jobs=None):
-        costs = self._edge_costs(batch, pairwise)
+    def _cut(self, batch, unary, costs, n_jobs):
         labels, _ = grid3d_map(unary, self.volume_shapes(batch), costs, n_jobs=n_jobs)
         return labels
 
-    def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
-                              token_loss=None):
-        check_rescale(rescale)
-        if rescale != "margin":
-            raise ValueError("Grid3DStructure supports margin rescaling only (slack-rescaled "
-                             "loss-augmented decoding is not a minimum cut).")
-        if token_loss is None:
-            token_loss = self.token_loss(Y)
-        costs = self._edge_costs(batch, pairwise)
-        labels, _ = grid3d_map(unary + token_loss, self.volume_shapes(batch), costs,
-                               n_jobs=n_jobs)
-        losses = batch.sum_per_sequence(token_loss[np.arange(Y.shape[0]), labels])
-        return labels, losses, self.score(batch, unary, pairwise, labels)
-
     def example_kernels(self, batch):
-        k = self.n_edge_features_
-        per_voxel = np.zeros((batch.n_tokens, 3, k))
-        for axis, (left, _, features) in enumerate(self._edges(batch)):
-            per_voxel[left, axis] = features
-        return Grid3DKernels(batch.offsets, self.volume_shapes(batch), per_voxel)
+        return Grid3DKernels(batch.offsets, self.volume_shapes(batch),
+                             self._edge_feature_arrays(batch))
 
 
 def _check_slice_shape(slice_shape):
