@@ -33,7 +33,7 @@ from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport INFINITY, NAN, exp, log
 from libc.stdlib cimport free, malloc
 
-from sklstruct._inference._graph cimport (forest_int_work, forest_map_work,
+from sklstruct._inference._graph cimport (adjacency, forest_int_work, forest_map_work,
                                           forest_marginals_work, forest_max_product,
                                           forest_sum_product, graph_score, submodular_cut,
                                           submodular_int_work, submodular_work, trws_int_work,
@@ -53,27 +53,6 @@ cdef double _SUBMODULAR_RTOL = 1e-12
 
 cdef inline intp_t _larger(intp_t a, intp_t b) noexcept nogil:
     return a if a > b else b
-
-
-cdef void _adjacency(intp_t n_nodes, const int64_t* edges, intp_t n_edges, intp_t* start,
-                     intp_t* adj, intp_t* fill) noexcept nogil:
-    """Incident edges of every node, ``adj[start[t]:start[t + 1]]``, in edge order."""
-    cdef intp_t t, e, u, v
-    for t in range(n_nodes + 1):
-        start[t] = 0
-    for e in range(n_edges):
-        start[edges[2 * e] + 1] += 1
-        start[edges[2 * e + 1] + 1] += 1
-    for t in range(n_nodes):
-        start[t + 1] += start[t]
-        fill[t] = start[t]
-    for e in range(n_edges):
-        u = edges[2 * e]
-        v = edges[2 * e + 1]
-        adj[fill[u]] = e
-        fill[u] += 1
-        adj[fill[v]] = e
-        fill[v] += 1
 
 
 cdef inline intp_t _gray_step(intp_t n_nodes, intp_t n_states, intp_t* digit,
@@ -130,7 +109,7 @@ cdef void _enumeration_start(intp_t n_nodes, const int64_t* edges, intp_t n_edge
     cdef intp_t* digit = adj + 2 * n_edges
     cdef intp_t* direction = digit + n_nodes
     cdef intp_t t
-    _adjacency(n_nodes, edges, n_edges, start, adj, direction)
+    adjacency(n_nodes, edges, n_edges, start, adj, direction)
     for t in range(n_nodes):
         digit[t] = 0
         direction[t] = 1
