@@ -7,6 +7,9 @@ conll2000
     CRFsuite chunking template (words at -2..2, word bigrams (-1,0) and (0,1), POS at -2..2,
     POS bigrams and trigrams in the window, BOS/EOS) plus lowercased words at -2..2: about
     420k binary attributes. Test chunk F1 (conlleval semantics).
+conll2002_esp
+    CoNLL-2002 Spanish named entities, esp.train (8,323 sentences), test on esp.testb, with
+    sklearn-crfsuite's tutorial features (``word2features``); test entity F1 (conlleval).
 ocr
     OCR letters, train fold 1 (704 words), test the other folds; letter accuracy.
 
@@ -79,6 +82,31 @@ def crfsuite_chunking_attributes(words, pos):
     return tokens
 
 
+def crfsuite_tutorial_attributes(words, pos):
+    """The attribute strings of every token of a sentence: sklearn-crfsuite's tutorial
+    features for CoNLL-2002 (``word2features``: bias, lowercased word, 3- and 2-character
+    suffixes, case and digit flags, POS and its first two characters, the same of the
+    neighbours at -1 and +1, BOS/EOS). A boolean feature is present when it is true, as
+    crfsuite reads ``False`` as weight 0."""
+    def own(prefix, word, tag):
+        flags = [f"{prefix}{name}" for name, on in (("word.isupper()", word.isupper()),
+                                                    ("word.istitle()", word.istitle()),
+                                                    ("word.isdigit()", word.isdigit()))
+                 if on]
+        return [f"{prefix}word.lower()={word.lower()}", f"{prefix}postag={tag}",
+                f"{prefix}postag[:2]={tag[:2]}"] + flags
+
+    n = len(words)
+    tokens = []
+    for t, (word, tag) in enumerate(zip(words, pos)):
+        attributes = ["bias", f"word[-3:]={word[-3:]}", f"word[-2:]={word[-2:]}"]
+        attributes += own("", word, tag)
+        attributes += own("-1:", words[t - 1], pos[t - 1]) if t > 0 else ["BOS"]
+        attributes += own("+1:", words[t + 1], pos[t + 1]) if t + 1 < n else ["EOS"]
+        tokens.append(attributes)
+    return tokens
+
+
 def _vectorize(sentences, vocabulary, grow):
     rows, columns = [], []
     lengths = []
@@ -110,13 +138,18 @@ def prepare(dataset, data_home, cache):
         attributes = {name: [[[f"p{j}" for j in np.flatnonzero(row)] for row in x]
                              for x in xs] for name, xs in (("train", X), ("test", X_test))}
     else:
-        from sklstruct.datasets import load_conll2000
+        from sklstruct.datasets import load_conll2000, load_conll2002
 
         parts, attributes, vocabulary = {}, {}, {}
         for name in ("train", "test"):
-            data = load_conll2000(data_home, subset=name)
-            sentences = [crfsuite_chunking_attributes(w, p) for w, p in zip(data.words,
-                                                                            data.pos)]
+            if dataset == "conll2000":
+                data = load_conll2000(data_home, subset=name)
+                template = crfsuite_chunking_attributes
+            else:
+                data = load_conll2002(data_home, subset="train" if name == "train"
+                                      else "testb", language="esp")
+                template = crfsuite_tutorial_attributes
+            sentences = [template(w, p) for w, p in zip(data.words, data.pos)]
             rows, columns, lengths, n_rows = _vectorize(sentences, vocabulary,
                                                         grow=name == "train")
             attributes[name] = sentences
@@ -156,7 +189,7 @@ def _rss_mb():
 def _quality(dataset, y_true, y_pred):
     from sklstruct.metrics import chunk_f1_score, token_accuracy
 
-    if dataset == "conll2000":
+    if dataset != "ocr":
         return "chunk_F1", float(chunk_f1_score(y_true, y_pred))
     return "letter_accuracy", float(token_accuracy(y_true, y_pred))
 
@@ -268,7 +301,7 @@ def run(system, dataset, folder, C, params, curve, timeout):
 
 def main():
     p = parser(__doc__)
-    p.add_argument("--dataset", choices=["conll2000", "ocr"], default="conll2000")
+    p.add_argument("--dataset", choices=["conll2000", "conll2002_esp", "ocr"], default="conll2000")
     p.add_argument("--systems", nargs="*", default=PEERS[:2] + ESTIMATORS)
     p.add_argument("--C", type=float, default=0.1)
     p.add_argument("--params", default="{}", help="JSON dict of estimator parameters")
@@ -295,7 +328,7 @@ def main():
         if brace:
             rows[-1]["params"] = system_params
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "curve"}), flush=True)
-    quality = "chunk_F1" if args.dataset == "conll2000" else "letter_accuracy"
+    quality = "letter_accuracy" if args.dataset == "ocr" else "chunk_F1"
     print_table(rows, ["system", "fit_s", "rss_before_MB", "peak_RSS_MB", quality, "rel_gap",
                        "objective", "n_iter", "error"])
     write_json(args.json, rows)
