@@ -298,7 +298,7 @@ def main():
     quality = "chunk_F1" if args.dataset == "conll2000" else "letter_accuracy"
     print_table(rows, ["system", "fit_s", "rss_before_MB", "peak_RSS_MB", quality, "rel_gap",
                        "objective", "n_iter", "error"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run or args.dataset)
 
 
 if __name__ == "__main__":
