@@ -26,11 +26,13 @@ A system may carry its own parameters, ``NAME{JSON}`` (on top of ``--params``; t
 has a ``params`` field), so that settings are compared within one run.
 
 ``--curve`` records, at every check of a sklstruct fit, the time (without the time spent
-scoring), the relative gap, the primal objective and the test quality
-(``benchmarks/results/defaults/``).
+scoring), the relative gap, the primal objective and the test quality.
+
+The runs that the documentation renders are stored in ``benchmarks/results/defaults.json``,
+one per ``--run`` name (default: the data set's name):
 
     python benchmarks/bench_defaults.py --dataset conll2000 --systems crfsuite-pa \\
-        StructSVMCuttingPlane [--params '{"tol": 0.01}'] [--curve] [--json out.json]
+        StructSVMCuttingPlane [--params '{"tol": 0.01}'] [--curve] [--run NAME] [--json PATH]
 """
 
 import json
@@ -331,7 +333,7 @@ def main():
     quality = "letter_accuracy" if args.dataset == "ocr" else "chunk_F1"
     print_table(rows, ["system", "fit_s", "rss_before_MB", "peak_RSS_MB", quality, "rel_gap",
                        "objective", "n_iter", "error"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run or args.dataset)
 
 
 if __name__ == "__main__":

@@ -266,7 +266,7 @@ def main():
     print_table([r for r in rows if r["system"] != "heldout"],
                 ["data", "system", "C", "fit_s", "peak_mb", "uas", "las", "uas_nopunct",
                  "las_nopunct", "predict_sent_per_s", "rel_gap", "n_iter"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run)
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ def main():
     print_table(rows, ["tokens", "fit_s", "rss_before_MB", "peak_RSS_MB",
                        "KB_per_token_above_data", "KB_per_added_token", "passes", "rel_gap",
                        "time_per_token_vs_previous"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run)
 
 
 if __name__ == "__main__":
