@@ -22,7 +22,8 @@ level before the fit, features included, sampled every 5 ms):
   treebank's sentences may attach several tokens to the root (UDPipe refuses them
   otherwise). Relations ``ROOT`` are written ``root`` for it and read back.
 - ``learner=...``: every learner with its defaults at the chosen ``C`` on the Basque
-  training set (``--learners``).
+  training set (``--learners``), stopped when it has not ended within 5 times the default
+  learner's fit time (the row then says so).
 
 Scores: UAS and LAS over all tokens (as the CoNLL-2007 shared task) and without punctuation
 (``eval.pl``'s rule); ``predict`` speed in sentences per second on the test set; the
@@ -220,11 +221,17 @@ def work_udpipe(spec):
 WORKERS = {"sklstruct": work_sklstruct, "udpipe": work_udpipe, "heldout": work_heldout}
 
 
-def run_worker(spec):
-    """Run one measurement in a fresh interpreter; its JSON result."""
-    output = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)],
-                            check=True, capture_output=True, text=True).stdout
-    return json.loads(output.strip().splitlines()[-1])
+def run_worker(spec, timeout=None):
+    """Run one measurement in a fresh interpreter; its JSON result, or ``{"error": ...}`` when
+    it fails or does not end within ``timeout`` seconds."""
+    try:
+        done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)],
+                              check=False, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"not done in {timeout:.0f} s"}
+    if done.returncode:
+        return {"error": done.stderr.strip()[-300:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------------------------ main
@@ -258,11 +265,17 @@ def main():
         if args.learners and data == "basque":
             runs += [(f"learner={name}", dict(kind="sklstruct", projective=True, learner=name))
                      for name in LEARNERS]
+        default_fit_s = None
         for system, spec in runs:
             row = dict(data=data, system=system, C=C if spec["kind"] == "sklstruct" else None)
-            row.update(run_worker(dict(base, C=C, **spec)))
+            # every learner gets 5 times the default learner's time (the goal it is held to)
+            timeout = 5 * default_fit_s if "learner" in spec and default_fit_s else None
+            row.update(run_worker(dict(base, C=C, **spec), timeout=timeout))
+            if system == "sklstruct projective":
+                default_fit_s = row.get("fit_s")
             rows.append(row)
             print(json.dumps(row), flush=True)
+            write_json(args.json, rows, args.run)
     print_table([r for r in rows if r["system"] != "heldout"],
                 ["data", "system", "C", "fit_s", "peak_mb", "uas", "las", "uas_nopunct",
                  "las_nopunct", "predict_sent_per_s", "rel_gap", "n_iter"])
