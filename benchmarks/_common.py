@@ -46,6 +46,17 @@ def _rss_bytes():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def peak_rss_mb():
+    """This process's peak resident memory in MB (``VmHWM``). Unlike ``ru_maxrss``, which
+    Linux carries over from the parent through ``fork`` and ``execve``, it counts this
+    process only."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 class PeakMemory:
     """Peak resident memory above the level at entry, sampled every 5 ms (bytes)."""
 

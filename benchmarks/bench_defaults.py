@@ -19,7 +19,7 @@ sklstruct estimators (``StructSVMCuttingPlane``, ``M3NExpGrad``, ``M3NExcessiveG
 ``L1M3N``, ``M3NSimplicialDecomposition``) at ``C`` (0.1) with every other parameter at its
 default unless ``--params`` says otherwise. Every fit runs in a fresh process that loads the
 prepared data (features are built once and cached in ``--cache``); the row reports the fit's
-wall time, the process's resident memory before the fit and its peak (``ru_maxrss``),
+wall time, the process's resident memory before the fit and its peak (``VmHWM``),
 test quality, the certified relative duality gap and the objective.
 
 A system may carry its own parameters, ``NAME{JSON}`` (on top of ``--params``; the row then
@@ -38,7 +38,6 @@ one per ``--run`` name (default: the data set's name):
 import json
 import os
 import pickle
-import resource
 import subprocess
 import sys
 import time
@@ -50,7 +49,7 @@ import scipy.sparse as sp
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _common import ROOT, ocr_fold1, parser, print_table, write_json  # noqa: E402
+from _common import ROOT, ocr_fold1, parser, peak_rss_mb, print_table, write_json  # noqa: E402
 
 ESTIMATORS = ["StructSVMCuttingPlane", "M3NExpGrad", "M3NExcessiveGap", "L1M3N",
               "M3NSimplicialDecomposition"]
@@ -252,7 +251,7 @@ def worker(system, dataset, folder, C, params, curve):
                        rel_gap=float(h["gap"][-1] / abs(h["primal"][-1])))
             if curve:
                 row["curve"] = records
-    row["peak_RSS_MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    row["peak_RSS_MB"] = peak_rss_mb()
     name, value = _quality(dataset, y_test, predicted)
     row[name] = value
     print(json.dumps(row))
