@@ -5,7 +5,8 @@ Data (from ``--data-home``, never shipped with the package):
 basque
     CoNLL-2007 Basque (``conll2007_eus``, Latin-1, labelled, gold POS): train on eus.train,
     test on eus.test. ``C`` is chosen on a held-out part of the training set (its last 15%)
-    from ``--grid``, then the parser is refitted on the whole training set.
+    from ``--grid`` (a grid of one value is used as given), then the parser is refitted on
+    the whole training set.
 ptb
     The Penn Treebank sample in dependency form (``ptb_sample/dependency.dp.gz``, heads only,
     gold POS): train on files wsj_0001-0159, test on wsj_0160-0199 (``files.tsv``); ``C`` chosen
@@ -250,8 +251,11 @@ def main():
     rows = []
     for data in args.data:
         base = dict(data=data, data_home=os.path.abspath(args.data_home))
-        heldout = run_worker(dict(base, kind="heldout", grid=args.grid))
-        C = float(max(heldout, key=heldout.get))
+        if len(args.grid) > 1:
+            heldout = run_worker(dict(base, kind="heldout", grid=args.grid))
+            C = float(max(heldout, key=heldout.get))
+        else:  # one C given: no held-out selection
+            heldout, C = {}, args.grid[0]
         print(f"{data}: held-out UAS by C {heldout}; C = {C}", flush=True)
         rows.append(dict(data=data, system="heldout", heldout_uas=heldout, C=C))
         runs = [("sklstruct projective", dict(kind="sklstruct", projective=True)),
