@@ -38,6 +38,7 @@ PEERS = {
     "linear-svc": "``LinearSVC``, token by token",
 }
 QUALITY = {"conll2000": ("chunk_F1", "chunk F1 (%)", 100.0, 2),
+           "conll2002_esp": ("chunk_F1", "entity F1 (%)", 100.0, 2),
            "ocr": ("letter_accuracy", "letter accuracy (%)", 100.0, 1)}
 
 
