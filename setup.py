@@ -15,6 +15,7 @@ MODULES = [
     "sklstruct._inference._dependency",
     "sklstruct._inference._cky",
     "sklstruct._inference._cky_inside",
+    "sklstruct._inference._cfg_kernels",
     "sklstruct._solvers._qp",
     "sklstruct.learners.cutting_plane._one_slack_fast",
     "sklstruct.learners.cutting_plane._n_slack_fast",

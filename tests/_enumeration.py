@@ -16,7 +16,15 @@ def all_labelings(n_states, length):
     return np.array(list(itertools.product(range(n_states), repeat=length)), dtype=np.intp)
 
 
-def enumerate_labelings(structure, batch, Y):
+def _labelings(structure, labelings, length):
+    """The labelings of an example of ``length`` tokens: all of them, or ``labelings(length)``
+    (for structures whose outputs are a subset, such as trees)."""
+    if labelings is None:
+        return all_labelings(structure.n_states_, length)
+    return labelings(length)
+
+
+def enumerate_labelings(structure, batch, Y, labelings=None):
     """Joint feature ``Psi(x_i, y)`` and loss ``Delta(y_i, y)`` of every labeling ``y`` of
     every example ``i`` (``y_i`` included), with the example index.
 
@@ -26,14 +34,14 @@ def enumerate_labelings(structure, batch, Y):
     for i in range(batch.n_sequences):
         lo, hi = batch.offsets[i], batch.offsets[i + 1]
         sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
-        for ybar in all_labelings(structure.n_states_, hi - lo):
+        for ybar in _labelings(structure, labelings, hi - lo):
             features.append(structure.joint_feature(sub, ybar))
             losses.append(float(structure.loss(sub, Y[lo:hi], ybar)[0]))
             groups.append(i)
     return np.array(features), np.array(losses), np.array(groups)
 
 
-def enumerate_constraints(structure, batch, Y, rescale="margin"):
+def enumerate_constraints(structure, batch, Y, rescale="margin", labelings=None):
     """Directions ``Delta-scaled (Psi(y_i) - Psi(y))`` and offsets for every example and labeling.
 
     Returns ``(directions (K, size), offsets (K,), groups (K,))``.
@@ -44,7 +52,7 @@ def enumerate_constraints(structure, batch, Y, rescale="margin"):
         sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
         y_i = Y[lo:hi]
         psi_true = structure.joint_feature(sub, y_i)
-        for ybar in all_labelings(structure.n_states_, hi - lo):
+        for ybar in _labelings(structure, labelings, hi - lo):
             loss = float(structure.loss(sub, y_i, ybar)[0])
             if loss == 0:
                 continue
@@ -55,16 +63,17 @@ def enumerate_constraints(structure, batch, Y, rescale="margin"):
     return np.array(directions), np.array(offsets), np.array(groups)
 
 
-def exact_optimum(structure, batch, Y, C, rescale="margin", nonnegative=()):
+def exact_optimum(structure, batch, Y, C, rescale="margin", nonnegative=(), labelings=None):
     """Certified optimum of ``1/2||w||^2 + C sum_i H_i(w)`` over all enumerated labelings.
 
     Solves the primal QP in ``(w, xi)`` with one constraint per (example, labeling) by SLSQP and
     reads the dual variables off its Lagrange multipliers. Returns ``(lower, upper, w)``: the
     dual value of the (feasible) multipliers and the primal value of ``w``, computed by
     enumeration, bracket the optimum. Weights listed in ``nonnegative`` are constrained to be
-    ``>= 0`` (the dual then has ``w(alpha)`` projected onto that constraint).
+    ``>= 0`` (the dual then has ``w(alpha)`` projected onto that constraint). ``labelings``:
+    see :func:`_labelings`.
     """
-    directions, c, groups = enumerate_constraints(structure, batch, Y, rescale)
+    directions, c, groups = enumerate_constraints(structure, batch, Y, rescale, labelings)
     n_constraints, size = directions.shape
     n = batch.n_sequences
     A = np.hstack([directions, np.eye(n)[groups]])  # directions . w + xi_i >= c
@@ -88,11 +97,11 @@ def exact_optimum(structure, batch, Y, C, rescale="margin", nonnegative=()):
     v = alpha @ directions
     v[list(nonnegative)] = np.maximum(v[list(nonnegative)], 0.0)
     lower = float(alpha @ c - 0.5 * v @ v)
-    upper = primal_objective(structure, batch, Y, w, C, rescale)
+    upper = primal_objective(structure, batch, Y, w, C, rescale, labelings)
     return lower, upper, w
 
 
-def primal_objective(structure, batch, Y, w, C, rescale="margin"):
+def primal_objective(structure, batch, Y, w, C, rescale="margin", labelings=None):
     """``1/2||w||^2 + C sum_i H_i(w)`` by enumeration (independent of the oracles)."""
     total = 0.5 * w @ w
     for i in range(batch.n_sequences):
@@ -101,7 +110,7 @@ def primal_objective(structure, batch, Y, w, C, rescale="margin"):
         y_i = Y[lo:hi]
         s_true = w @ structure.joint_feature(sub, y_i)
         best = 0.0
-        for ybar in all_labelings(structure.n_states_, hi - lo):
+        for ybar in _labelings(structure, labelings, hi - lo):
             loss = float(structure.loss(sub, y_i, ybar)[0])
             s = w @ structure.joint_feature(sub, ybar)
             value = loss + s - s_true if rescale == "margin" else loss * (1 + s - s_true)

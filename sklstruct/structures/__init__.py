@@ -1,11 +1,12 @@
 """Structures: joint feature maps, losses and inference oracles."""
 
 from ._base import BaseStructure
+from .cfg import ConstituencyTree
 from .chain import ChainStructure
 from .grid import GridStructure
 from .multiclass import MultiClass
 
-__all__ = ["BaseStructure", "ChainStructure", "GridStructure", "MultiClass",
+__all__ = ["BaseStructure", "ChainStructure", "ConstituencyTree", "GridStructure", "MultiClass",
            "structure_for_form"]
 
 
