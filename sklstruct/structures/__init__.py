@@ -1,13 +1,14 @@
 """Structures: joint feature maps, losses and inference oracles."""
 
+from .._inference.cfg import Grammar
 from ._base import BaseStructure
 from .cfg import ConstituencyTree
 from .chain import ChainStructure
 from .grid import GridStructure
 from .multiclass import MultiClass
 
-__all__ = ["BaseStructure", "ChainStructure", "ConstituencyTree", "GridStructure", "MultiClass",
-           "structure_for_form"]
+__all__ = ["BaseStructure", "ChainStructure", "ConstituencyTree", "Grammar", "GridStructure",
+           "MultiClass", "structure_for_form"]
 
 
 def structure_for_form(form):

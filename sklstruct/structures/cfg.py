@@ -18,7 +18,7 @@ class ConstituencyTree(BaseStructure):
     (the words' features on the length-1 spans, boundary words and tags of the longer spans:
     :class:`sklstruct.parsing.SpanFeatures`). State 0 of a row is "not a node of the tree";
     state ``a + 1`` is "a node labelled ``a``", a label of the
-    :class:`~sklstruct._inference.cfg.Grammar` (a collapsed unary chain such as ``S+VP``,
+    :class:`~sklstruct.structures.Grammar` (a collapsed unary chain such as ``S+VP``,
     with a top and a bottom symbol). The score of a tree ``y`` is::
 
         w . Psi(x, y) = sum_rows W[y_row] . x_row + sum_rules theta[r] count_r(y)
@@ -60,7 +60,7 @@ class ConstituencyTree(BaseStructure):
     Parameters
     ----------
     grammar : Grammar
-        The grammar (:class:`sklstruct._inference.cfg.Grammar`); the data must have
+        The grammar (:class:`~sklstruct.structures.Grammar`); the data must have
         ``grammar.n_labels + 1`` states.
     label_brackets : array-like of shape (n_labels, n_kinds), default=None
         Non-negative counts of the brackets of each kind that every label stands for, the

@@ -1,0 +1,258 @@
+"""ConstituencyParser, PCFGParser and SpanFeatures as users call them: fit and predict on a
+toy treebank, outputs, fallbacks, bad input, model selection and persistence."""
+
+import os
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+
+from sklstruct import M3NExpGrad, M3NSimplicialDecomposition, StructSVMCuttingPlane
+from sklstruct.parsing import (ConstituencyParser, PCFGParser, SpanFeatures, bracket_f1_scorer,
+                               bracket_scores, read_ptb_trees, tree_from_string, tree_tags,
+                               tree_to_string, tree_words)
+
+from ._parsing_reference import toy_treebank
+
+PTB = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "ptb_sample")
+
+
+@pytest.fixture(scope="module")
+def toy():
+    X, y = toy_treebank(60, seed=0)
+    X_test, y_test = toy_treebank(30, seed=1)
+    return X, y, X_test, y_test
+
+
+@pytest.fixture(scope="module")
+def fitted(toy):
+    X, y, _, _ = toy
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return ConstituencyParser(StructSVMCuttingPlane(C=10.0, tol=1e-3,
+                                                        variant="n-slack")).fit(X, y)
+
+
+def test_parses_a_toy_treebank(fitted, toy):
+    X, y, X_test, y_test = toy
+    predicted = fitted.predict(X_test)
+    assert len(predicted) == len(X_test)
+    for sentence, tree in zip(X_test, predicted):
+        assert tree_words(tree) == [word for word, _ in sentence]
+    assert fitted.score(X_test, y_test) == bracket_scores(y_test, predicted)["f1"]
+    assert fitted.score(X_test, y_test) > 0.95
+    assert bracket_f1_scorer(fitted, X_test, y_test) == fitted.score(X_test, y_test)
+    assert fitted.learner_.structure_.grammar is fitted.grammar_.grammar
+    assert fitted.learner_.history_["gap"][-1] <= 1e-3 * fitted.learner_.history_["primal"][-1]
+
+
+def test_output_forms(fitted, toy):
+    X_test = toy[2][:5] + [[]]
+    trees = fitted.predict(X_test)
+    assert trees[-1] == ()
+    strings = clone(fitted).set_params(output="string")
+    strings.__dict__.update({k: v for k, v in vars(fitted).items() if k.endswith("_")})
+    as_strings = strings.predict(X_test)
+    assert as_strings[:-1] == [tree_to_string(tree) for tree in trees[:-1]]
+    assert as_strings[-1] == ""
+    nltk = pytest.importorskip("nltk")
+    strings.set_params(output="nltk")
+    as_nltk = strings.predict(X_test)
+    assert all(isinstance(tree, nltk.Tree) for tree in as_nltk)
+    assert [str(t).split() for t in as_nltk[:-1]] == [s.split() for s in as_strings[:-1]]
+    assert len(as_nltk[-1]) == 0
+    assert fitted.predict([]) == []
+
+
+def test_tokens_may_be_words_pairs_or_dicts(toy):
+    X, y, X_test, y_test = toy
+    words = [[word for word, _ in sentence] for sentence in X]
+    dicts = [[{"form": word, "xpos": tag} for word, tag in sentence] for sentence in X]
+    learner = StructSVMCuttingPlane(C=10.0, tol=1e-2, variant="n-slack")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        untagged = ConstituencyParser(learner).fit(words, y)
+        from_dicts = ConstituencyParser(learner).fit(dicts, [tree_to_string(t) for t in y])
+    assert not untagged.features_.tagged_ and from_dicts.features_.tagged_
+    assert untagged.score([[w for w, _ in s] for s in X_test], y_test) > 0.8
+    assert from_dicts.score(X_test, y_test) > 0.9
+    with pytest.raises(ValueError, match="fitted on tagged sentences"):
+        from_dicts.predict([["the", "dog", "sleeps"]])
+
+
+def test_a_sentence_without_a_tree_gets_a_flat_tree(fitted):
+    # every training tree is an S over two words or more: no one-word tree
+    with pytest.warns(UserWarning, match="1 sentence\\(s\\) have no tree"):
+        trees = fitted.predict([[("Rex", "NNP")], [("it", "PRP"), ("sleeps", "VBZ")]])
+    assert trees[0] == ("S", ("NNP", "Rex"))
+    assert tree_words(trees[1]) == ["it", "sleeps"]
+    untagged = PCFGParser().fit(*toy_treebank(20, seed=3))
+    with pytest.warns(UserWarning, match="no tree"):
+        assert untagged.predict([[("Rex", "NNP")]]) == [("S", ("NNP", "Rex"))]
+
+
+def test_trees_that_do_not_fit_are_refused(fitted, toy):
+    X, y, X_test, y_test = toy
+    parser = ConstituencyParser(StructSVMCuttingPlane())
+    with pytest.raises(ValueError, match="does not span the sentence"):
+        parser.fit([X[0]], [y[1]])
+    with pytest.raises(ValueError, match="2 sentences and y 1 trees"):
+        parser.fit(X[:2], y[:1])
+    with pytest.raises(ValueError, match="X\\[0\\] is empty"):
+        parser.fit([[]], [y[0]])
+    with pytest.raises(ValueError, match="at least one sentence"):
+        parser.fit([], [])
+    with pytest.raises(TypeError, match="token must be"):
+        parser.fit([[1, 2]], [y[0]])
+    with pytest.raises(ValueError, match="mixes tokens"):
+        parser.fit([[("the", "DT"), "dog"]], [tree_from_string("(NP (DT the) (NN dog))")])
+    with pytest.raises(ValueError, match="three words or more"):
+        parser.fit([[("it", "PRP"), ("sleeps", "VBZ")]],
+                   [tree_from_string("(S (NP (PRP it)) (VP (VBZ sleeps)))")])
+    with pytest.raises(ValueError, match="unbalanced"):
+        parser.fit([X[0]], ["(S (NP"])
+    # a tree whose rule the grammar lacks, where the learner's objective needs its parts
+    odd = tree_from_string("(S (VP (VBZ sleeps)) (NP (PRP it)))")
+    with pytest.raises(ValueError, match="rule S -> VP\\+VBZ NP\\+PRP"):
+        fitted.objective([[("sleeps", "VBZ"), ("it", "PRP")]], [odd])
+    with pytest.raises(ValueError, match="lexical label 'FRAG\\+VBZ'"):
+        fitted.objective([[("sleeps", "VBZ")]], [tree_from_string("(FRAG (VBZ sleeps))")])
+    assert np.isfinite(fitted.objective(X_test, y_test))
+    for params, error, match in [(dict(loss="hamming"), ValueError, "loss"),
+                                 (dict(horizontal=-1), ValueError, "horizontal"),
+                                 (dict(vertical=0), ValueError, "vertical"),
+                                 (dict(output="xml"), ValueError, "output"),
+                                 (dict(learner=KFold()), TypeError, "sklstruct learner")]:
+        with pytest.raises(error, match=match):
+            ConstituencyParser(**params).fit(X, y)
+
+
+def test_a_failed_fit_leaves_the_parser_as_it_was(fitted, toy):
+    X, y, X_test, _ = toy
+    parser = pickle.loads(pickle.dumps(fitted))
+    before = parser.predict(X_test[:3])
+    with pytest.raises(ValueError):
+        parser.fit([X[0]], [y[1]])
+    assert parser.predict(X_test[:3]) == before
+
+
+def test_zero_one_loss_needs_a_cutting_plane_learner(toy):
+    X, y, X_test, y_test = toy
+    with pytest.raises(ValueError, match="does not decompose"):
+        ConstituencyParser(M3NSimplicialDecomposition(), loss="zero_one").fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        parser = ConstituencyParser(StructSVMCuttingPlane(C=1.0, tol=1e-2, variant="n-slack"),
+                                    loss="zero_one").fit(X[:30], y[:30])
+    assert parser.score(X_test, y_test) > 0.8
+
+
+def test_grid_search_over_the_learners_C(toy):
+    X, y, _, _ = toy
+    assert ConstituencyParser().set_params(learner__C=3.0).learner.C == 3.0
+    search = GridSearchCV(ConstituencyParser(features=SpanFeatures(span_features=False)),
+                          {"learner__C": [0.01, 1.0]}, cv=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        search.fit(X[:40], y[:40])
+        scores = cross_val_score(ConstituencyParser(M3NExpGrad(C=1.0, max_iter=30)), X[:40],
+                                 y[:40], cv=2, scoring=bracket_f1_scorer)
+    assert search.best_params_["learner__C"] in (0.01, 1.0)
+    assert 0.0 <= search.best_score_ <= 1.0
+    assert scores.shape == (2,) and np.all(scores > 0.5)
+
+
+def test_pickle_and_clone(fitted, toy):
+    X_test = toy[2]
+    restored = pickle.loads(pickle.dumps(fitted))
+    assert restored.predict(X_test) == fitted.predict(X_test)
+    fresh = clone(fitted)
+    assert not hasattr(fresh, "learner_") and fresh.get_params()["learner"].C == 10.0
+
+
+def test_pcfg_is_the_relative_frequency_grammar(toy):
+    X, y, X_test, y_test = toy
+    parser = PCFGParser().fit(X, y)
+    g = parser.grammar_
+    by_top = np.zeros(len(g.symbols))
+    np.add.at(by_top, g.top, np.exp(parser.label_log_prob_))
+    np.testing.assert_allclose(by_top[np.unique(g.top)], 1.0)
+    by_parent = np.zeros(len(g.symbols))
+    np.add.at(by_parent, np.array(g.rules)[:, 0], np.exp(parser.rule_log_prob_))
+    np.testing.assert_allclose(by_parent[np.unique(np.array(g.rules)[:, 0])], 1.0)
+    np.testing.assert_allclose(np.exp(parser.root_log_prob_).sum(), 1.0)
+    assert parser.score(X_test, y_test) > 0.9
+    with pytest.raises(ValueError, match="parses part-of-speech tags"):
+        parser.predict([["the", "dog"]])
+    with pytest.raises(ValueError, match="parses part-of-speech tags"):
+        PCFGParser().fit([[w for w, _ in s] for s in X], y)
+
+
+def test_pcfg_equals_nltk_viterbi_parser(toy):
+    nltk = pytest.importorskip("nltk")
+    X, y, X_test, _ = toy
+    parser = PCFGParser(vertical=2).fit(X, y)
+    viterbi = nltk.parse.ViterbiParser(parser.to_nltk_grammar())
+    tokens = [([w for w, _ in s], [t for _, t in s]) for s in X_test]
+    _, log_probs = parser._decode(tokens)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        predicted = parser.predict(X_test)
+    compared = 0
+    for (words, tags), ours, log_prob in zip(tokens, predicted, log_probs):
+        parses = list(viterbi.parse(tags))
+        if not parses:  # (ours then needs a lexical label of another tag)
+            assert log_prob < np.log(1e-6)
+            continue
+        (best,) = parses
+        assert np.log(best.prob()) == pytest.approx(log_prob, rel=1e-12)
+        assert parser.from_nltk_parse(best, words) == ours
+        compared += 1
+    assert compared >= 0.8 * len(tokens)
+
+
+def test_span_features():
+    X = [[("The", "DT"), ("dog", "NN"), ("barks", "VBZ")], [("Rex", "NNP")]]
+    features = SpanFeatures(suffix_length=2).fit(X)
+    rows = features.transform(X)
+    assert rows.shape == (7, features.n_features_out_)
+    names = features.get_feature_names_out()
+    row_names = [sorted(names[rows[r].indices]) for r in range(7)]
+    assert row_names[0] == sorted(["bias.word", "word=the", "shape=title", "suffix=e",
+                                   "suffix=he", "tag=DT", "tag-1=<s>", "tag+1=NN"])
+    assert "root" in row_names[5] and "span.length=3" in row_names[5]
+    assert "span.first_last.tag=DT|VBZ" in row_names[5]
+    assert "span.before.word=<s>" in row_names[5] and "span.after.word=barks" in row_names[3]
+    assert "root" in row_names[6] and "bias.word" in row_names[6]   # the one-word sentence
+    assert set(row_names[3]) >= {"span.first.word=the", "span.last.word=dog"}
+    unknown = features.transform([[("A", "DT"), ("cat", "NN")]])
+    assert unknown.shape == (3, features.n_features_out_)
+    assert "word=a" not in names and sorted(names[unknown[0].indices]) == sorted(
+        ["bias.word", "tag=DT", "tag-1=<s>", "tag+1=NN"])  # (shape "upper" is unknown)
+    basic = SpanFeatures(span_features=False).fit(X)
+    assert basic.n_features_out_ < features.n_features_out_
+    assert sorted(basic.get_feature_names_out()[basic.transform(X)[5].indices]) == \
+        ["bias.span", "root"]
+    assert features.transform([[]]).shape == (0, features.n_features_out_)
+    with pytest.raises(ValueError, match="suffix_length"):
+        SpanFeatures(suffix_length=-1).fit(X)
+    with pytest.raises(TypeError, match="list of sentences"):
+        SpanFeatures().fit("the dog")
+
+
+@pytest.mark.skipif(not os.path.isdir(PTB), reason="the Penn Treebank sample is not here")
+def test_max_margin_grammar_beats_the_pcfg_on_treebank_sentences():
+    trees = [t for t in read_ptb_trees(os.path.join(PTB, "treebank.mrg.gz"))
+             if 4 <= len(tree_words(t)) <= 10]
+    X = [list(zip(tree_words(t), tree_tags(t))) for t in trees]
+    X_train, y_train, X_test, y_test = X[:150], trees[:150], X[150:230], trees[150:230]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pcfg = PCFGParser().fit(X_train, y_train).score(X_test, y_test)
+        model = ConstituencyParser(M3NSimplicialDecomposition(C=0.3, random_state=0)).fit(
+            X_train, y_train)
+        assert model.score(X_test, y_test) > pcfg
