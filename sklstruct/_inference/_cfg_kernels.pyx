@@ -13,7 +13,8 @@ those of :mod:`sklstruct._inference._cky` (Viterbi CKY) and
 :mod:`sklstruct._inference._cky_inside` (inside-outside) on these differences, with the
 rule scores ``theta``. Every method computes the grammar's rule weights from the ``theta``
 it is given (O(n_rules)), and the charts, sized for the longest sentence, are reused from
-call to call.
+call to call. :func:`tree_rules` lists the rules of given trees (the rule counts of the
+structure's pairwise statistics).
 """
 
 import numpy as np
@@ -23,7 +24,8 @@ from libc.stdlib cimport free, malloc
 
 from sklstruct._inference._cky cimport (Grammar, _cky_viterbi, _find_rule,
                                         _grammar_floats_size, _grammar_from_arrays,
-                                        _n_spans, _span_at, _viterbi_chart_size)
+                                        _n_spans, _span_at, _span_tree_check,
+                                        _viterbi_chart_size)
 from sklstruct._inference._cky_inside cimport _cky_inside_outside, _inside_outside_size
 from sklstruct._inference._kernels cimport ExampleKernels
 from sklstruct._typedefs cimport int32_t, int64_t, intp_t
@@ -182,3 +184,57 @@ cdef class CFGKernels(ExampleKernels):
                 total += self._marginals[s * K + a]
             node_marg[s * (K + 1)] = 1.0 - total if total < 1.0 else 0.0
         return log_z + offset
+
+
+def tree_rules(const int64_t[::1] states, const int64_t[::1] n_words, grammar,
+               int64_t[::1] rules):
+    """The rule of every internal node of every sentence's tree, sentence by sentence.
+
+    ``states`` are span states (0 off the tree, ``a + 1`` for label ``a``), sentences
+    stacked; ``rules`` (sum of ``n - 1``) receives the rule indices of each sentence's
+    internal nodes (by span length, then start). Returns the index of the first sentence
+    whose states are not a tree of the grammar (-1 when all are).
+    """
+    cdef Grammar g
+    cdef const int32_t[::1] ints = grammar._ints
+    cdef intp_t K = grammar.n_labels, G = grammar.n_symbols, R = grammar.n_rules
+    cdef intp_t i, n, s, S, row = 0, out = 0, longest, length, start, end, k, a, bad = -1
+    cdef intp_t bad_span
+    cdef double* floats = <double*> malloc((2 * R + G + 1) * sizeof(double))
+    cdef int64_t* labels = NULL
+    cdef const Grammar* gp = &g
+    if floats == NULL:
+        raise MemoryError("could not allocate the grammar's scores")
+    try:
+        longest = int(np.max(n_words)) if n_words.shape[0] else 1
+        labels = <int64_t*> malloc(_n_spans(longest) * sizeof(int64_t))
+        if labels == NULL:
+            raise MemoryError("could not allocate the labels of a sentence")
+        _grammar_from_arrays(&g, &ints[0], floats, K, G, R)
+        with nogil:
+            for i in range(n_words.shape[0]):
+                n = n_words[i]
+                S = _n_spans(n)
+                for s in range(S):
+                    labels[s] = states[row + s] - 1
+                if _span_tree_check(labels, n, gp, &bad_span) != 0:
+                    bad = i
+                    break
+                for length in range(2, n + 1):
+                    for start in range(n - length + 1):
+                        end = start + length
+                        a = labels[_span_at(n, start, end)]
+                        if a < 0:
+                            continue
+                        k = end - 1
+                        while labels[_span_at(n, start, k)] < 0:
+                            k -= 1
+                        rules[out] = g.rule_index[_find_rule(
+                            gp, g.bottom[a], g.top[labels[_span_at(n, start, k)]],
+                            g.top[labels[_span_at(n, k, end)]])]
+                        out += 1
+                row += S
+    finally:
+        free(floats)
+        free(labels)
+    return bad

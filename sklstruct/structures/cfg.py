@@ -5,7 +5,7 @@ import numbers
 import numpy as np
 
 from .._inference import cfg as cky
-from .._inference._cfg_kernels import CFGKernels
+from .._inference._cfg_kernels import CFGKernels, tree_rules
 from ._base import BaseStructure, check_rescale
 
 
@@ -101,9 +101,6 @@ class ConstituencyTree(BaseStructure):
         states = np.vstack([np.zeros((1, counts.shape[1])), counts])
         bound.state_loss_ = float(scale) * np.abs(
             states[:, None, :] - states[None, :, :]).sum(axis=2)
-        keys = _rule_keys(self.grammar.rules, self.grammar.n_symbols)
-        bound._rule_order = np.argsort(keys, kind="stable")
-        bound._rule_keys = keys[bound._rule_order]
         return bound
 
     def _bracket_counts(self):
@@ -189,29 +186,18 @@ class ConstituencyTree(BaseStructure):
         A labelling that is not a tree of the grammar raises ``ValueError``
         (:func:`sklstruct._inference.cfg.check_span_tree` names the sentence, the span and
         the reason)."""
-        n_words, start, end = self._layout(batch)
-        Y = np.asarray(Y, dtype=np.int64)
-        cky.check_span_tree(Y - 1, n_words, self.grammar)
-        nodes = np.flatnonzero(Y > 0)
-        sentence = batch.sequence_index[nodes]
-        node_start, node_end = start[nodes], end[nodes]
-        label = Y[nodes] - 1
-        # the nodes of a sentence that share a start are nested: the left child of a node is
-        # the next shorter one (nodes sorted by start, then end); the right child likewise,
-        # among the nodes sharing its end
-        by_start = np.lexsort((node_end, node_start, sentence))
-        by_end = np.lexsort((node_start, node_end, sentence))
-        left_of = np.zeros_like(nodes)
-        right_of = np.zeros_like(nodes)
-        left_of[by_start[1:]] = by_start[:-1]
-        right_of[by_end[:-1]] = by_end[1:]
-        internal = np.flatnonzero(node_end - node_start > 1)
-        g = self.grammar
-        keys = _rule_keys(np.column_stack([g.bottom[label[internal]],
-                                           g.top[label[left_of[internal]]],
-                                           g.top[label[right_of[internal]]]]), g.n_symbols)
-        rules = self._rule_order[np.searchsorted(self._rule_keys, keys)]
-        return sentence[internal], rules
+        n_words, _, _ = self._layout(batch)
+        Y = np.ascontiguousarray(Y, dtype=np.int64)
+        rules = np.empty(int(np.sum(n_words - 1)), dtype=np.int64)
+        bad = tree_rules(Y, n_words, self.grammar, rules)
+        if bad >= 0:
+            rows = slice(batch.offsets[bad], batch.offsets[bad + 1])
+            try:
+                cky.check_span_tree(Y[rows] - 1, n_words[bad:bad + 1], self.grammar)
+            except ValueError as error:
+                raise ValueError(str(error).replace("sentence 0", f"sentence {bad}")) \
+                    from None
+        return np.repeat(np.arange(batch.n_sequences), n_words - 1), rules
 
     def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
         R = self.grammar.n_rules
@@ -331,8 +317,3 @@ class ConstituencyTree(BaseStructure):
         n_words, _, _ = self._layout(batch)
         return CFGKernels(batch.offsets, n_words, self.grammar)
 
-
-def _rule_keys(rules, n_symbols):
-    """One int64 key per rule ``(parent, left, right)``."""
-    rules = np.asarray(rules, dtype=np.int64).reshape(-1, 3)
-    return (rules[:, 0] * n_symbols + rules[:, 1]) * n_symbols + rules[:, 2]
