@@ -21,9 +21,13 @@ for testing, gold part-of-speech tags as input, as in the papers. Sections (``--
   support vectors (dual variables > 0), iterations, test F1. ``C`` is the sum convention's,
   ``C = C_J / n`` with the paper's ``C_J``, fixed at ``--paper-C`` (a loss of 1 with
   ``C / 100`` is the same problem); the tolerance is ``--tol`` (relative duality gap).
-- ``learners``: every learner on the bracket loss and Psi_CFG features (``--learner-size``
-  sentences, ``C = --C``): time to a relative duality gap of ``--tol``, iterations, oracle
-  calls, objective and test F1. ``L1M3N`` minimises its own (l1) objective.
+- ``learners``: every learner on the bracket loss and Psi_CFG features (the first
+  ``--learner-size`` training sentences, ``C = --learner-C``): time to a relative duality
+  gap of ``--tol``, iterations, oracle calls, objective and test F1. ``L1M3N`` minimises its
+  own (l1) objective.
+
+``C`` of the ``f1`` models (``--C``, ``--span-C``) was chosen on files wsj_0140-0159 as a
+development set (training on wsj_0001-0139) among 0.1, 0.3, 1, 3, 10.
 
     python benchmarks/bench_cfg.py [--sections enumeration f1 long paper learners]
         [--quick] [--output [PATH]]
@@ -301,7 +305,7 @@ def section_learners(args, data):
         if args.learners and not any(part in name for part in args.learners):
             continue
         model, seconds = timed(ConstituencyParser(
-            make(args.C, args.tol), SpanFeatures(span_features=False),
+            make(args.learner_C, args.tol), SpanFeatures(span_features=False),
             horizontal=args.horizontal, vertical=args.vertical).fit, X_train[:n], y_train[:n])
         history = model.learner_.history_
         reached = np.flatnonzero(np.asarray(history["gap"])
@@ -322,14 +326,15 @@ def main():
     p.add_argument("--quick", action="store_true")
     p.add_argument("--horizontal", type=int, default=1)
     p.add_argument("--vertical", type=int, default=1)
-    p.add_argument("--C", type=float, default=1.0,
-                   help="C of the Psi_CFG models (bracket loss)")
-    p.add_argument("--span-C", type=float, default=0.3, help="C of the span-feature model")
+    p.add_argument("--C", type=float, default=3.0,
+                   help="C of the Psi_CFG model of 'f1' (bracket loss)")
+    p.add_argument("--span-C", type=float, default=1.0, help="C of the span-feature model")
+    p.add_argument("--learner-C", type=float, default=1.0, help="C of 'learners'")
     p.add_argument("--paper-C", type=float, default=2.0,
                    help="C with the paper's loss of 100 (C_J / n in its terms)")
     p.add_argument("--tol", type=float, default=0.01)
     p.add_argument("--sizes", type=int, nargs="+", default=[100, 200, 400, 812])
-    p.add_argument("--learner-size", type=int, default=812)
+    p.add_argument("--learner-size", type=int, default=400)
     p.add_argument("--learners", nargs="*", default=None,
                    help="substrings of the learners to run in 'learners' (default: all)")
     p.add_argument("--nltk-sentences", type=int, default=110)

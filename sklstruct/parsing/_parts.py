@@ -25,6 +25,18 @@ class PartsLearnerMixin:
     """
 
     def set_params(self, **params):
+        """Set parameters; ``learner__*`` ones also with ``learner=None`` (they then set
+        those of a default learner, which becomes ``learner``).
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters, nested ones as ``learner__C``.
+
+        Returns
+        -------
+        self : estimator
+        """
         if self.learner is None and "learner" not in params \
                 and any(key.startswith("learner__") for key in params):
             self.learner = default_learner()

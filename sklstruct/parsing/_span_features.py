@@ -163,6 +163,10 @@ class SpanFeatures(TransformerMixin, BaseEstimator):
     def get_feature_names_out(self, input_features=None):
         """Names of the feature columns, such as ``"word=dogs"`` or ``"span.first.tag=DT"``.
 
+        Parameters
+        ----------
+        input_features : ignored
+
         Returns
         -------
         names : ndarray of str

@@ -214,7 +214,16 @@ class ConstituencyTree(BaseStructure):
                            minlength=batch.n_sequences).astype(np.float64)
 
     def pairwise_count_blocks(self, batch):
-        """The rule counts of a tree sum to its ``n - 1`` internal nodes."""
+        """The rule counts of a tree sum to its ``n - 1`` internal nodes.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+
+        Returns
+        -------
+        blocks : list of (int, int, ndarray of shape (n_sentences,))
+        """
         n_words, _, _ = self._layout(batch)
         return [(0, self.grammar.n_rules, n_words - 1.0)]
 
@@ -244,8 +253,21 @@ class ConstituencyTree(BaseStructure):
         return float(self.loss_scale) * (differ > 0)
 
     def max_loss(self, batch, Y):
-        """The largest loss of every sentence's trees (bracket loss: the loss-augmented tree
-        of zero scores; 0/1 loss: ``loss_scale``)."""
+        """The largest loss of every sentence's trees.
+
+        Bracket loss: the loss of the loss-augmented tree at zero scores (exact); 0/1 loss:
+        ``loss_scale``.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        Y : ndarray of int of shape (n_rows,)
+            True span states.
+
+        Returns
+        -------
+        max_loss : ndarray of shape (n_sentences,)
+        """
         if not self.loss_decomposes:
             return np.full(batch.n_sequences, float(self.loss_scale))
         zeros = np.zeros((batch.n_tokens, self.n_states_))
