@@ -152,33 +152,6 @@ class ConstituencyTree(BaseStructure):
                              "n (n + 1) / 2 span rows.")
         return n_words
 
-    def _layout(self, batch):
-        """``(n_words, start, end)`` of a batch (the span of every row), kept for the last
-        batch, since an oracle call and the statistics of its answer ask for the same one."""
-        cached = getattr(self, "_layout_cache", None)
-        if cached is not None and cached[0] is batch.X and cached[1] is batch.offsets:
-            return cached[2]
-        n_words = self.sentence_lengths(batch)
-        longest = int(n_words.max(initial=1))
-        table_start, table_end = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
-        for n in range(1, longest + 1):
-            start, end = cky.span_index(n)
-            table_start.append(start)
-            table_end.append(end)
-        table_start, table_end = np.concatenate(table_start), np.concatenate(table_end)
-        first = np.concatenate(([0], np.cumsum(np.arange(1, longest + 1)
-                                               * np.arange(2, longest + 2) // 2)))
-        local = np.arange(batch.n_tokens) - np.repeat(batch.offsets[:-1], batch.lengths)
-        at = np.repeat(first[n_words - 1], batch.lengths) + local
-        layout = (n_words, table_start[at], table_end[at])
-        self._layout_cache = (batch.X, batch.offsets, layout)
-        return layout
-
-    def __getstate__(self):
-        state = dict(super().__getstate__())
-        state.pop("_layout_cache", None)
-        return state
-
     # ----------------------------------------------------------------- statistics
     def _node_rules(self, batch, Y):
         """Sentence and rule index of every internal node of the trees ``Y``.
@@ -186,7 +159,7 @@ class ConstituencyTree(BaseStructure):
         A labelling that is not a tree of the grammar raises ``ValueError``
         (:func:`sklstruct._inference.cfg.check_span_tree` names the sentence, the span and
         the reason)."""
-        n_words, _, _ = self._layout(batch)
+        n_words = self.sentence_lengths(batch)
         Y = np.ascontiguousarray(Y, dtype=np.int64)
         rules = np.empty(int(np.sum(n_words - 1)), dtype=np.int64)
         bad = tree_rules(Y, n_words, self.grammar, rules)
@@ -197,6 +170,7 @@ class ConstituencyTree(BaseStructure):
             except ValueError as error:
                 raise ValueError(str(error).replace("sentence 0", f"sentence {bad}")) \
                     from None
+            raise ValueError(f"the states of sentence {bad} are not a tree of the grammar.")
         return np.repeat(np.arange(batch.n_sequences), n_words - 1), rules
 
     def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
@@ -224,7 +198,7 @@ class ConstituencyTree(BaseStructure):
         -------
         blocks : list of (int, int, ndarray of shape (n_sentences,))
         """
-        n_words, _, _ = self._layout(batch)
+        n_words = self.sentence_lengths(batch)
         return [(0, self.grammar.n_rules, n_words - 1.0)]
 
     # ----------------------------------------------------------------- loss
@@ -283,7 +257,7 @@ class ConstituencyTree(BaseStructure):
     def decode(self, batch, unary, pairwise, n_jobs=None):
         if batch.n_sequences == 0:
             return np.zeros(0, dtype=np.int64)
-        n_words, _, _ = self._layout(batch)
+        n_words = self.sentence_lengths(batch)
         labels, _ = cky.cky_decode(self._span_scores(unary), n_words, self.grammar, pairwise,
                                    n_jobs=n_jobs)
         return labels + 1
@@ -306,7 +280,7 @@ class ConstituencyTree(BaseStructure):
     def _best_other(self, batch, unary, pairwise, Y, rescale, n_jobs):
         """Most violating trees of the 0/1 loss: the best tree other than the true one
         (2-best CKY) when it violates the margin, else the true tree (loss 0)."""
-        n_words, _, _ = self._layout(batch)
+        n_words = self.sentence_lengths(batch)
         Y = np.asarray(Y, dtype=np.int64)
         other, other_cky = cky.cky_best_other(self._span_scores(unary), n_words, self.grammar,
                                               Y - 1, pairwise, n_jobs=n_jobs)
@@ -326,7 +300,7 @@ class ConstituencyTree(BaseStructure):
     def marginals(self, batch, unary, pairwise, n_jobs=None):
         if batch.n_sequences == 0:
             return np.zeros_like(unary), np.zeros((0, self.n_pairwise_)), np.zeros(0)
-        n_words, _, _ = self._layout(batch)
+        n_words = self.sentence_lengths(batch)
         unary = np.asarray(unary, dtype=np.float64)
         marg, counts, log_z = cky.inside_outside(self._span_scores(unary), n_words,
                                                  self.grammar, pairwise, n_jobs=n_jobs)
@@ -336,6 +310,6 @@ class ConstituencyTree(BaseStructure):
         return node, counts, log_z + batch.sum_per_sequence(unary[:, 0])
 
     def example_kernels(self, batch):
-        n_words, _, _ = self._layout(batch)
+        n_words = self.sentence_lengths(batch)
         return CFGKernels(batch.offsets, n_words, self.grammar)
 
