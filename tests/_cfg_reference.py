@@ -221,10 +221,10 @@ def random_cfg_problem(seed, n_sentences=4, max_length=4, n_features=3, all_stat
 
 
 def tree_labelings(spec):
-    """``labelings(length)`` for tests/_enumeration.py: every tree of an example of
+    """``labelings(i, length)`` for tests/_enumeration.py: every tree of an example of
     ``length`` span rows, as span states (0 off the tree)."""
 
-    def labelings(length):
+    def labelings(i, length):
         n = int(round((np.sqrt(8 * length + 1) - 1) / 2))
         return enumerate_trees(n, **spec)[0] + 1
 

@@ -9,19 +9,16 @@ import itertools
 import numpy as np
 from scipy.optimize import minimize
 
-from sklstruct.utils._sequences import SequenceBatch
-
 
 def all_labelings(n_states, length):
     return np.array(list(itertools.product(range(n_states), repeat=length)), dtype=np.intp)
 
 
-def _labelings(structure, labelings, length):
-    """The labelings of an example of ``length`` tokens: all of them, or ``labelings(length)``
-    (for structures whose outputs are a subset, such as trees)."""
-    if labelings is None:
-        return all_labelings(structure.n_states_, length)
-    return labelings(length)
+def _labelings_of(structure, labelings, i, length):
+    """The labelings of example ``i``: ``labelings(i, length)`` when given, else all."""
+    if labelings is not None:
+        return labelings(i, length)
+    return all_labelings(structure.n_states_, length)
 
 
 def enumerate_labelings(structure, batch, Y, labelings=None):
@@ -33,8 +30,8 @@ def enumerate_labelings(structure, batch, Y, labelings=None):
     features, losses, groups = [], [], []
     for i in range(batch.n_sequences):
         lo, hi = batch.offsets[i], batch.offsets[i + 1]
-        sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
-        for ybar in _labelings(structure, labelings, hi - lo):
+        sub = batch.take([i])
+        for ybar in _labelings_of(structure, labelings, i, hi - lo):
             features.append(structure.joint_feature(sub, ybar))
             losses.append(float(structure.loss(sub, Y[lo:hi], ybar)[0]))
             groups.append(i)
@@ -42,17 +39,18 @@ def enumerate_labelings(structure, batch, Y, labelings=None):
 
 
 def enumerate_constraints(structure, batch, Y, rescale="margin", labelings=None):
-    """Directions ``Delta-scaled (Psi(y_i) - Psi(y))`` and offsets for every example and labeling.
+    """Directions ``Delta-scaled (Psi(y_i) - Psi(y))`` and offsets for every example and labeling
+    (every labeling of the states, or those ``labelings(i, length)`` lists for example ``i``).
 
     Returns ``(directions (K, size), offsets (K,), groups (K,))``.
     """
     directions, offsets, groups = [], [], []
     for i in range(batch.n_sequences):
         lo, hi = batch.offsets[i], batch.offsets[i + 1]
-        sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
+        sub = batch.take([i])
         y_i = Y[lo:hi]
         psi_true = structure.joint_feature(sub, y_i)
-        for ybar in _labelings(structure, labelings, hi - lo):
+        for ybar in _labelings_of(structure, labelings, i, hi - lo):
             loss = float(structure.loss(sub, y_i, ybar)[0])
             if loss == 0:
                 continue
@@ -70,8 +68,8 @@ def exact_optimum(structure, batch, Y, C, rescale="margin", nonnegative=(), labe
     reads the dual variables off its Lagrange multipliers. Returns ``(lower, upper, w)``: the
     dual value of the (feasible) multipliers and the primal value of ``w``, computed by
     enumeration, bracket the optimum. Weights listed in ``nonnegative`` are constrained to be
-    ``>= 0`` (the dual then has ``w(alpha)`` projected onto that constraint). ``labelings``:
-    see :func:`_labelings`.
+    ``>= 0`` (the dual then has ``w(alpha)`` projected onto that constraint). ``labelings``
+    restricts the outputs as in :func:`enumerate_constraints`.
     """
     directions, c, groups = enumerate_constraints(structure, batch, Y, rescale, labelings)
     n_constraints, size = directions.shape
@@ -106,11 +104,11 @@ def primal_objective(structure, batch, Y, w, C, rescale="margin", labelings=None
     total = 0.5 * w @ w
     for i in range(batch.n_sequences):
         lo, hi = batch.offsets[i], batch.offsets[i + 1]
-        sub = SequenceBatch(batch.X[lo:hi], np.array([0, hi - lo], dtype=np.int64))
+        sub = batch.take([i])
         y_i = Y[lo:hi]
         s_true = w @ structure.joint_feature(sub, y_i)
         best = 0.0
-        for ybar in _labelings(structure, labelings, hi - lo):
+        for ybar in _labelings_of(structure, labelings, i, hi - lo):
             loss = float(structure.loss(sub, y_i, ybar)[0])
             s = w @ structure.joint_feature(sub, ybar)
             value = loss + s - s_true if rescale == "margin" else loss * (1 + s - s_true)

@@ -10,7 +10,8 @@ import sklstruct
 from sklstruct import inspection, metrics, parsing, pipeline, preprocessing
 from sklstruct.datasets import (get_data_home, grid_pixel_features, load_conll2000,
                                 load_conll2002, load_ocr_letters, load_ocr_sample,
-                                load_weizmann_horses, make_sparse_chain)
+                                load_weizmann_horses, make_noisy_volumes,
+                                make_sparse_chain)
 from sklstruct.structures import BaseStructure, ConstituencyTree
 from sklstruct.utils import lengths_from_sequence_ids, lengths_to_groups
 
@@ -21,7 +22,8 @@ PUBLIC_CLASSES = [getattr(sklstruct, name) for name in sklstruct.__all__
     getattr(parsing, name) for name in parsing.__all__
     if inspect.isclass(getattr(parsing, name))]
 PUBLIC_FUNCTIONS = [get_data_home, grid_pixel_features, load_conll2000, load_conll2002,
-                    load_ocr_letters, load_ocr_sample, load_weizmann_horses, make_sparse_chain,
+                    load_ocr_letters, load_ocr_sample, load_weizmann_horses, make_noisy_volumes,
+                    make_sparse_chain,
                     lengths_to_groups, lengths_from_sequence_ids,
                     preprocessing.window_features] + [
     getattr(module, name) for module in (metrics, inspection, pipeline, parsing)

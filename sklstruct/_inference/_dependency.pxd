@@ -33,15 +33,12 @@ cdef inline intp_t inside_outside_work(intp_t n) noexcept nogil:
 
 cdef inline intp_t matrix_tree_work(intp_t n) noexcept nogil:
     """Doubles of workspace :func:`matrix_tree_marginals` needs for ``n`` tokens."""
-    cdef intp_t lu = 2 * n * n + 2 * n
-    if lu > spanning_tree_work(n):
-        return lu
-    return spanning_tree_work(n)
+    return 2 * n * (n + 1) + 3 * n + 3 * (n + 1)
 
 
 cdef inline intp_t matrix_tree_int_work(intp_t n) noexcept nogil:
     """Integers of workspace :func:`matrix_tree_marginals` needs for ``n`` tokens."""
-    return spanning_tree_int_work(n)
+    return n
 
 
 cdef double eisner_decode(const double* scores, intp_t n, bint single_root, int64_t* heads,

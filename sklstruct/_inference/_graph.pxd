@@ -104,3 +104,7 @@ cdef double submodular_cut(const double* unary, intp_t n_nodes, const int64_t* e
 cdef double grid3d_cut(const double* unary, intp_t n_slices, intp_t n_rows, intp_t n_cols,
                        const double* costs, int64_t* labels, intp_t* int_work,
                        double* work) noexcept nogil
+
+
+cdef void adjacency(intp_t n_nodes, const int64_t* edges, intp_t n_edges, intp_t* start,
+                    intp_t* adj, intp_t* fill) noexcept nogil

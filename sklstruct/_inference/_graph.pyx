@@ -144,8 +144,8 @@ cdef intp_t forest_cycle_edge(intp_t n_nodes, const int64_t* edges, intp_t n_edg
     return -1
 
 
-cdef void _adjacency(intp_t n_nodes, const int64_t* edges, intp_t n_edges, intp_t* start,
-                     intp_t* adj, intp_t* fill) noexcept nogil:
+cdef void adjacency(intp_t n_nodes, const int64_t* edges, intp_t n_edges, intp_t* start,
+                    intp_t* adj, intp_t* fill) noexcept nogil:
     """Incident edges of every node, ``adj[start[t]:start[t + 1]]``, in edge order."""
     cdef intp_t t, e, u, v
     for t in range(n_nodes + 1):
@@ -178,7 +178,7 @@ cdef void _forest_schedule(intp_t n_nodes, const int64_t* edges, intp_t n_edges,
     cdef intp_t* order = adj + 2 * n_edges
     cdef intp_t* parent_edge = order + n_nodes
     cdef intp_t t, k, done, i, e, v, w, root
-    _adjacency(n_nodes, edges, n_edges, start, adj, parent_edge + n_nodes)
+    adjacency(n_nodes, edges, n_edges, start, adj, parent_edge + n_nodes)
     for t in range(n_nodes):
         parent_edge[t] = -2  # not reached yet
     k = 0
@@ -454,7 +454,7 @@ cdef double trws_map(const double* unary, intp_t n_nodes, intp_t n_states,
         upper_bound[0] = score
         n_iter[0] = 0
         return score
-    _adjacency(n_nodes, edges, n_edges, start, adj, best_labels)
+    adjacency(n_nodes, edges, n_edges, start, adj, best_labels)
     for k in range(2 * n_edges * S):
         messages[k] = 0.0
     n_iter[0] = 0

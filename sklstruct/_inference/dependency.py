@@ -15,7 +15,6 @@ the cost to every arc that is not a gold arc and decode.
 """
 
 import math
-import warnings
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -25,9 +24,6 @@ from ._validation import check_n_jobs
 
 __all__ = ["check_heads", "decode_trees", "tree_marginals"]
 
-# A sum of arc marginals over the heads of one token further than this from 1 flags a
-# matrix-tree result as inaccurate.
-_MARGINAL_SUM_TOLERANCE = 1e-8
 # Elements of the boolean array of one crossing-arc check.
 _CROSSING_BLOCK = 1 << 22
 
@@ -189,20 +185,19 @@ def tree_marginals(scores, lengths, projective=True, single_root=False, n_jobs=N
     log domain, the outside pass as its reverse-mode derivative (the adjoints are the
     probabilities of the chart items), exact to rounding for any finite scores. All trees by
     the matrix-tree theorem (Koo, Globerson, Carreras and Collins 2007; Smith and Smith
-    2007), O(n^3): ``Z`` is the determinant of the token Laplacian (Koo et al.'s modified
-    matrix for single-root trees), computed by an LU factorisation with partial pivoting
-    after shifting the scores of the arcs into each token by their maximum; the marginals
-    come from its inverse.
-
-    The matrix-tree results are accurate (1e-10) while the scores spread over a few nats:
-    normal scores of standard deviation up to about 5 (measured up to 40 tokens). Beyond,
-    the error grows like ``1e-16 exp(d)``, where ``d`` is how far the arcs entering a cycle
-    of best arcs from outside lie below the best arcs into its tokens; for scores of scale
-    100 it is unbounded (a matrix singular in double precision gives ``log Z = -inf``). A
-    :class:`RuntimeWarning` names the sentences whose marginals visibly fail to sum to 1
-    over the heads of a token, or whose ``log Z`` is -inf although they have a tree; an
-    inaccurate ``log Z`` may otherwise go unflagged. Scale the scores down, or use the
-    projective routine, which has no such limit.
+    2007), O(n^3): ``Z`` is the determinant of the token Laplacian, a diagonally dominant
+    M-matrix, computed by Gaussian elimination in the subtraction-free form of Grassmann,
+    Taksar and Heyman (1985), which is accurate to rounding however ill-conditioned the
+    matrix (O'Cinneide 1993; Alfa, Xue and Ye 2002); single-root trees are the first-order
+    term in the root weights of the same elimination; the marginals are its reverse-mode
+    derivative. Each column is held in units of its best entering arc, in double precision
+    while no entry falls below 2^-960 units and as logarithms otherwise, so that nothing
+    overflows or underflows. Exact to rounding for any finite scores, the errors growing
+    as the unit roundoff times the spread of the scores, as for the log-domain projective
+    routine: ``log Z`` to a relative 3e-14 and the marginals to an absolute 5e-14 for scores
+    of scale up to 100, 2e-13 and 5e-13 at scale 1000 (measured against enumeration and
+    40-digit arithmetic, up to 60 tokens); see
+    :func:`sklstruct._inference._dependency.matrix_tree_marginals`.
 
     Parameters
     ----------
@@ -245,42 +240,7 @@ def tree_marginals(scores, lengths, projective=True, single_root=False, n_jobs=N
     marginals, log_partition = _map_chunks(
         _solve_marginals, scores, lengths, offsets, (projective, single_root), n_jobs
     )
-    if not projective:
-        _warn_inaccurate(scores, lengths, offsets, single_root, marginals, log_partition)
     return marginals, log_partition
-
-
-def _warn_inaccurate(scores, lengths, offsets, single_root, marginals, log_partition):
-    """Warn about the sentences whose matrix-tree results are visibly wrong.
-
-    Those are the sentences with a finite ``log Z`` whose marginals do not sum to 1 over
-    the heads of some token, and those with ``log Z = -inf`` that have a tree of finite
-    score after all (a matrix that rounding made singular).
-    """
-    bad = []
-    for n in np.unique(lengths):
-        members = np.flatnonzero(lengths == n)
-        block = marginals[offsets[members][:, None] + np.arange((n + 1) ** 2)]
-        sums = block.reshape(-1, n + 1, n + 1)[:, :, 1:].sum(axis=1)
-        deviation = np.abs(sums - 1.0).max(axis=1)
-        flagged = (deviation > _MARGINAL_SUM_TOLERANCE) & np.isfinite(log_partition[members])
-        bad.extend(members[flagged].tolist())
-    empty = np.flatnonzero(np.isneginf(log_partition))
-    if empty.shape[0]:
-        _, best = _solve_decode(
-            np.concatenate([scores[offsets[i] : offsets[i + 1]] for i in empty]),
-            lengths[empty], False, single_root)
-        bad.extend(empty[best > -np.inf].tolist())
-    bad.sort()
-    if bad:
-        shown = ", ".join(str(i) for i in bad[:10]) + (", ..." if len(bad) > 10 else "")
-        warnings.warn(
-            f"the matrix-tree marginals of {len(bad)} sentence(s) ({shown}) are inaccurate: "
-            f"their scores span too many nats for double precision. Scale the scores down "
-            f"or use projective=True.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
 
 
 def check_heads(heads, lengths, projective=False, single_root=False):

@@ -16,6 +16,8 @@ Which oracle to use:
 
 - forests (acyclic graphs, possibly disconnected): :func:`forest_map` and
   :func:`forest_marginals` are exact;
+- small graphs of any shape (``n_states ** n_nodes`` up to about a million labellings):
+  :func:`enumerate_map` and :func:`enumerate_marginals` are exact;
 - binary labels with submodular edges: :func:`submodular_map` is exact on any graph, and
   :func:`grid3d_map` on 3-D grids with disagreement costs;
 - otherwise :func:`loopy_map` (TRW-S) returns a labelling and a certified upper bound on the
@@ -31,11 +33,13 @@ import numbers
 import numpy as np
 from joblib import Parallel, delayed
 
-from . import _graph
+from . import _graph, _graph_kernels
 from ._validation import as_float_array, as_int_array, check_n_jobs, split_into_chunks
 
 __all__ = [
     "check_graph",
+    "enumerate_map",
+    "enumerate_marginals",
     "forest_map",
     "forest_marginals",
     "grid3d_map",
@@ -443,6 +447,125 @@ def forest_marginals(unary, node_offsets, edges, edge_offsets, pairwise, n_jobs=
         unary, node_offsets, edges, edge_offsets, pairwise)
     _require_forests(node_offsets, edges, edge_offsets)
     return _map_graphs(_solve_forest_marginals, unary, node_offsets, edges, edge_offsets,
+                       pairwise, (), n_jobs)
+
+
+# the most labellings per graph the enumeration entry points accept
+MAX_ENUMERATION = 1 << 24
+
+
+def _check_enumerable(node_offsets, n_states):
+    sizes = np.diff(node_offsets)
+    too_big = sizes * np.log(max(n_states, 1)) > np.log(MAX_ENUMERATION)
+    if np.any(too_big):
+        g = int(np.flatnonzero(too_big)[0])
+        raise ValueError(f"graph {g} has {n_states} ** {int(sizes[g])} labellings, more than "
+                         f"enumeration takes ({MAX_ENUMERATION}); use forest_map or loopy_map.")
+
+
+def _solve_enumerate_map(unary, node_offsets, edges, edge_offsets, pairwise):
+    labels = np.zeros(unary.shape[0], dtype=np.int64)
+    scores = np.zeros(node_offsets.shape[0] - 1)
+    if scores.shape[0]:
+        _graph_kernels.enumerate_map_batch(unary, node_offsets, edges, edge_offsets, pairwise,
+                                           labels, scores)
+    return labels, scores
+
+
+def _solve_enumerate_marginals(unary, node_offsets, edges, edge_offsets, pairwise):
+    node_marginals = np.zeros(unary.shape)
+    edge_marginals = np.zeros(pairwise.shape)
+    log_partition = np.zeros(node_offsets.shape[0] - 1)
+    if log_partition.shape[0]:
+        _graph_kernels.enumerate_marginals_batch(unary, node_offsets, edges, edge_offsets,
+                                                 pairwise, node_marginals, edge_marginals,
+                                                 log_partition)
+    return node_marginals, edge_marginals, log_partition
+
+
+def enumerate_map(unary, node_offsets, edges, edge_offsets, pairwise, n_jobs=None):
+    """Exact MAP labelling of small graphs of any shape, by enumeration.
+
+    All ``n_states ** n_nodes`` labellings of each graph are visited in reflected Gray-code
+    order (Knuth, TAOCP 7.2.1.1), one node changing per step, so a step costs that node's
+    degree; the running score is recomputed exactly every 4096 labellings. Exact for any
+    graph; meant for small ones (a full graph over 16 binary labels has 65536 labellings).
+
+    Parameters
+    ----------
+    unary : array-like of shape (n_nodes, n_states)
+        Score of each state at each node, all graphs stacked.
+    node_offsets : array-like of int of shape (n_graphs + 1,)
+        Node boundaries; every graph has at least one node.
+    edges : array-like of int of shape (n_edges, 2)
+        Stacked edges ``(u, v)``, node indices local to their graph; ``u != v`` and at most
+        one edge per pair of nodes.
+    edge_offsets : array-like of int of shape (n_graphs + 1,)
+        Edge boundaries (a graph may have no edge).
+    pairwise : array-like of shape (n_edges, n_states, n_states)
+        ``pairwise[e, a, b]`` scores ``y_u = a, y_v = b`` for edge ``e = (u, v)``.
+    n_jobs : int, default=None
+        Number of joblib workers (threads unless a joblib backend is configured); the result
+        does not depend on it.
+
+    Returns
+    -------
+    labels : ndarray of int64, shape (n_nodes,)
+        A maximising labelling: the first of strictly greater running score in Gray-code
+        order (ties, up to rounding of the running score, go to the earliest).
+    scores : ndarray of float64, shape (n_graphs,)
+        Score of the returned labelling of each graph, recomputed exactly.
+
+    Raises
+    ------
+    ValueError
+        For invalid input, or a graph of more than ``2 ** 24`` labellings.
+    """
+    unary, node_offsets, edges, edge_offsets, pairwise = _check_batch(
+        unary, node_offsets, edges, edge_offsets, pairwise)
+    _check_enumerable(node_offsets, unary.shape[1])
+    return _map_graphs(_solve_enumerate_map, unary, node_offsets, edges, edge_offsets,
+                       pairwise, (), n_jobs)
+
+
+def enumerate_marginals(unary, node_offsets, edges, edge_offsets, pairwise, n_jobs=None):
+    """Marginals and log-partition of ``p(y) ∝ exp(score(y))`` on small graphs of any shape.
+
+    Two passes over all labellings (reflected Gray-code order): the first finds the largest
+    score ``m``, the second sums ``exp(score - m)``, each term at most one, into the
+    marginals; the log-partition is ``m`` plus the log of that sum. Any finite scores give
+    finite results.
+
+    Parameters
+    ----------
+    unary : array-like of shape (n_nodes, n_states)
+        Score of each state at each node, all graphs stacked.
+    node_offsets : array-like of int of shape (n_graphs + 1,)
+        Node boundaries; every graph has at least one node.
+    edges : array-like of int of shape (n_edges, 2)
+        Stacked edges ``(u, v)``, node indices local to their graph.
+    edge_offsets : array-like of int of shape (n_graphs + 1,)
+        Edge boundaries.
+    pairwise : array-like of shape (n_edges, n_states, n_states)
+        ``pairwise[e, a, b]`` scores ``y_u = a, y_v = b`` for edge ``e = (u, v)``.
+    n_jobs : int, default=None
+        Number of joblib workers; the result does not depend on it.
+
+    Returns
+    -------
+    node_marginals : ndarray of float64, shape (n_nodes, n_states)
+    edge_marginals : ndarray of float64, shape (n_edges, n_states, n_states)
+    log_partition : ndarray of float64, shape (n_graphs,)
+
+    Raises
+    ------
+    ValueError
+        For invalid input, or a graph of more than ``2 ** 24`` labellings.
+    """
+    unary, node_offsets, edges, edge_offsets, pairwise = _check_batch(
+        unary, node_offsets, edges, edge_offsets, pairwise)
+    _check_enumerable(node_offsets, unary.shape[1])
+    return _map_graphs(_solve_enumerate_marginals, unary, node_offsets, edges, edge_offsets,
                        pairwise, (), n_jobs)
 
 

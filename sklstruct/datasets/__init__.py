@@ -1,4 +1,4 @@
-"""Sequence-labelling data sets: local loaders and an embedded sample."""
+"""Data sets: local loaders, an embedded sample and synthetic generators."""
 
 from ._loaders import (
     get_data_home,
@@ -9,6 +9,9 @@ from ._loaders import (
 )
 from ._horses import grid_pixel_features, load_weizmann_horses
 from ._synthetic import make_sparse_chain
+from ._treebank import make_dependency_treebank
+from ._trees import make_tree_data
+from ._volumes import make_noisy_volumes
 
 __all__ = [
     "get_data_home",
@@ -18,5 +21,8 @@ __all__ = [
     "load_ocr_letters",
     "load_ocr_sample",
     "load_weizmann_horses",
+    "make_dependency_treebank",
+    "make_noisy_volumes",
     "make_sparse_chain",
+    "make_tree_data",
 ]

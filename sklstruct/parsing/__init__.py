@@ -9,8 +9,10 @@ max-margin weighted grammar with any sklstruct learner on the span rows of
 the same grammar.
 """
 
+from ._arc_features import ArcFeatures
 from ._conll import read_conll, read_dependency_columns, write_conll
 from ._constituency import ConstituencyParser, PCFGParser
+from ._dependency_parser import DependencyParser
 from ._metrics import attachment_scorer, attachment_scores, bracket_f1_scorer, bracket_scores
 from ._span_features import SpanFeatures
 from ._transforms import binarize, collapse_unary, expand_unary, unbinarize
@@ -26,7 +28,9 @@ from ._trees import (
 )
 
 __all__ = [
+    "ArcFeatures",
     "ConstituencyParser",
+    "DependencyParser",
     "PCFGParser",
     "SpanFeatures",
     "attachment_scorer",

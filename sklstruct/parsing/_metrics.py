@@ -7,6 +7,7 @@ from collections import Counter
 import numpy as np
 from sklearn.exceptions import UndefinedMetricWarning
 
+from ._dependency_targets import _as_head_arrays, _as_relation_arrays, split_trees
 from ._trees import check_tree, is_preterminal, strip_function_tag
 
 __all__ = ["attachment_scorer", "attachment_scores", "bracket_f1_scorer", "bracket_scores"]
@@ -20,42 +21,6 @@ _EVALB_EQUIVALENT = {"PRT": "ADVP"}
 
 
 # ----------------------------------------------------------------------- attachment scores
-def _as_head_arrays(heads, name):
-    if not isinstance(heads, (list, tuple, np.ndarray)):
-        raise TypeError(
-            f"{name} must be a list of per-sentence head arrays; got {type(heads).__name__}."
-        )
-    arrays = []
-    for i, sentence_heads in enumerate(heads):
-        array = np.asarray(sentence_heads)
-        if array.ndim != 1:
-            raise ValueError(f"{name}[{i}] must be 1-D; got shape {array.shape}.")
-        if array.size and array.dtype.kind not in "iu":
-            raise ValueError(f"{name}[{i}] must hold integers; got dtype {array.dtype}.")
-        array = array.astype(np.int64)
-        n = array.shape[0]
-        if n and (array.min() < 0 or array.max() > n):
-            raise ValueError(
-                f"{name}[{i}] has heads outside 0..{n} (0 is the root, 1..{n} the tokens)."
-            )
-        arrays.append(array)
-    return arrays
-
-
-def _as_relation_arrays(relations, lengths, name):
-    if len(relations) != len(lengths):
-        raise ValueError(
-            f"{name} has {len(relations)} sentences; the heads have {len(lengths)}."
-        )
-    arrays = []
-    for i, (sentence_relations, n) in enumerate(zip(relations, lengths)):
-        array = np.asarray(list(sentence_relations), dtype=object)
-        if array.shape != (n,):
-            raise ValueError(f"{name}[{i}] has {array.size} relations for {n} tokens.")
-        arrays.append(array)
-    return arrays
-
-
 def _is_punctuation_form(form):
     return bool(form) and all(unicodedata.category(c).startswith("P") for c in form)
 
@@ -375,18 +340,6 @@ def bracket_scores(trees_true, trees_pred):
 
 
 # -------------------------------------------------------------------------------- scorers
-def _is_pair(item):
-    return (
-        isinstance(item, (tuple, list)) and len(item) == 2
-        and all(np.ndim(part) == 1 for part in item)
-    )
-
-
-def _split_pairs(y):
-    """The heads of a list of head arrays or of (heads, relations) pairs."""
-    return [item[0] if _is_pair(item) else item for item in y]
-
-
 class _ParseScorer:
     """``scorer(estimator, X, y)``: a figure of ``estimator.predict(X)`` against ``y``."""
 
@@ -402,7 +355,7 @@ class _ParseScorer:
 
 
 def _uas(y_true, y_pred):
-    return attachment_scores(_split_pairs(y_true), _split_pairs(y_pred))["uas"]
+    return attachment_scores(split_trees(y_true)[0], split_trees(y_pred)[0])["uas"]
 
 
 def _bracket_f1(y_true, y_pred):

@@ -4,20 +4,28 @@ from .._inference.cfg import Grammar
 from ._base import BaseStructure
 from .cfg import ConstituencyTree
 from .chain import ChainStructure
+from .dependency import DependencyTree
+from .graph import GraphStructure, TreeStructure
 from .grid import GridStructure
+from .grid3d import Grid3DStructure
 from .multiclass import MultiClass
+from .multilabel import MultiLabelStructure, chow_liu_tree, hierarchy_loss_weights
 
-__all__ = ["BaseStructure", "ChainStructure", "ConstituencyTree", "Grammar", "GridStructure",
-           "MultiClass", "structure_for_form"]
+__all__ = ["BaseStructure", "ChainStructure", "ConstituencyTree", "DependencyTree", "Grammar",
+           "GraphStructure", "Grid3DStructure", "GridStructure", "MultiClass",
+           "MultiLabelStructure", "TreeStructure", "chow_liu_tree", "hierarchy_loss_weights",
+           "structure_for_form"]
 
 
 def structure_for_form(form):
-    """The structure ``structure="auto"`` takes for an input form: a grid for images, the
-    multiclass structure for a plain 2-D ``X`` without lengths, a chain for sequences.
+    """The structure ``structure="auto"`` takes for an input form: a grid for images, a 3-D
+    grid for volumes, the multiclass structure for a plain 2-D ``X`` without lengths, a chain
+    for sequences, a graph structure for graphs and a Chow-Liu tree over the labels for
+    multi-label input.
 
     Parameters
     ----------
-    form : {"list", "flat", "multiclass", "images"}
+    form : {"list", "flat", "multiclass", "images", "volumes", "graphs", "multilabel"}
 
     Returns
     -------
@@ -26,4 +34,10 @@ def structure_for_form(form):
     """
     if form == "images":
         return GridStructure()
+    if form == "graphs":
+        return GraphStructure()
+    if form == "multilabel":
+        return MultiLabelStructure()
+    if form == "volumes":
+        return Grid3DStructure()
     return MultiClass() if form == "multiclass" else ChainStructure()

@@ -54,6 +54,11 @@ class BaseStructure(BaseEstimator):
     # LinearSVC's coef_ and intercept_, stratified folds)
     one_token_per_example = False
 
+    # the input form the structure reads (sklstruct._input): None for token sequences (and
+    # images or plain samples), "graphs" for (node_features, edges[, edge_features]) tuples,
+    # "multilabel" for a 2-D X with an indicator matrix y
+    input_form = None
+
     def bind(self, n_features, n_states, classes=None, y=None):
         """Return a copy of this structure bound to the data dimensions.
 
@@ -80,6 +85,43 @@ class BaseStructure(BaseEstimator):
             getattr(self, "class_weight", None), n_states, classes, y
         )
         return bound
+
+    def bind_batch(self, batch, Y):
+        """Complete the binding from the training examples; returns the structure.
+
+        Called on the bound copy with the training batch (its per-example ``extras``
+        included) and encoded labels, before any oracle. Structures whose layout depends on
+        the training data (the number of edge features of the graphs, a label tree learned
+        from label co-occurrences) set it here; the default does nothing.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        Y : ndarray of int of shape (n_tokens,)
+
+        Returns
+        -------
+        structure : BaseStructure
+        """
+        return self
+
+    def inexact_examples(self, batch):
+        """Indices of the examples of ``batch`` whose max-oracle may be inexact (none by
+        default).
+
+        A learner fitted with such an oracle warns that its reported duality gap is no
+        certificate (an under-generating oracle: Finley and Joachims 2008) and records the
+        count in ``n_inexact_examples_``.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+
+        Returns
+        -------
+        indices : ndarray of int
+        """
+        return np.zeros(0, dtype=np.intp)
 
     # ----------------------------------------------------------------- parameter layout
     @property

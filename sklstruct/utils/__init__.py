@@ -1,6 +1,11 @@
 """Utilities shared by sklstruct's estimators: the batch layout of sequence data and the
 helpers that convert lengths and sequence identifiers."""
 
-from ._sequences import SequenceBatch, lengths_from_sequence_ids, lengths_to_groups
+from ._sequences import (
+    ExampleArrays,
+    SequenceBatch,
+    lengths_from_sequence_ids,
+    lengths_to_groups,
+)
 
-__all__ = ["SequenceBatch", "lengths_from_sequence_ids", "lengths_to_groups"]
+__all__ = ["ExampleArrays", "SequenceBatch", "lengths_from_sequence_ids", "lengths_to_groups"]

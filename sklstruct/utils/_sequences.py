@@ -30,12 +30,21 @@ class SequenceBatch:
     output_offsets : ndarray of shape (n_outputs + 1,), dtype int64, default=None
         At prediction, the offsets of every input sequence including empty ones (which the
         batch leaves out), to split per-token outputs; None when they are ``offsets``.
+    slice_shapes : ndarray of shape (n_sequences, 2), dtype int64, default=None
+        For volume input: ``(n_rows, n_cols)`` of the slices of every volume (its slices are
+        stored one after the other, each row by row).
+    extras : dict of str to ExampleArrays, default=None
+        Per-example data beside the token rows (a graph's edges and edge features), each
+        an :class:`ExampleArrays` with one block of rows per example; :meth:`select` and
+        :meth:`take` carry them to sub-batches. Read them with :meth:`extra`.
     """
 
     X: object
     offsets: np.ndarray
     widths: object = None
     output_offsets: object = None
+    slice_shapes: object = None
+    extras: object = None
 
     @property
     def n_tokens(self):
@@ -69,6 +78,24 @@ class SequenceBatch:
                 np.ascontiguousarray(X.indices, dtype=np.int32),
                 np.ascontiguousarray(X.data, dtype=np.float64))
 
+    def extra(self, name):
+        """The per-example arrays ``name``, or ``None``.
+
+        Parameters
+        ----------
+        name : str
+
+        Returns
+        -------
+        arrays : ExampleArrays or None
+        """
+        return None if self.extras is None else self.extras.get(name)
+
+    def _extras_of(self, indices):
+        if self.extras is None:
+            return None
+        return {name: arrays.take(indices) for name, arrays in self.extras.items()}
+
     def take(self, indices):
         """The sub-batch made of the sequences ``indices`` (in that order)."""
         return self.select(indices)[0]
@@ -88,15 +115,71 @@ class SequenceBatch:
         indices = np.asarray(indices, dtype=np.intp)
         lengths = self.lengths[indices]
         widths = None if self.widths is None else self.widths[indices]
+        slice_shapes = None if self.slice_shapes is None else self.slice_shapes[indices]
         if indices.size and np.all(np.diff(indices) == 1):
             lo, hi = int(self.offsets[indices[0]]), int(self.offsets[indices[-1] + 1])
             if lo == 0 and hi == self.n_tokens:
                 return self, np.arange(hi)
             sub = SequenceBatch(self.X[lo:hi], self.offsets[indices[0]: indices[-1] + 2] - lo,
-                                widths)
+                                widths, slice_shapes=slice_shapes,
+                                extras=self._extras_of(indices))
             return sub, np.arange(lo, hi)
         rows = token_rows(self.offsets, indices)
-        return SequenceBatch(self.X[rows], offsets_from_lengths(lengths), widths), rows
+        return SequenceBatch(self.X[rows], offsets_from_lengths(lengths), widths,
+                             slice_shapes=slice_shapes, extras=self._extras_of(indices)), rows
+
+
+@dataclass(frozen=True)
+class ExampleArrays:
+    """Per-example blocks of rows stacked in one array: example ``i`` owns rows
+    ``data[offsets[i]:offsets[i + 1]]`` (a graph's edges, or its edge features).
+
+    Parameters
+    ----------
+    data : ndarray of shape (n_rows, ...)
+    offsets : ndarray of shape (n_examples + 1,), dtype int64
+        Non-decreasing, from 0 to ``n_rows``; an example may own no row.
+    """
+
+    data: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def n_examples(self):
+        return self.offsets.shape[0] - 1
+
+    def of(self, i):
+        """The rows of example ``i``.
+
+        Parameters
+        ----------
+        i : int
+
+        Returns
+        -------
+        rows : ndarray
+        """
+        return self.data[self.offsets[i]:self.offsets[i + 1]]
+
+    def take(self, indices):
+        """The blocks of examples ``indices``, in that order.
+
+        Parameters
+        ----------
+        indices : array-like of int
+
+        Returns
+        -------
+        arrays : ExampleArrays
+        """
+        indices = np.asarray(indices, dtype=np.intp)
+        counts = np.diff(self.offsets)[indices]
+        if indices.size and np.all(np.diff(indices) == 1):
+            lo, hi = int(self.offsets[indices[0]]), int(self.offsets[indices[-1] + 1])
+            return ExampleArrays(self.data[lo:hi],
+                                 self.offsets[indices[0]:indices[-1] + 2] - lo)
+        rows = ragged_arange(self.offsets[:-1][indices], counts)
+        return ExampleArrays(self.data[rows], offsets_from_lengths(counts))
 
 
 def offsets_from_lengths(lengths):
@@ -306,6 +389,9 @@ def image_rows(X, y=None):
         if image.ndim != 3:
             raise ValueError(f"Image {i} must be 3-D (n_rows, n_cols, n_features), got shape "
                              f"{image.shape}.")
+        if image.shape[0] == 0 or image.shape[1] == 0:
+            raise ValueError(f"Image {i} has shape {image.shape}: an image needs at least one "
+                             "pixel.")
     widths = np.array([image.shape[1] for image in images], dtype=np.int64)
     rows = [image.reshape(-1, image.shape[2]) for image in images]
     if y is None:
@@ -321,6 +407,42 @@ def image_rows(X, y=None):
                              f"{mask.shape}.")
         masks.append(mask.ravel())
     return rows, widths, masks
+
+
+def volume_rows(X, y=None):
+    """Volume input as voxel rows: ``X`` a list of (n_slices, n_rows, n_cols, n_features)
+    arrays.
+
+    Returns the per-volume (n_slices * n_rows * n_cols, n_features) matrices (voxels slice by
+    slice, row by row: C order), the slice shapes ``(n_rows, n_cols)`` (n_volumes, 2) and,
+    when ``y`` is given, the per-volume label masks (n_slices, n_rows, n_cols) flattened in
+    the same order.
+    """
+    volumes = [np.asarray(x) for x in X]
+    for i, volume in enumerate(volumes):
+        if volume.ndim != 4:
+            raise ValueError(f"Volume {i} must be 4-D (n_slices, n_rows, n_cols, n_features), "
+                             f"got shape {volume.shape}; give every volume of a list in "
+                             "that form.")
+        if 0 in volume.shape[:3]:
+            raise ValueError(f"Volume {i} has shape {volume.shape}: a volume needs at least "
+                             "one voxel.")
+    slice_shapes = np.array([volume.shape[1:3] for volume in volumes],
+                            dtype=np.int64).reshape(-1, 2)
+    rows = [volume.reshape(-1, volume.shape[3]) for volume in volumes]
+    if y is None:
+        return rows, slice_shapes, None
+    if not isinstance(y, (list, tuple)) or len(y) != len(volumes):
+        raise ValueError("With X given as a list of volumes, y must be a list of as many 3-D "
+                         "label masks.")
+    masks = []
+    for i, (volume, mask) in enumerate(zip(volumes, y)):
+        mask = np.asarray(mask)
+        if mask.shape != volume.shape[:3]:
+            raise ValueError(f"Volume {i} has shape {volume.shape[:3]} but its labels have "
+                             f"shape {mask.shape}.")
+        masks.append(mask.ravel())
+    return rows, slice_shapes, masks
 
 
 def _kind_of_type(kind):
@@ -371,7 +493,11 @@ def flatten_labels(y, lengths):
         if arr.ndim != 1:
             image = (" For an image give X as a (n_rows, n_cols, n_features) array per image, or "
                      "ravel the mask row by row with structure=GridStructure(width=n_cols)."
-                     if arr.ndim == 2 and arr.size == n else "")
+                     if arr.ndim == 2 and arr.size == n else
+                     " For a volume give X as a (n_slices, n_rows, n_cols, n_features) array "
+                     "per volume, or ravel the mask (C order) with structure="
+                     "Grid3DStructure(slice_shape=(n_rows, n_cols))."
+                     if arr.ndim == 3 and arr.size == n else "")
             raise ValueError(f"Labels of sequence {i} must be 1-D, got shape {arr.shape}."
                              f"{image}")
         if arr.shape[0] != n:

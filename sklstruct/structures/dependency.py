@@ -1,0 +1,266 @@
+"""First-order arc-factored dependency trees over candidate-arc rows."""
+
+import numpy as np
+from scipy.special import logsumexp, softmax
+
+from .._inference._dependency_kernels import DependencyKernels, arc_rows
+from .._inference.dependency import decode_trees, tree_marginals
+from ._base import BaseStructure, check_rescale
+
+
+class DependencyTree(BaseStructure):
+    """Dependency trees with first-order (arc-factored) scores, one row per candidate arc.
+
+    A sentence of ``n`` tokens is an example of ``n * n`` rows, its candidate arcs
+    ``h -> m`` (modifier ``m`` in ``1..n``, head ``h`` in ``0..n`` with 0 the root, ``h != m``),
+    modifier by modifier: row ``(m - 1) * n + (h if h < m else h - 1)``
+    (:meth:`arc_index`). The rows of ``X`` are the arcs' features (head and modifier words,
+    their tags, direction, distance: :class:`sklstruct.parsing.ArcFeatures`), so the unary
+    block of the weights scores arcs. State 0 of a row is "not an arc of the tree"; states
+    ``1 .. n_states - 1`` are "an arc of the tree", with one state (unlabelled parsing) or one
+    per relation (the joint labelled model). The score of a tree ``y`` is that of every
+    structure, ``w . Psi(x, y) = sum_rows W[y_row] . x_row``, and differs from the sum of its
+    arcs' scores ``(W[y_row] - W[0]) . x_row`` by a constant of the sentence, so the model is
+    McDonald, Crammer and Pereira's (2005) first-order model with arc weights
+    ``W[s] - W[0]``.
+
+    Loss: the number of tokens whose head (or, labelled, whose head or relation) is wrong,
+    ``Delta(y, ybar) = sum_m [head or relation of m differs]``, which is the row-decomposed
+    :meth:`token_loss`: 1/2 for a gold arc left out and 1/2 for a wrong arc put in (a wrong
+    head costs both halves), 1 for a gold arc given another relation.
+
+    Oracles: decoding and loss-augmented decoding (margin rescaling) by Eisner's algorithm
+    (projective trees, O(n^3)) or the Chu-Liu-Edmonds algorithm (all trees, O(n^2)), on the
+    arc scores ``max_{s >= 1} u[row, s] - u[row, 0]``; marginals by inside-outside over
+    Eisner's chart or the matrix-tree theorem, on ``logsumexp_{s >= 1} u[row, s] - u[row, 0]``
+    (see :mod:`sklstruct._inference.dependency`). All run compiled over whole batches, and
+    per sentence in the learners' compiled passes
+    (:class:`~sklstruct._inference._dependency_kernels.DependencyKernels`). There is no
+    pairwise block. Slack rescaling is refused (its loss-augmented problem does not
+    decompose over arcs).
+
+    Parameters
+    ----------
+    projective : bool, default=True
+        Predict projective trees (Eisner) or any tree (Chu-Liu-Edmonds).
+    single_root : bool, default=False
+        Attach exactly one token to the root.
+    """
+
+    def __init__(self, *, projective=True, single_root=False):
+        self.projective = projective
+        self.single_root = single_root
+
+    def bind(self, n_features, n_states, classes=None, y=None):
+        for name in ("projective", "single_root"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}.")
+        if n_states < 2:
+            raise ValueError(
+                "DependencyTree needs rows of two kinds, arcs and non-arcs (states 0 and 1 "
+                f"or more); the data has {n_states} state(s): are all sentences one token "
+                "long?"
+            )
+        return super().bind(n_features, n_states, classes, y)
+
+    # ----------------------------------------------------------------- layout
+    @staticmethod
+    def sentence_lengths(batch):
+        """Tokens per sentence, from the ``n * n`` rows of each example.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+
+        Returns
+        -------
+        n_tokens : ndarray of int64 of shape (n_sentences,)
+        """
+        rows = batch.lengths
+        n_tokens = np.rint(np.sqrt(rows)).astype(np.int64)
+        bad = np.flatnonzero(n_tokens * n_tokens != rows)
+        if bad.shape[0]:
+            i = int(bad[0])
+            raise ValueError(
+                f"example {i} has {rows[i]} rows; a sentence of n tokens has n * n "
+                f"candidate-arc rows."
+            )
+        return n_tokens
+
+    def _layout(self, batch):
+        """``(n_tokens, chart_index)`` of a batch (see :func:`arc_rows`), kept for the last
+        batch, since an oracle call and the statistics of its answer ask for the same one."""
+        cached = getattr(self, "_layout_cache", None)
+        if cached is not None and cached[0] is batch.X and cached[1] is batch.offsets:
+            return cached[2]
+        n_tokens = self.sentence_lengths(batch)
+        layout = (n_tokens, arc_rows(n_tokens))
+        self._layout_cache = (batch.X, batch.offsets, layout)
+        return layout
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state.pop("_layout_cache", None)
+        return state
+
+    @staticmethod
+    def arc_index(n_tokens, heads):
+        """Rows of the arcs ``heads[m - 1] -> m`` of every sentence, in token order.
+
+        Parameters
+        ----------
+        n_tokens : ndarray of int of shape (n_sentences,)
+        heads : ndarray of int of shape (sum(n_tokens),)
+            The heads of every sentence, concatenated (0 is the root).
+
+        Returns
+        -------
+        rows : ndarray of int64 of shape (sum(n_tokens),)
+            Indices into the batch's ``sum(n_tokens ** 2)`` rows.
+        """
+        n_tokens = np.asarray(n_tokens, dtype=np.int64)
+        heads = np.asarray(heads, dtype=np.int64)
+        sentence_rows = np.concatenate(([0], np.cumsum(n_tokens ** 2)[:-1]))
+        token_starts = np.concatenate(([0], np.cumsum(n_tokens)[:-1]))
+        sentence = np.repeat(np.arange(n_tokens.shape[0]), n_tokens)
+        m = np.arange(heads.shape[0]) - token_starts[sentence] + 1
+        n = n_tokens[sentence]
+        return sentence_rows[sentence] + (m - 1) * n + heads - (heads > m)
+
+    def labels_from_heads(self, n_tokens, heads, states=None):
+        """Row labels of trees: state 0 everywhere but on the trees' arcs.
+
+        Parameters
+        ----------
+        n_tokens : ndarray of int of shape (n_sentences,)
+        heads : ndarray of int of shape (sum(n_tokens),)
+        states : ndarray of int of shape (sum(n_tokens),), default=None
+            The state (>= 1) of every arc; 1 by default.
+
+        Returns
+        -------
+        labels : ndarray of int64 of shape (sum(n_tokens ** 2),)
+        """
+        labels = np.zeros(int(np.sum(np.asarray(n_tokens) ** 2)), dtype=np.int64)
+        labels[self.arc_index(n_tokens, heads)] = 1 if states is None else states
+        return labels
+
+    @staticmethod
+    def heads_from_labels(n_tokens, labels):
+        """Heads and arc states of the trees that row labels encode.
+
+        Parameters
+        ----------
+        n_tokens : ndarray of int of shape (n_sentences,)
+        labels : ndarray of int of shape (sum(n_tokens ** 2),)
+            A tree's labels per sentence (one row in a state >= 1 per modifier).
+
+        Returns
+        -------
+        heads : ndarray of int64 of shape (sum(n_tokens),)
+        states : ndarray of int64 of shape (sum(n_tokens),)
+        """
+        n_tokens = np.asarray(n_tokens, dtype=np.int64)
+        labels = np.asarray(labels)
+        offsets = np.concatenate(([0], np.cumsum(n_tokens ** 2)))
+        if labels.shape != (offsets[-1],):
+            raise ValueError(f"labels must have sum(n_tokens ** 2) = {offsets[-1]} entries, "
+                             f"got {labels.shape}.")
+        arcs = np.flatnonzero(labels)
+        sentence = np.searchsorted(offsets, arcs, side="right") - 1
+        local = arcs - offsets[sentence]
+        n = n_tokens[sentence]
+        m = local // n + 1
+        modifiers = np.zeros(n_tokens.sum(), dtype=np.int64)
+        token_starts = np.concatenate(([0], np.cumsum(n_tokens)[:-1]))
+        np.add.at(modifiers, token_starts[sentence] + m - 1, 1)
+        if np.any(modifiers != 1):
+            t = int(np.flatnonzero(modifiers != 1)[0])
+            i = int(np.searchsorted(token_starts, t, side="right") - 1)
+            raise ValueError(f"the labels of sentence {i} give token {t - token_starts[i] + 1} "
+                             f"{modifiers[t]} heads; a tree has one head per token.")
+        h = local % n
+        h = h + (h >= m)
+        # rows are modifier-major, so the arcs come sentence by sentence in token order
+        return h.astype(np.int64), labels[arcs].astype(np.int64)
+
+    # ----------------------------------------------------------------- loss
+    def token_loss(self, Y):
+        """Row losses whose sum is the number of wrongly attached (or labelled) tokens.
+
+        ``L[row, s]`` is 1/2 for ``s >= 1`` on a non-arc row (a wrong arc put in), 1/2 for
+        ``s = 0`` on a gold-arc row (a gold arc left out), 1 for another relation on a
+        gold-arc row, and 0 for the true state.
+
+        Parameters
+        ----------
+        Y : ndarray of int of shape (n_rows,)
+            True row labels.
+
+        Returns
+        -------
+        token_loss : ndarray of shape (n_rows, n_states)
+        """
+        S = self.n_states_
+        gold = np.asarray(Y) > 0
+        loss = np.where(gold[:, None], 1.0, 0.5) * np.ones((1, S))
+        loss[gold, 0] = 0.5
+        loss[np.arange(loss.shape[0]), Y] = 0.0
+        return loss
+
+    # ----------------------------------------------------------------- oracles
+    def _charts(self, batch, arc_scores):
+        """The concatenated ``(n + 1) x (n + 1)`` score charts of per-row arc scores."""
+        n_tokens, chart_index = self._layout(batch)
+        charts = np.zeros(int(np.sum((n_tokens + 1) ** 2)))
+        charts[chart_index] = arc_scores
+        return charts, n_tokens, chart_index
+
+    def _best_trees(self, batch, unary, n_jobs):
+        """Row labels of the best tree of every sentence under ``unary`` row scores."""
+        if batch.n_sequences == 0:
+            return np.zeros(0, dtype=np.int64)
+        best_state = np.argmax(unary[:, 1:], axis=1) + 1
+        rows = np.arange(unary.shape[0])
+        charts, n_tokens, _ = self._charts(batch, unary[rows, best_state] - unary[:, 0])
+        heads, _ = decode_trees(charts, n_tokens, self.projective, self.single_root,
+                                n_jobs=n_jobs)
+        labels = np.zeros(unary.shape[0], dtype=np.int64)
+        arcs = self.arc_index(n_tokens, heads)
+        labels[arcs] = best_state[arcs]
+        return labels
+
+    def decode(self, batch, unary, pairwise, n_jobs=None):
+        return self._best_trees(batch, unary, n_jobs)
+
+    def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
+                              token_loss=None):
+        check_rescale(rescale)
+        if rescale != "margin":
+            raise ValueError("DependencyTree supports margin rescaling only (the slack-"
+                             "rescaled most violating tree does not decompose over arcs).")
+        if token_loss is None:
+            token_loss = self.token_loss(Y)
+        labels = self._best_trees(batch, unary + token_loss, n_jobs)
+        rows = np.arange(labels.shape[0])
+        losses = batch.sum_per_sequence(token_loss[rows, labels])
+        return labels, losses, self.score(batch, unary, pairwise, labels)
+
+    def marginals(self, batch, unary, pairwise, n_jobs=None):
+        if batch.n_sequences == 0:
+            return np.zeros_like(unary), np.zeros((0, 0)), np.zeros(0)
+        arc_pot = logsumexp(unary[:, 1:], axis=1)
+        charts, n_tokens, chart_index = self._charts(batch, arc_pot - unary[:, 0])
+        arc_marg, log_z = tree_marginals(charts, n_tokens, self.projective, self.single_root,
+                                         n_jobs=n_jobs)
+        p = arc_marg[chart_index]
+        node = np.empty_like(unary)
+        node[:, 0] = 1.0 - p
+        node[:, 1:] = p[:, None] * softmax(unary[:, 1:], axis=1)
+        return node, np.zeros((batch.n_sequences, 0)), \
+            log_z + batch.sum_per_sequence(unary[:, 0])
+
+    def example_kernels(self, batch):
+        n_tokens, _ = self._layout(batch)
+        return DependencyKernels(batch.offsets, n_tokens, self.n_states_, bool(self.projective),
+                                 bool(self.single_root))

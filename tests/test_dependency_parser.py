@@ -1,0 +1,146 @@
+"""DependencyParser: the scikit-learn workflow of a max-margin dependency parser."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV
+
+from sklstruct import (
+    L1M3N,
+    M3NExcessiveGap,
+    M3NExpGrad,
+    M3NSimplicialDecomposition,
+    StructSVMCuttingPlane,
+)
+from sklstruct._inference.dependency import check_heads
+from sklstruct.datasets import make_dependency_treebank
+from sklstruct.parsing import (
+    ArcFeatures,
+    DependencyParser,
+    attachment_scorer,
+    attachment_scores,
+)
+
+def make_treebank(n_sentences, seed):
+    data = make_dependency_treebank(n_sentences, random_state=seed)
+    return data.sentences, list(zip(data.heads, data.relations))
+
+
+def _fit(parser, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return parser.fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def treebank():
+    return make_treebank(60, seed=0), make_treebank(30, seed=1)
+
+
+@pytest.mark.parametrize("relations", ["separate", "joint"])
+def test_parser_learns_heads_and_relations(treebank, relations):
+    (X, y), (X_test, y_test) = treebank
+    parser = _fit(DependencyParser(relations=relations), X, y)
+    predictions = parser.predict(X_test)
+    assert all(isinstance(p, tuple) and p[0].dtype == np.int64 for p in predictions)
+    heads = [p[0] for p in predictions]
+    scores = attachment_scores([t[0] for t in y_test], heads, [t[1] for t in y_test],
+                               [p[1] for p in predictions])
+    assert scores["uas"] >= 0.98 and scores["las"] >= 0.98
+    assert parser.score(X_test, y_test) == scores["uas"]
+    assert set(parser.relations_) == {"det", "amod", "nsubj", "obj", "root", "advmod", "prep",
+                                      "pobj", "punct"}
+    check_heads(np.concatenate(heads), [len(s) for s in X_test], projective=True)
+
+
+def test_heads_only_trees_predict_heads(treebank):
+    (X, y), _ = treebank
+    parser = _fit(DependencyParser(), X, [t[0] for t in y])
+    predictions = parser.predict(X[:3])
+    assert all(isinstance(p, np.ndarray) for p in predictions)
+    assert parser.relations_ is None and parser.relation_learner_ is None
+
+
+def test_empty_sentences(treebank):
+    (X, y), _ = treebank
+    parser = _fit(DependencyParser(), X, y)
+    predictions = parser.predict([[], X[0], []])
+    assert [p[0].shape[0] for p in predictions] == [0, len(X[0]), 0]
+    assert predictions[0][1].shape == (0,)
+    assert parser.predict([]) == []
+    with pytest.raises(ValueError, match="sentence 1 is empty"):
+        DependencyParser().fit([X[0], []], [y[0], (np.zeros(0, int), np.zeros(0, object))])
+
+
+def test_trees_that_are_not_trees_name_their_sentence(treebank):
+    (X, y), _ = treebank
+    heads = [t[0].copy() for t in y[:3]]
+    cyclic = [h.copy() for h in heads]
+    cyclic[2][0], cyclic[2][1] = 2, 1  # tokens 1 and 2 head each other
+    with pytest.raises(ValueError, match="sentence 2 are not a tree"):
+        DependencyParser().fit(X[:3], cyclic)
+    out_of_range = [h.copy() for h in heads]
+    out_of_range[1][0] = 99
+    with pytest.raises(ValueError, match=r"y\[1\] has heads outside"):
+        DependencyParser().fit(X[:3], out_of_range)
+    two_roots = [h.copy() for h in heads]
+    two_roots[0][0] = 0
+    with pytest.raises(ValueError, match="sentence 0 have 2 tokens attached to the root"):
+        DependencyParser(single_root=True).fit(X[:3], two_roots)
+    with pytest.raises(ValueError, match=r"tree 1 of y has (\d+) heads for a sentence of \d+ tokens"):
+        DependencyParser().fit(X[:3], [heads[0], heads[1][:-1], heads[2]])
+    with pytest.raises(ValueError, match="X has 3 sentences but y has 2"):
+        DependencyParser().fit(X[:3], heads[:2])
+
+
+@pytest.mark.parametrize("projective", [True, False])
+def test_decoders_and_single_root(treebank, projective):
+    (X, y), (X_test, _) = treebank
+    parser = _fit(DependencyParser(projective=projective, single_root=True), X, y)
+    heads = np.concatenate([p[0] for p in parser.predict(X_test)])
+    check_heads(heads, [len(s) for s in X_test], projective=projective, single_root=True)
+
+
+def test_clone_pickle_and_grid_search(treebank):
+    (X, y), (X_test, y_test) = treebank
+    parser = _fit(DependencyParser(0.1, learner=M3NSimplicialDecomposition(max_points=3)), X,
+                  y)
+    again = pickle.loads(pickle.dumps(parser))
+    for a, b in zip(parser.predict(X_test), again.predict(X_test)):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    fresh = clone(parser)
+    assert not hasattr(fresh, "learner_") and fresh.C == 0.1
+    assert parser.learner_.C == 0.1 and parser.learner_.max_points == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        search = GridSearchCV(DependencyParser(), {"C": [0.001, 0.1]}, cv=2,
+                              scoring=attachment_scorer).fit(X, y)
+    assert search.best_params_["C"] in (0.001, 0.1)
+    assert search.score(X_test, y_test) == attachment_scorer(search.best_estimator_, X_test,
+                                                             y_test)
+
+
+LEARNERS = [StructSVMCuttingPlane(), M3NExpGrad(), M3NExcessiveGap(max_iter=60),
+            L1M3N(), M3NSimplicialDecomposition(max_points=1)]
+
+
+@pytest.mark.parametrize("learner", LEARNERS, ids=lambda e: type(e).__name__)
+def test_every_learner_trains_the_parser(treebank, learner):
+    (X, y), (X_test, y_test) = treebank
+    parser = _fit(DependencyParser(0.1, learner=learner,
+                                   features=ArcFeatures(features_from="all")), X[:30],
+                  [t[0] for t in y[:30]])
+    assert parser.score(X_test, y_test) >= 0.9
+
+
+def test_a_learner_without_structure_is_refused(treebank):
+    from sklearn.linear_model import LogisticRegression
+
+    (X, y), _ = treebank
+    with pytest.raises(TypeError, match="structure parameter"):
+        DependencyParser(learner=LogisticRegression()).fit(X, y)

@@ -1,0 +1,221 @@
+"""Graph structures in the estimators: the graph input form, its errors, and every learner
+reaching the exact optimum (found by enumeration) on small trees and loopy graphs."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+
+from sklstruct import (L1M3N, ChainStructure, GraphStructure, M3NExcessiveGap, M3NExpGrad,
+                       M3NSimplicialDecomposition, StructSVMCuttingPlane, TreeStructure)
+from sklstruct.utils._sequences import ExampleArrays, SequenceBatch
+
+from ._enumeration import exact_optimum
+
+L2_LEARNERS = {
+    "1-slack": lambda s: StructSVMCuttingPlane(s, C=0.7, tol=1e-7),
+    "n-slack": lambda s: StructSVMCuttingPlane(s, C=0.7, tol=1e-7, variant="n-slack"),
+    "exp_grad online": lambda s: M3NExpGrad(s, C=0.7, tol=1e-6, max_iter=20000,
+                                            algorithm="online"),
+    "exp_grad batch": lambda s: M3NExpGrad(s, C=0.7, tol=1e-6, max_iter=20000,
+                                           algorithm="batch"),
+    "excessive_gap": lambda s: M3NExcessiveGap(s, C=0.7, tol=1e-5, max_iter=20000),
+    "simplicial": lambda s: M3NSimplicialDecomposition(s, C=0.7, tol=1e-7, max_iter=5000,
+                                                       random_state=0),
+    "frank_wolfe": lambda s: M3NSimplicialDecomposition(s, C=0.7, tol=1e-3, max_iter=5000,
+                                                        max_points=1, random_state=0),
+}
+
+
+def make_graphs(seed, n_graphs=4, max_nodes=4, n_states=3, loopy=False, edge_features=False):
+    """Small random graphs (trees, or trees plus a closing edge) with noisy features."""
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for _ in range(n_graphs):
+        n = int(rng.integers(2, max_nodes + 1))
+        edges = [(int(rng.integers(v)), v) for v in range(1, n)]
+        if loopy and n >= 3 and (0, n - 1) not in edges:
+            edges.append((0, n - 1))
+        labels = rng.integers(0, n_states, size=n)
+        features = np.eye(n_states)[labels][:, :2] + rng.normal(scale=0.7, size=(n, 2))
+        graph = (features, np.array(edges, dtype=np.int64))
+        if edge_features:
+            graph += (rng.normal(size=(len(edges), 2)),)
+        X.append(graph)
+        y.append(labels)
+    return X, y
+
+
+def _fit(model, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return model.fit(X, y)
+
+
+def _check_exact(model, X, y):
+    batch, y_flat, _ = model._validate_input(X, y, reset=False)
+    Y = model._encode_known(np.asarray(y_flat))
+    lower, upper, _ = exact_optimum(model.structure_, batch, Y, model.C)
+    h = model.history_
+    objective = model.objective(X, y)
+    assert objective == pytest.approx(h["primal"][-1], rel=1e-9)
+    assert h["dual"][-1] <= upper + 1e-9
+    assert objective >= lower - 1e-9
+    assert objective - lower <= h["gap"][-1] + 1e-7 * upper
+    return objective
+
+
+@pytest.mark.parametrize("problem", ["trees", "trees with edge features", "loopy"])
+def test_every_learner_reaches_the_exact_optimum(problem):
+    X, y = make_graphs(5, loopy=problem == "loopy", edge_features="edge" in problem)
+    structure = TreeStructure() if problem.startswith("trees") else GraphStructure()
+    objectives = {name: _check_exact(_fit(make(structure), X, y), X, y)
+                  for name, make in L2_LEARNERS.items()}
+    values = np.array(list(objectives.values()))
+    assert values.max() - values.min() <= 1e-3 * values.min()
+
+
+def test_l1_learner_trains_graphs():
+    X, y = make_graphs(6, n_graphs=6)
+    for solver in ("cutting_plane", "subgradient", "em"):
+        model = _fit(L1M3N(GraphStructure(), C=1.0, solver=solver, max_iter=200), X, y)
+        assert model.score(X, y) > 0.5
+
+
+def test_graph_input_round_trip():
+    X, y = make_graphs(7, n_graphs=5, max_nodes=6, edge_features=True)
+    names = np.array(["a", "b", "c"])
+    y_named = [names[labels] for labels in y]
+    model = _fit(M3NSimplicialDecomposition(C=1.0, random_state=0), X, y_named)
+    assert isinstance(model.structure_, GraphStructure)
+    assert model.structure_.edge_features_ and model.structure_.n_edge_features_ == 2
+    predicted = model.predict(X)
+    assert [p.shape for p in predicted] == [labels.shape for labels in y]
+    assert set(np.concatenate(predicted)) <= set(names)
+    assert model.pairwise_.shape == (2, 3, 3)
+    np.testing.assert_allclose(model.pairwise_, model.pairwise_.transpose(0, 2, 1))
+    # a graph predicts the same alone as in its batch
+    for graph, labels in zip(X, predicted):
+        np.testing.assert_array_equal(model.predict([graph])[0], labels)
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(np.concatenate(again.predict(X)), np.concatenate(predicted))
+    assert clone(model).get_params()["structure"] == "auto"
+    assert 0.0 <= model.score(X, y_named) <= 1.0
+
+
+def test_directed_edges_learn_asymmetric_interactions():
+    X, y = make_graphs(8, n_graphs=6)
+    model = _fit(M3NSimplicialDecomposition(GraphStructure(directed=True), C=1.0), X, y)
+    assert model.structure_.n_pairwise_ == 9
+    assert not np.allclose(model.pairwise_[0], model.pairwise_[0].T)
+
+
+@pytest.mark.parametrize("graphs, message", [
+    ([(np.zeros((3, 2)), np.array([[0, 1], [1, 3]]))], r"graph 0, edge 1 \(1, 3\): node index"),
+    ([(np.zeros((3, 2)), np.array([[0, 1]])), (np.zeros((2, 2)), np.array([[1, 1]]))],
+     r"graph 1, edge 0 \(1, 1\): a self-loop"),
+    ([(np.zeros((3, 2)), np.array([[0, 1], [1, 0]]))], "repeats edge 0"),
+    ([(np.zeros((3, 2)), np.array([[0, 1], [1, 2]]), np.zeros((3, 2)))],
+     r"graph 0: edge_features must have shape \(2, 2\)"),
+    ([(np.zeros((3, 2)), np.array([[0, 1]]), np.array([[np.nan]]))],
+     "graph 0, edge 0: edge_features contains"),
+    ([(np.zeros((3, 2)), np.array([[0, 1]]), np.ones((1, 1))),
+      (np.zeros((2, 2)), np.array([[0, 1]]))], "graph 1 of X lacks edge features"),
+    ([(np.zeros((3, 2)), np.array([0.5, 1.0]))], "must hold integers"),
+])
+def test_malformed_graphs_are_clear_errors(graphs, message):
+    y = [np.arange(g[0].shape[0]) % 2 for g in graphs]
+    with pytest.raises((ValueError, TypeError), match=message):
+        M3NSimplicialDecomposition().fit(graphs, y)
+
+
+def test_graph_structure_refuses_other_input_and_mismatched_graphs():
+    X, y = make_graphs(9, n_graphs=3)
+    with pytest.raises(ValueError, match="GraphStructure takes a list of"):
+        M3NSimplicialDecomposition(GraphStructure()).fit([g[0] for g in X], y)
+    with pytest.raises(ValueError, match="does not take graphs input"):
+        M3NSimplicialDecomposition(ChainStructure()).fit(X, y)
+    with pytest.raises(ValueError, match="labels"):
+        M3NSimplicialDecomposition().fit(X, [labels[:-1] for labels in y])
+    model = _fit(M3NSimplicialDecomposition(max_iter=20), X, y)
+    with_features = [g + (np.ones((g[1].shape[0], 1)),) for g in X]
+    with pytest.raises(ValueError, match="without edge features"):
+        model.predict(with_features)
+    with pytest.raises(ValueError, match="takes a list of"):
+        model.predict([g[0] for g in X])
+
+
+def test_an_approximate_oracle_warns_and_is_recorded():
+    X, y = make_graphs(10, n_graphs=4, max_nodes=5, loopy=True)
+    with pytest.warns(UserWarning, match="not a certificate"):
+        model = _fit(M3NSimplicialDecomposition(GraphStructure(inference="trws"), C=1.0,
+                                                max_iter=50), X, y)
+    assert model.n_inexact_examples_ >= 1
+    exact = _fit(M3NSimplicialDecomposition(GraphStructure(), C=1.0, max_iter=50), X, y)
+    assert exact.n_inexact_examples_ == 0
+    assert not hasattr(exact, "inexact_gap_bound_")
+    # the bound from TRW-S's certificates is a true gap: the exact primal objective at the
+    # model's weights (by enumeration) minus the learner's dual value stays below it
+    exact.w_ = model.w_
+    true_gap = exact.objective(X, y) - model.history_["dual"][-1]
+    assert model.inexact_gap_bound_ >= true_gap - 1e-9
+    assert model.inexact_gap_bound_ >= model.history_["gap"][-1] - 1e-9
+
+
+def test_batches_carry_their_graphs_through_select_and_take():
+    edges = ExampleArrays(np.array([[0, 1], [0, 1], [1, 2], [0, 1]]),
+                          np.array([0, 1, 1, 3, 4]))
+    batch = SequenceBatch(np.arange(20.0).reshape(10, 2), np.array([0, 2, 3, 6, 10]),
+                          extras={"edges": edges})
+    sub, rows = batch.select([3, 0, 2])
+    np.testing.assert_array_equal(rows, [6, 7, 8, 9, 0, 1, 3, 4, 5])
+    np.testing.assert_array_equal(sub.extra("edges").offsets, [0, 1, 2, 4])
+    np.testing.assert_array_equal(sub.extra("edges").data, [[0, 1], [0, 1], [0, 1], [1, 2]])
+    run = batch.take([1, 2])
+    np.testing.assert_array_equal(run.extra("edges").offsets, [0, 0, 2])
+    np.testing.assert_array_equal(run.extra("edges").of(1), [[0, 1], [1, 2]])
+    assert batch.take([0]).extra("missing") is None
+
+
+def test_make_tree_data_draws_document_ordered_trees_from_its_model():
+    from sklstruct.datasets import make_tree_data
+
+    X, y, model = make_tree_data(30, n_nodes=(1, 12), max_children=2, random_state=0,
+                                 return_model=True)
+    again, _ = make_tree_data(30, n_nodes=(1, 12), max_children=2, random_state=0)
+    np.testing.assert_array_equal(np.vstack([f for f, _ in X]),
+                                  np.vstack([f for f, _ in again]))
+    for (features, edges), labels, parents in zip(X, y, model["parents"]):
+        n = labels.shape[0]
+        assert features.shape == (n, 10) and edges.shape == (n - 1, 2)
+        assert np.all(edges[:, 0] < edges[:, 1])  # pre-order: parents first
+        np.testing.assert_array_equal(edges[:, 0], parents[1:])
+        assert np.bincount(edges[:, 0], minlength=n).max(initial=0) <= 2
+        # pre-order: every subtree is a run of consecutive nodes
+        for v in range(n):
+            subtree = [v]
+            for child in range(v + 1, n):
+                if parents[child] in subtree:
+                    subtree.append(child)
+            assert subtree == list(range(v, v + len(subtree)))
+    np.testing.assert_allclose(model["transition"].sum(axis=1), 1.0)
+    with pytest.raises(ValueError, match="n_nodes"):
+        make_tree_data(3, n_nodes=(5, 2))
+
+
+def test_a_tree_model_beats_a_chain_over_the_same_nodes():
+    from sklstruct.datasets import make_tree_data
+
+    X, y = make_tree_data(240, n_nodes=(5, 20), random_state=1)
+    train, test = slice(0, 120), slice(120, 240)
+    tree = _fit(M3NSimplicialDecomposition(TreeStructure(), C=1.0, random_state=0),
+                X[train], y[train])
+    chain = _fit(M3NSimplicialDecomposition(ChainStructure(), C=1.0, random_state=0),
+                 [f for f, _ in X[train]], y[train])
+    truth = np.concatenate(y[test])
+    tree_accuracy = np.mean(np.concatenate(tree.predict(X[test])) == truth)
+    chain_accuracy = np.mean(np.concatenate(chain.predict([f for f, _ in X[test]])) == truth)
+    assert tree_accuracy > chain_accuracy + 0.02
