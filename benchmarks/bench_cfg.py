@@ -52,10 +52,22 @@ sys.path.insert(0, os.path.join(HERE, os.pardir))
 from _common import parser, print_table, write_json  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
-from sklstruct import (L1M3N, M3NExcessiveGap, M3NExpGrad,  # noqa: E402
-                       M3NSimplicialDecomposition, StructSVMCuttingPlane)
-from sklstruct.parsing import (ConstituencyParser, PCFGParser, SpanFeatures,  # noqa: E402
-                               bracket_scores, read_ptb_trees, tree_tags, tree_words)
+from sklstruct import (  # noqa: E402
+    L1M3N,
+    M3NExcessiveGap,
+    M3NExpGrad,
+    M3NSimplicialDecomposition,
+    StructSVMCuttingPlane,
+)
+from sklstruct.parsing import (  # noqa: E402
+    ConstituencyParser,
+    PCFGParser,
+    SpanFeatures,
+    bracket_scores,
+    read_ptb_trees,
+    tree_tags,
+    tree_words,
+)
 
 DEFAULT_OUTPUT = os.path.join(HERE, "results", "cfg.json")
 
@@ -113,8 +125,8 @@ def section_enumeration(args):
     """Oracles of ConstituencyTree and the CKY kernels against enumeration."""
     from scipy.special import logsumexp
 
-    from sklstruct.structures import ConstituencyTree, Grammar
     from sklstruct._inference.cfg import cky_kbest
+    from sklstruct.structures import ConstituencyTree, Grammar
     from sklstruct.utils._sequences import SequenceBatch
     from tests._cfg_reference import enumerate_trees, random_cfg_problem
 
@@ -135,10 +147,10 @@ def section_enumeration(args):
             unary, pairwise = structure.potentials(batch, w)
             if loss_type == "brackets":
                 labels = structure.decode(batch, unary, pairwise)
-                augmented, losses, scores = structure.loss_augmented_decode(
+                _augmented, losses, scores = structure.loss_augmented_decode(
                     batch, unary, pairwise, Y)
-                node, pair, log_z = structure.marginals(batch, unary, pairwise)
-                kbest, kscores, counts = cky_kbest(unary[:, 1:] - unary[:, :1], n_words,
+                node, _pair, log_z = structure.marginals(batch, unary, pairwise)
+                _kbest, kscores, counts = cky_kbest(unary[:, 1:] - unary[:, :1], n_words,
                                                    grammar, pairwise, k=5)
             else:
                 _, zo_losses, zo_scores = structure.loss_augmented_decode(
@@ -193,10 +205,10 @@ def section_f1(args, data):
     rows += nltk_check(args, pcfg, X_test, y_test)
     for name, span_features in (("max-margin, Psi_CFG features", False),
                                 ("max-margin, span features", True)):
-        learner = M3NSimplicialDecomposition(C=args.C if not span_features else args.span_C,
-                                             tol=args.tol, random_state=0)
+        learner = M3NSimplicialDecomposition(tol=args.tol, random_state=0)
         model, seconds = timed(ConstituencyParser(
-            learner, SpanFeatures(span_features=span_features), horizontal=args.horizontal,
+            args.span_C if span_features else args.C, learner=learner,
+            features=SpanFeatures(span_features=span_features), horizontal=args.horizontal,
             vertical=args.vertical).fit, X_train, y_train)
         rows.append({"model": name, "fit_s": seconds, **evaluate(model, X_test, y_test),
                      **learner_row(model.learner_)})
@@ -268,10 +280,10 @@ def section_paper(args, data):
     rows = []
     for n in sizes:
         for variant in ("1-slack", "n-slack"):
-            learner = StructSVMCuttingPlane(C=args.paper_C / 100.0, tol=args.tol,
-                                            variant=variant, cache_size=10)
+            learner = StructSVMCuttingPlane(tol=args.tol, variant=variant, cache_size=10)
             model, seconds = timed(ConstituencyParser(
-                learner, SpanFeatures(span_features=False), horizontal=args.horizontal,
+                args.paper_C / 100.0, learner=learner,
+                features=SpanFeatures(span_features=False), horizontal=args.horizontal,
                 vertical=args.vertical, loss="zero_one").fit, X_train[:n], y_train[:n])
             rows.append({"n": n, "variant": variant, "fit_s": seconds,
                          "grammar_rules": model.grammar_.grammar.n_rules,
@@ -305,7 +317,8 @@ def section_learners(args, data):
         if args.learners and not any(part in name for part in args.learners):
             continue
         model, seconds = timed(ConstituencyParser(
-            make(args.learner_C, args.tol), SpanFeatures(span_features=False),
+            args.learner_C, learner=make(args.learner_C, args.tol),
+            features=SpanFeatures(span_features=False),
             horizontal=args.horizontal, vertical=args.vertical).fit, X_train[:n], y_train[:n])
         history = model.learner_.history_
         reached = np.flatnonzero(np.asarray(history["gap"])

@@ -23,8 +23,15 @@ import warnings
 import matplotlib.pyplot as plt
 
 from sklstruct import M3NSimplicialDecomposition
-from sklstruct.parsing import (ConstituencyParser, PCFGParser, bracket_scores,
-                               labelled_spans, read_ptb_trees, tree_tags, tree_words)
+from sklstruct.parsing import (
+    ConstituencyParser,
+    PCFGParser,
+    bracket_scores,
+    labelled_spans,
+    read_ptb_trees,
+    tree_tags,
+    tree_words,
+)
 
 here = os.path.dirname(os.path.abspath(globals().get("__file__", "plot_constituency_parser.py")))
 folder = os.path.join(os.environ.get("SKLSTRUCT_DATA", os.path.join(
@@ -49,7 +56,7 @@ print(f"{len(X_train)} training and {len(X_test)} test sentences")
 # Train the max-margin grammar and the PCFG
 # ------------------------------------------
 # The default learner certifies a relative duality gap of ``tol``; the PCFG counts rules.
-parser = ConstituencyParser(M3NSimplicialDecomposition(C=0.3, tol=0.05, random_state=0))
+parser = ConstituencyParser(0.3, learner=M3NSimplicialDecomposition(tol=0.05, random_state=0))
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     parser.fit(X_train, y_train)

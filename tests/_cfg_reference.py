@@ -197,8 +197,8 @@ def random_cfg_problem(seed, n_sentences=4, max_length=4, n_features=3, all_stat
         every_rule = np.array(list(itertools.product(range(n_symbols), repeat=3)))
         n_rules = int(rng.integers(1, every_rule.shape[0] + 1))
         rules = every_rule[rng.choice(every_rule.shape[0], size=n_rules, replace=False)]
-        spec = dict(top=top, bottom=bottom, lexical=lexical, phrasal=phrasal, root=root,
-                    rules=rules)
+        spec = {"top": top, "bottom": bottom, "lexical": lexical, "phrasal": phrasal, "root": root,
+                    "rules": rules}
         n_words, trees = [], []
         for _ in range(n_sentences):
             n = int(rng.integers(1, max_length + 1))
@@ -225,7 +225,7 @@ def tree_labelings(spec):
     ``length`` span rows, as span states (0 off the tree)."""
 
     def labelings(i, length):
-        n = int(round((np.sqrt(8 * length + 1) - 1) / 2))
+        n = round((np.sqrt(8 * length + 1) - 1) / 2)
         return enumerate_trees(n, **spec)[0] + 1
 
     return labelings

@@ -8,8 +8,13 @@ import pytest
 from scipy.optimize import linprog
 from sklearn.exceptions import ConvergenceWarning
 
-from sklstruct import (L1M3N, M3NExcessiveGap, M3NExpGrad, M3NSimplicialDecomposition,
-                       StructSVMCuttingPlane)
+from sklstruct import (
+    L1M3N,
+    M3NExcessiveGap,
+    M3NExpGrad,
+    M3NSimplicialDecomposition,
+    StructSVMCuttingPlane,
+)
 from sklstruct._inference.cfg import Grammar
 from sklstruct.structures import ConstituencyTree
 
@@ -102,7 +107,7 @@ def _exact_p1(structure, batch, Y, spec):
 @pytest.mark.parametrize("solver", ["cutting_plane", "em"])
 def test_l1_learner_reaches_the_exact_optimum(solver):
     spec, grammar, X, Y, lengths = _data(3)
-    params = dict(tol=1e-9) if solver == "cutting_plane" else dict(tol=1e-8, max_iter=200)
+    params = {"tol": 1e-9} if solver == "cutting_plane" else {"tol": 1e-8, "max_iter": 200}
     model = _fit(L1M3N(ConstituencyTree(grammar), C=C, solver=solver, **params), X, Y,
                  lengths)
     batch, y_flat, _ = model._validate_input(X, Y, lengths, reset=False)

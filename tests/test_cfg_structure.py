@@ -51,7 +51,7 @@ SEEDS = range(12)
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_statistics_are_the_rule_counts(seed):
-    spec, structure, batch, Y, n_words, w = _problem(seed)
+    spec, structure, batch, Y, n_words, _w = _problem(seed)
     per_sequence = structure.pairwise_statistics(batch, Y, per_sequence=True)
     weights = np.arange(1.0, batch.n_sequences + 1)
     np.testing.assert_allclose(structure.pairwise_statistics(batch, Y, weights=weights),
@@ -113,10 +113,10 @@ def test_zero_one_loss_augmented_decode_equals_enumeration(seed, rescale):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_marginals_equal_enumeration(seed):
-    spec, structure, batch, Y, n_words, w = _problem(seed)
+    spec, structure, batch, _Y, n_words, w = _problem(seed)
     unary, pairwise = structure.potentials(batch, w)
     node, pair, log_z = structure.marginals(batch, unary, pairwise)
-    summed_node, summed_pair, summed_log_z = structure.summed_marginals(batch, unary, pairwise)
+    _summed_node, summed_pair, _summed_log_z = structure.summed_marginals(batch, unary, pairwise)
     np.testing.assert_allclose(summed_pair, pair.sum(axis=0))
     for i, rows, trees, counts in _examples(spec, batch, n_words):
         values = _scores(structure, batch, i, w, trees)
@@ -159,7 +159,7 @@ def test_bracket_loss_counts_brackets_in_one_tree_only(seed):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_compiled_kernels_equal_the_batch_oracles(seed):
-    spec, structure, batch, Y, n_words, w = _problem(seed)
+    _spec, structure, batch, Y, _n_words, w = _problem(seed)
     unary, pairwise = structure.potentials(batch, w)
     kernels = structure.example_kernels(batch)
     assert (kernels.n_states, kernels.n_pairwise) == (structure.n_states_,
@@ -185,7 +185,7 @@ def test_compiled_kernels_equal_the_batch_oracles(seed):
 
 
 def test_a_labelling_that_is_not_a_tree_is_refused():
-    spec, structure, batch, Y, n_words, w = _problem(3)
+    _spec, structure, batch, Y, _n_words, _w = _problem(3)
     bad = Y.copy()
     bad[batch.offsets[-1] - 1] = 0  # the root span of the last sentence
     with pytest.raises(ValueError, match="not a tree of the grammar"):
@@ -195,18 +195,18 @@ def test_a_labelling_that_is_not_a_tree_is_refused():
 
 
 def test_bind_checks_its_configuration():
-    spec, structure, batch, Y, n_words, w = _problem(0)
+    _spec, structure, batch, Y, _n_words, w = _problem(0)
     grammar = structure.grammar
     K = grammar.n_labels
     with pytest.raises(TypeError, match="Grammar"):
         ConstituencyTree().bind(3, 3)
     with pytest.raises(ValueError, match=f"needs {K + 1} states"):
         ConstituencyTree(grammar).bind(3, K)
-    for params, match in [(dict(loss_type="hamming"), "loss_type must be"),
-                          (dict(loss_scale=0.0), "loss_scale"),
-                          (dict(loss_scale=np.inf), "loss_scale"),
-                          (dict(label_brackets=np.ones((K + 1, 2))), "label_brackets"),
-                          (dict(label_brackets=-np.ones((K, 2))), "non-negative")]:
+    for params, match in [({"loss_type": "hamming"}, "loss_type must be"),
+                          ({"loss_scale": 0.0}, "loss_scale"),
+                          ({"loss_scale": np.inf}, "loss_scale"),
+                          ({"label_brackets": np.ones((K + 1, 2))}, "label_brackets"),
+                          ({"label_brackets": -np.ones((K, 2))}, "non-negative")]:
         with pytest.raises(ValueError, match=match):
             ConstituencyTree(grammar, **params).bind(3, K + 1)
     with pytest.raises(ValueError, match="margin rescaling only"):
@@ -219,7 +219,7 @@ def test_bind_checks_its_configuration():
 
 
 def test_clone_and_pickle():
-    spec, structure, batch, Y, n_words, w = _problem(5)
+    _spec, structure, batch, _Y, _n_words, w = _problem(5)
     for copy in (clone(ConstituencyTree(structure.grammar, loss_type="zero_one")),
                  pickle.loads(pickle.dumps(structure))):
         bound = copy.bind(3, structure.n_states_)
@@ -229,11 +229,11 @@ def test_clone_and_pickle():
 
 
 def test_empty_batch_and_sentence_without_tree():
-    spec, structure, batch, Y, n_words, w = _problem(1)
+    _spec, structure, _batch, _Y, _n_words, _w = _problem(1)
     empty = SequenceBatch(np.zeros((0, 3)), np.zeros(1, dtype=np.int64))
     assert structure.decode(empty, np.zeros((0, structure.n_states_)),
                             np.zeros(structure.n_pairwise_)).shape == (0,)
-    node, pair, log_z = structure.marginals(empty, np.zeros((0, structure.n_states_)),
+    node, _pair, log_z = structure.marginals(empty, np.zeros((0, structure.n_states_)),
                                             np.zeros(structure.n_pairwise_))
     assert node.shape == (0, structure.n_states_) and log_z.shape == (0,)
     # a grammar whose only rule builds nothing the root allows: no tree over two words

@@ -7,14 +7,24 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 
 from sklstruct import M3NExpGrad, M3NSimplicialDecomposition, StructSVMCuttingPlane
-from sklstruct.parsing import (ConstituencyParser, PCFGParser, SpanFeatures, bracket_f1_scorer,
-                               bracket_scores, read_ptb_trees, tree_from_string, tree_tags,
-                               tree_to_string, tree_words)
+from sklstruct.parsing import (
+    ConstituencyParser,
+    PCFGParser,
+    SpanFeatures,
+    bracket_f1_scorer,
+    bracket_scores,
+    read_ptb_trees,
+    tree_from_string,
+    tree_tags,
+    tree_to_string,
+    tree_words,
+)
 
 from ._parsing_reference import toy_treebank
 
@@ -33,12 +43,12 @@ def fitted(toy):
     X, y, _, _ = toy
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return ConstituencyParser(StructSVMCuttingPlane(C=10.0, tol=1e-3,
-                                                        variant="n-slack")).fit(X, y)
+        return ConstituencyParser(10.0, learner=StructSVMCuttingPlane(
+            tol=1e-3, variant="n-slack")).fit(X, y)
 
 
 def test_parses_a_toy_treebank(fitted, toy):
-    X, y, X_test, y_test = toy
+    _X, _y, X_test, y_test = toy
     predicted = fitted.predict(X_test)
     assert len(predicted) == len(X_test)
     for sentence, tree in zip(X_test, predicted):
@@ -72,11 +82,12 @@ def test_tokens_may_be_words_pairs_or_dicts(toy):
     X, y, X_test, y_test = toy
     words = [[word for word, _ in sentence] for sentence in X]
     dicts = [[{"form": word, "xpos": tag} for word, tag in sentence] for sentence in X]
-    learner = StructSVMCuttingPlane(C=10.0, tol=1e-2, variant="n-slack")
+    learner = StructSVMCuttingPlane(tol=1e-2, variant="n-slack")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        untagged = ConstituencyParser(learner).fit(words, y)
-        from_dicts = ConstituencyParser(learner).fit(dicts, [tree_to_string(t) for t in y])
+        untagged = ConstituencyParser(10.0, learner=learner).fit(words, y)
+        from_dicts = ConstituencyParser(10.0, learner=learner).fit(
+            dicts, [tree_to_string(t) for t in y])
     assert not untagged.features_.tagged_ and from_dicts.features_.tagged_
     assert untagged.score([[w for w, _ in s] for s in X_test], y_test) > 0.8
     assert from_dicts.score(X_test, y_test) > 0.9
@@ -97,7 +108,7 @@ def test_a_sentence_without_a_tree_gets_a_flat_tree(fitted):
 
 def test_trees_that_do_not_fit_are_refused(fitted, toy):
     X, y, X_test, y_test = toy
-    parser = ConstituencyParser(StructSVMCuttingPlane())
+    parser = ConstituencyParser(learner=StructSVMCuttingPlane())
     with pytest.raises(ValueError, match="does not span the sentence"):
         parser.fit([X[0]], [y[1]])
     with pytest.raises(ValueError, match="2 sentences and y 1 trees"):
@@ -122,11 +133,14 @@ def test_trees_that_do_not_fit_are_refused(fitted, toy):
     with pytest.raises(ValueError, match="lexical label 'FRAG\\+VBZ'"):
         fitted.objective([[("sleeps", "VBZ")]], [tree_from_string("(FRAG (VBZ sleeps))")])
     assert np.isfinite(fitted.objective(X_test, y_test))
-    for params, error, match in [(dict(loss="hamming"), ValueError, "loss"),
-                                 (dict(horizontal=-1), ValueError, "horizontal"),
-                                 (dict(vertical=0), ValueError, "vertical"),
-                                 (dict(output="xml"), ValueError, "output"),
-                                 (dict(learner=KFold()), TypeError, "sklstruct learner")]:
+    for params, error, match in [({"loss": "hamming"}, ValueError, "loss"),
+                                 ({"horizontal": -1}, ValueError, "horizontal"),
+                                 ({"vertical": 0}, ValueError, "vertical"),
+                                 ({"output": "xml"}, ValueError, "output"),
+                                 ({"learner": KFold()}, TypeError, "learner"),
+                                 ({"learner": PCFGParser()}, TypeError,
+                                  "structure parameter"),
+                                 ({"C": 0.0}, ValueError, "'C' parameter")]:
         with pytest.raises(error, match=match):
             ConstituencyParser(**params).fit(X, y)
 
@@ -143,25 +157,26 @@ def test_a_failed_fit_leaves_the_parser_as_it_was(fitted, toy):
 def test_zero_one_loss_needs_a_cutting_plane_learner(toy):
     X, y, X_test, y_test = toy
     with pytest.raises(ValueError, match="does not decompose"):
-        ConstituencyParser(M3NSimplicialDecomposition(), loss="zero_one").fit(X, y)
+        ConstituencyParser(learner=M3NSimplicialDecomposition(), loss="zero_one").fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        parser = ConstituencyParser(StructSVMCuttingPlane(C=1.0, tol=1e-2, variant="n-slack"),
+        parser = ConstituencyParser(1.0, learner=StructSVMCuttingPlane(tol=1e-2,
+                                                                       variant="n-slack"),
                                     loss="zero_one").fit(X[:30], y[:30])
     assert parser.score(X_test, y_test) > 0.8
 
 
-def test_grid_search_over_the_learners_C(toy):
+def test_grid_search_over_C(toy):
     X, y, _, _ = toy
-    assert ConstituencyParser().set_params(learner__C=3.0).learner.C == 3.0
     search = GridSearchCV(ConstituencyParser(features=SpanFeatures(span_features=False)),
-                          {"learner__C": [0.01, 1.0]}, cv=2)
+                          {"C": [0.01, 1.0]}, cv=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         search.fit(X[:40], y[:40])
-        scores = cross_val_score(ConstituencyParser(M3NExpGrad(C=1.0, max_iter=30)), X[:40],
+        scores = cross_val_score(ConstituencyParser(learner=M3NExpGrad(max_iter=30)), X[:40],
                                  y[:40], cv=2, scoring=bracket_f1_scorer)
-    assert search.best_params_["learner__C"] in (0.01, 1.0)
+    assert search.best_params_["C"] in (0.01, 1.0)
+    assert search.best_estimator_.learner_.C == search.best_params_["C"]
     assert 0.0 <= search.best_score_ <= 1.0
     assert scores.shape == (2,) and np.all(scores > 0.5)
 
@@ -171,7 +186,8 @@ def test_pickle_and_clone(fitted, toy):
     restored = pickle.loads(pickle.dumps(fitted))
     assert restored.predict(X_test) == fitted.predict(X_test)
     fresh = clone(fitted)
-    assert not hasattr(fresh, "learner_") and fresh.get_params()["learner"].C == 10.0
+    assert not hasattr(fresh, "learner_") and fresh.get_params()["C"] == 10.0
+    assert fitted.learner_.C == 10.0
 
 
 def test_pcfg_is_the_relative_frequency_grammar(toy):
@@ -221,8 +237,11 @@ def test_pcfg_equals_nltk_viterbi_parser(toy):
 def test_span_features():
     X = [[("The", "DT"), ("dog", "NN"), ("barks", "VBZ")], [("Rex", "NNP")]]
     features = SpanFeatures(suffix_length=2).fit(X)
-    rows = features.transform(X)
-    assert rows.shape == (7, features.n_features_out_)
+    rows, n_rows = features.transform_flat(X)
+    assert rows.shape == (7, features.n_features_out_) and n_rows.tolist() == [6, 1]
+    per_sentence = features.transform(X)
+    assert [m.shape[0] for m in per_sentence] == [6, 1]
+    assert (sp.vstack(per_sentence) != rows).nnz == 0
     names = features.get_feature_names_out()
     row_names = [sorted(names[rows[r].indices]) for r in range(7)]
     assert row_names[0] == sorted(["bias.word", "word=the", "shape=title", "suffix=e",
@@ -232,15 +251,16 @@ def test_span_features():
     assert "span.before.word=<s>" in row_names[5] and "span.after.word=barks" in row_names[3]
     assert "root" in row_names[6] and "bias.word" in row_names[6]   # the one-word sentence
     assert set(row_names[3]) >= {"span.first.word=the", "span.last.word=dog"}
-    unknown = features.transform([[("A", "DT"), ("cat", "NN")]])
+    unknown, _ = features.transform_flat([[("A", "DT"), ("cat", "NN")]])
     assert unknown.shape == (3, features.n_features_out_)
     assert "word=a" not in names and sorted(names[unknown[0].indices]) == sorted(
         ["bias.word", "tag=DT", "tag-1=<s>", "tag+1=NN"])  # (shape "upper" is unknown)
     basic = SpanFeatures(span_features=False).fit(X)
     assert basic.n_features_out_ < features.n_features_out_
-    assert sorted(basic.get_feature_names_out()[basic.transform(X)[5].indices]) == \
+    assert sorted(basic.get_feature_names_out()[basic.transform_flat(X)[0][5].indices]) == \
         ["bias.span", "root"]
-    assert features.transform([[]]).shape == (0, features.n_features_out_)
+    empty, n_rows = features.transform_flat([[]])
+    assert empty.shape == (0, features.n_features_out_) and n_rows.tolist() == [0]
     with pytest.raises(ValueError, match="suffix_length"):
         SpanFeatures(suffix_length=-1).fit(X)
     with pytest.raises(TypeError, match="list of sentences"):
@@ -256,6 +276,6 @@ def test_max_margin_grammar_beats_the_pcfg_on_treebank_sentences():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pcfg = PCFGParser().fit(X_train, y_train).score(X_test, y_test)
-        model = ConstituencyParser(M3NSimplicialDecomposition(C=0.3, random_state=0)).fit(
+        model = ConstituencyParser(0.3, learner=M3NSimplicialDecomposition(random_state=0)).fit(
             X_train, y_train)
         assert model.score(X_test, y_test) > pcfg

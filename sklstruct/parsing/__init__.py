@@ -3,17 +3,23 @@
 Dependency trees are given per sentence as an array of heads (1-based, 0 for
 the root) and an array of relations; tokens are dicts of their CoNLL columns.
 Constituency trees are nested tuples ``(label, child, ...)`` whose
-preterminals are ``(tag, word)``. :class:`ConstituencyParser` trains a
-max-margin weighted grammar with any sklstruct learner on the span rows of
-:class:`SpanFeatures`; :class:`PCFGParser` is the relative-frequency PCFG of
-the same grammar.
+preterminals are ``(tag, word)``. :class:`DependencyParser` trains a
+first-order dependency model on the candidate-arc rows of :class:`ArcFeatures`,
+:class:`ConstituencyParser` a max-margin weighted grammar on the span rows of
+:class:`SpanFeatures`, each with any sklstruct learner at the parser's ``C``;
+:class:`PCFGParser` is the relative-frequency PCFG of the grammar.
 """
 
 from ._arc_features import ArcFeatures
 from ._conll import read_conll, read_dependency_columns, write_conll
 from ._constituency import ConstituencyParser, PCFGParser
 from ._dependency_parser import DependencyParser
-from ._metrics import attachment_scorer, attachment_scores, bracket_f1_scorer, bracket_scores
+from ._metrics import (
+    attachment_scorer,
+    attachment_scores,
+    bracket_f1_scorer,
+    bracket_scores,
+)
 from ._span_features import SpanFeatures
 from ._transforms import binarize, collapse_unary, expand_unary, unbinarize
 from ._trees import (

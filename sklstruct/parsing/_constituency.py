@@ -1,46 +1,37 @@
 """Constituency parsers: a max-margin weighted CFG and the relative-frequency PCFG."""
 
-import numbers
 import warnings
+from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._inference import cfg as cky
 from ..structures import ConstituencyTree
 from ._grammar import TreeGrammar, as_tree, sentence_tokens
 from ._metrics import bracket_scores
-from ._parts import PartsLearnerMixin, check_sentences
+from ._parts import PartsParser, check_sentences
 from ._span_features import SpanFeatures
 from ._transforms import expand_unary, unbinarize
 from ._trees import _import_nltk, tree_to_string, tree_words
 
 __all__ = ["ConstituencyParser", "PCFGParser"]
 
-_OUTPUTS = ("tuple", "string", "nltk")
-
-
-def _check_order(value, name, minimum, allow_none):
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        kind = "None or an int" if allow_none else "an int"
-        raise ValueError(f"{name} must be {kind} >= {minimum}; got {value!r}.")
-
 
 class _TreeParser(BaseEstimator):
     """Shared by the constituency parsers: input checks, grammar, outputs and the score."""
 
-    def _check_params(self):
-        _check_order(self.horizontal, "horizontal", 0, allow_none=True)
-        _check_order(self.vertical, "vertical", 1, allow_none=False)
-        if self.output not in _OUTPUTS:
-            raise ValueError(f"output must be one of {_OUTPUTS}; got {self.output!r}.")
+    _parameter_constraints = {
+        "horizontal": [Interval(Integral, 0, None, closed="left"), None],
+        "vertical": [Interval(Integral, 1, None, closed="left")],
+        "output": [StrOptions({"tuple", "string", "nltk"})],
+    }
 
     def _training_data(self, X, y):
         """Checked sentences ``(words, tags)`` and trees of a fit."""
-        self._check_params()
+        self._validate_params()
         X = check_sentences(X)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y, the trees of the sentences.")
@@ -138,7 +129,7 @@ class _TreeParser(BaseEstimator):
         return tags
 
 
-class ConstituencyParser(PartsLearnerMixin, _TreeParser):
+class ConstituencyParser(PartsParser, _TreeParser):
     """Max-margin constituency parser: a weighted CFG trained by any sklstruct learner.
 
     The grammar is read from the training trees: they are binarised (right-factored, with
@@ -155,14 +146,20 @@ class ConstituencyParser(PartsLearnerMixin, _TreeParser):
 
     Parameters
     ----------
-    learner : sklstruct learner, default=None
-        Trained on the span rows with ``structure`` set to the grammar's
-        :class:`~sklstruct.structures.ConstituencyTree`; None means
-        ``M3NSimplicialDecomposition()``. Its ``C`` is ``learner__C`` (which
-        ``set_params`` and ``GridSearchCV`` reach with ``learner=None`` too).
+    C : float, default=1.0
+        Weight of the loss term of the objective, given to the learner (its own ``C`` is
+        not used): the parameter to tune, as for
+        :class:`~sklstruct.parsing.DependencyParser`. The default was the best of 0.1-10
+        with :class:`SpanFeatures` and the bracket loss on files wsj_0140-0159 of the Penn
+        Treebank sample (training on wsj_0001-0139, sentences of at most 15 words).
+    learner : sklstruct estimator, default=None
+        The learner, cloned at fit with its ``C`` and ``structure`` set (to the grammar's
+        :class:`~sklstruct.structures.ConstituencyTree`);
+        ``M3NSimplicialDecomposition()`` by default.
     features : transformer, default=None
-        Maps a list of sentences to one feature row per span (``fit`` and ``transform``);
-        None means ``SpanFeatures()``.
+        Turns the sentences into the features of their spans: ``fit(X, y)`` and
+        ``transform_flat(X) -> (csr_matrix, n_rows)`` as :class:`SpanFeatures` has them,
+        which is the default (``SpanFeatures()``).
     horizontal : int or None, default=1
         Horizontal markovisation of the binarisation (previous siblings named in
         intermediate labels; None: all).
@@ -199,13 +196,20 @@ class ConstituencyParser(PartsLearnerMixin, _TreeParser):
     ...     "(S (NP (DT a) (NN cat)) (VP (VBZ sleeps) (ADVP (RB here))))"]]
     >>> X = [[("the", "DT"), ("dog", "NN"), ("barks", "VBZ")],
     ...      [("a", "DT"), ("cat", "NN"), ("sleeps", "VBZ"), ("here", "RB")]]
-    >>> parser = ConstituencyParser(StructSVMCuttingPlane(C=10.0), output="string")
+    >>> parser = ConstituencyParser(10.0, learner=StructSVMCuttingPlane(), output="string")
     >>> parser.fit(X, trees).predict([[("the", "DT"), ("cat", "NN"), ("barks", "VBZ")]])
     ['(S (NP (DT the) (NN cat)) (VP (VBZ barks)))']
     """
 
-    def __init__(self, learner=None, features=None, *, horizontal=1, vertical=1,
+    _parameter_constraints = {
+        **PartsParser._parameter_constraints,
+        **_TreeParser._parameter_constraints,
+        "loss": [StrOptions({"brackets", "zero_one"})],
+    }
+
+    def __init__(self, C=1.0, *, learner=None, features=None, horizontal=1, vertical=1,
                  loss="brackets", output="tuple"):
+        self.C = C
         self.learner = learner
         self.features = features
         self.horizontal = horizontal
@@ -230,8 +234,6 @@ class ConstituencyParser(PartsLearnerMixin, _TreeParser):
         -------
         self : ConstituencyParser
         """
-        if self.loss not in ("brackets", "zero_one"):
-            raise ValueError(f"loss must be 'brackets' or 'zero_one'; got {self.loss!r}.")
         staged = clone(self)
         X, tokens, trees = staged._training_data(X, y)
         if max(len(words) for words, _ in tokens) < 3:
@@ -240,49 +242,45 @@ class ConstituencyParser(PartsLearnerMixin, _TreeParser):
         grammar = staged.grammar_
         states = np.concatenate([grammar.states(tree, f"y[{i}]")
                                  for i, tree in enumerate(trees)])
-        staged.features_ = SpanFeatures() if self.features is None else clone(self.features)
-        rows = staged.features_.fit(X).transform(X)
+        staged.features_, rows, n_rows = staged._fit_features(SpanFeatures(), X, trees)
         structure = ConstituencyTree(grammar.grammar, label_brackets=grammar.label_brackets,
                                      loss_type=self.loss)
-        staged._fit_parts(rows, states, _n_rows(tokens), structure)
+        staged.learner_ = staged._fit_parts(rows, states, n_rows, structure)
         self.__dict__.update({k: v for k, v in vars(staged).items() if k.endswith("_")})
         return self
 
     def _parse(self, X, tokens):
         """Trees (nested tuples) of the sentences; ``()`` for an empty one."""
         trees = [()] * len(tokens)
-        kept = [i for i, (words, _) in enumerate(tokens) if words]
-        if not kept:
-            return trees
-        rows = self.features_.transform([X[i] for i in kept])
-        lengths = _n_rows([tokens[i] for i in kept])
-        states = self._predict_parts(rows, lengths)
-        offsets = np.concatenate(([0], np.cumsum(lengths)))
+        n_words = np.array([len(words) for words, _ in tokens], dtype=np.int64)
+        kept, rows, n_rows, states = self._decode_parts(X, n_words)
+        offsets = np.concatenate(([0], np.cumsum(n_rows)))
         fallbacks = []
         for k, i in enumerate(kept):
             words, _ = tokens[i]
             sentence = states[offsets[k]:offsets[k + 1]]
             if np.all(sentence[:len(words)] > 0):
                 trees[i] = self.grammar_.tree(sentence, words)
-            else:
+            else:  # no tree of the grammar: all states 0
                 fallbacks.append(k)
         if fallbacks:
-            lexical = self._best_preterminals(rows, lengths, offsets, fallbacks)
+            lexical = self._best_preterminals(rows, n_rows, offsets, n_words[kept], fallbacks)
             for k, tags in zip(fallbacks, lexical):
                 words, given = tokens[kept[k]]
                 trees[kept[k]] = self._flat_tree(words, given if given is not None else tags)
             self._warn_fallbacks(len(fallbacks))
         return trees
 
-    def _best_preterminals(self, rows, lengths, offsets, sentences):
-        """The tags of the best lexical label of every word of the given sentences."""
+    def _best_preterminals(self, rows, n_rows, offsets, n_words, sentences):
+        """The tags of the best lexical label of every word of the given sentences (the
+        first ``n`` rows of a sentence of ``n`` words are its words)."""
         grammar = self.grammar_
-        scores = self.learner_.decision_function(rows, lengths=lengths)
+        scores = self.learner_.decision_function(rows, lengths=n_rows)
         lexical = np.flatnonzero(grammar.lexical) + 1
         found = []
         for k in sentences:
-            n = int(round((np.sqrt(8 * lengths[k] + 1) - 1) / 2))
-            best = lexical[np.argmax(scores[offsets[k]:offsets[k] + n][:, lexical], axis=1)]
+            words = scores[offsets[k]:offsets[k] + n_words[k]]
+            best = lexical[np.argmax(words[:, lexical], axis=1)]
             found.append([grammar.labels[a - 1].split("+")[-1] for a in best])
         return found
 
@@ -309,8 +307,8 @@ class ConstituencyParser(PartsLearnerMixin, _TreeParser):
             if tree_words(tree) != words:
                 raise ValueError(f"y[{i}] does not span the sentence X[{i}].")
             states.append(self.grammar_.states(tree, f"y[{i}]"))
-        return self.learner_.objective(self.features_.transform(X), np.concatenate(states),
-                                       lengths=_n_rows(tokens))
+        rows, n_rows = self.features_.transform_flat(X)
+        return self.learner_.objective(rows, np.concatenate(states), lengths=n_rows)
 
 
 class PCFGParser(_TreeParser):
@@ -489,12 +487,6 @@ class PCFGParser(_TreeParser):
 
         (top,) = list(parse)
         return unbinarize(expand_unary(convert(top), "+"))
-
-
-def _n_rows(tokens):
-    """Span rows of every sentence, ``n (n + 1) / 2``."""
-    n = np.array([len(words) for words, _ in tokens], dtype=np.int64)
-    return n * (n + 1) // 2
 
 
 def _require_tags(tokens):

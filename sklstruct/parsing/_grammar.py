@@ -16,8 +16,14 @@ import numpy as np
 
 from .._inference.cfg import Grammar, span_index, span_position
 from ._metrics import _EVALB_DELETED_LABELS, _EVALB_EQUIVALENT
-from ._transforms import _INTERMEDIATE, _PARENT, binarize, collapse_unary, expand_unary, \
-    unbinarize
+from ._transforms import (
+    _INTERMEDIATE,
+    _PARENT,
+    binarize,
+    collapse_unary,
+    expand_unary,
+    unbinarize,
+)
 from ._trees import check_tree, is_preterminal, tree_words
 
 _JOIN = "+"

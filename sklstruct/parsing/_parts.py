@@ -1,68 +1,104 @@
 """What the task-level parsers share: a sklstruct learner trained on part rows (private).
 
-A parser turns its task's input (sentences) into one flat matrix of part rows (spans, arcs)
-with the rows per sentence, and its outputs (trees) into one state per row; any sklstruct
-learner, cloned with the task's structure, then trains on them (the ``learner`` parameter).
+A parser turns its task's input (sentences) into one flat matrix of part rows (candidate
+arcs, spans) with the rows per sentence, through a feature extractor with ``fit(X, y)`` and
+``transform_flat(X) -> (rows, n_rows)``, and its outputs (trees) into one state per row;
+any sklstruct learner, cloned with the task's structure and the parser's ``C``, then trains
+on them (:class:`PartsParser`).
 """
 
-import numpy as np
-from sklearn.base import clone
+from numbers import Real
 
-from ..base import BaseStructuredClassifier
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils._param_validation import HasMethods, Interval
 
 
 def default_learner():
     """The learner of a parser given ``learner=None``."""
     from ..learners import M3NSimplicialDecomposition
+
     return M3NSimplicialDecomposition()
 
 
-class PartsLearnerMixin:
-    """A ``learner`` parameter (None: :func:`default_learner`) trained on part rows.
+def check_sentences(X, name="X"):
+    """``X`` as a list (a str, a dict or a non-iterable is refused)."""
+    if isinstance(X, (str, bytes, dict)) or not hasattr(X, "__iter__"):
+        raise TypeError(f"{name} must be a list of sentences; got {type(X).__name__}.")
+    return list(X)
 
-    ``set_params(learner__C=...)`` works with ``learner=None`` too (it sets the parameter of
-    a default learner), so ``GridSearchCV`` searches the learner's ``C`` of a default parser.
+
+class PartsParser(BaseEstimator):
+    """Base of the parsers: ``C``, ``learner`` and ``features`` parameters, and a learner
+    trained on the part rows of the sentences.
+
+    ``learner`` (None: :func:`default_learner`) is cloned with ``C`` and the task's
+    structure set (its own ``C`` is not used), so that ``GridSearchCV`` searches the
+    parser's ``C``; ``features_`` and ``learner_`` are the fitted feature extractor and
+    learner.
     """
 
-    def set_params(self, **params):
-        """Set parameters; ``learner__*`` ones also with ``learner=None`` (they then set
-        those of a default learner, which becomes ``learner``).
+    _parameter_constraints = {
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "learner": [HasMethods(["fit", "predict"]), None],
+        "features": [HasMethods(["fit", "transform_flat"]), None],
+    }
+
+    def _learner_for(self, structure):
+        """A clone of the learner with the parser's ``C`` and ``structure``."""
+        learner = default_learner() if self.learner is None else clone(self.learner)
+        if "structure" not in learner.get_params(deep=False):
+            raise TypeError(f"learner must be a sklstruct estimator with a structure "
+                            f"parameter (StructSVMCuttingPlane, M3NSimplicialDecomposition, "
+                            f"...); got {type(self.learner).__name__}.")
+        return learner.set_params(C=self.C, structure=structure)
+
+    def _fit_features(self, default, X, y):
+        """The fitted feature extractor (a clone of ``features``, or ``default``) and the
+        part rows of ``X`` with their number per sentence."""
+        features = default if self.features is None else clone(self.features)
+        features.fit(X, y)
+        rows, n_rows = features.transform_flat(X)
+        return features, rows, np.asarray(n_rows, dtype=np.int64)
+
+    def _fit_parts(self, rows, states, n_rows, structure):
+        """A clone of the learner fitted with ``structure`` on the part rows."""
+        learner = self._learner_for(structure)
+        learner.fit(rows, states, lengths=np.asarray(n_rows, dtype=np.int64))
+        return learner
+
+    def _decode_parts(self, X, n_words):
+        """Decoded row states of the non-empty sentences of ``X``.
+
+        Returns ``(kept, rows, n_rows, states)``: the indices of the sentences with words,
+        their part rows and rows per sentence, and the best output's state of every row
+        (flat). An empty sentence has no part.
+        """
+        kept = np.flatnonzero(np.asarray(n_words) > 0)
+        if not kept.shape[0]:
+            return kept, None, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        rows, n_rows = self.features_.transform_flat([X[i] for i in kept])
+        n_rows = np.asarray(n_rows, dtype=np.int64)
+        states = np.asarray(self.learner_.predict(rows, lengths=n_rows))
+        return kept, rows, n_rows, states
+
+
+class PartRowsTransformerMixin:
+    """``transform(X)``: one sparse matrix of part rows per sentence, from
+    ``transform_flat``."""
+
+    def transform(self, X):
+        """Features of the part rows, one sparse matrix per sentence.
 
         Parameters
         ----------
-        **params : dict
-            Estimator parameters, nested ones as ``learner__C``.
+        X : list of sentences
 
         Returns
         -------
-        self : estimator
+        features : list of scipy.sparse.csr_matrix
+            Sentence ``i``'s rows, ``n_rows[i]`` of them (see ``transform_flat``).
         """
-        if self.learner is None and "learner" not in params \
-                and any(key.startswith("learner__") for key in params):
-            self.learner = default_learner()
-        return super().set_params(**params)
-
-    def _learner_for(self, structure):
-        learner = default_learner() if self.learner is None else self.learner
-        if not isinstance(learner, BaseStructuredClassifier):
-            raise TypeError(f"learner must be a sklstruct learner (StructSVMCuttingPlane, "
-                            f"M3NSimplicialDecomposition, ...); got {type(learner).__name__}.")
-        return clone(learner).set_params(structure=structure)
-
-    def _fit_parts(self, rows, states, lengths, structure):
-        """Fit a clone of the learner with ``structure`` on the part rows; sets ``learner_``."""
-        learner = self._learner_for(structure)
-        learner.fit(rows, states, lengths=np.asarray(lengths, dtype=np.int64))
-        self.learner_ = learner
-
-    def _predict_parts(self, rows, lengths):
-        """Decoded part states (flat), per row."""
-        return np.asarray(self.learner_.predict(rows, lengths=np.asarray(lengths,
-                                                                          dtype=np.int64)))
-
-
-def check_sentences(X, name="X"):
-    """``X`` as a list (a str or a non-iterable is refused)."""
-    if isinstance(X, (str, bytes)) or not hasattr(X, "__iter__"):
-        raise TypeError(f"{name} must be a list of sentences; got {type(X).__name__}.")
-    return list(X)
+        features, n_rows = self.transform_flat(X)
+        offsets = np.concatenate(([0], np.cumsum(n_rows)))
+        return [features[offsets[i]:offsets[i + 1]] for i in range(n_rows.shape[0])]

@@ -9,6 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._inference.cfg import span_index
 from ._grammar import sentence_tokens
+from ._parts import PartRowsTransformerMixin, check_sentences
 
 __all__ = ["SpanFeatures"]
 
@@ -31,7 +32,7 @@ def _shape(word):
     return "lower"
 
 
-class SpanFeatures(TransformerMixin, BaseEstimator):
+class SpanFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
     """Binary features of every span of every sentence, in the rows of a constituency model.
 
     A sentence of ``n`` words becomes ``n (n + 1) / 2`` rows, its spans ``[i, j)`` by length,
@@ -72,9 +73,8 @@ class SpanFeatures(TransformerMixin, BaseEstimator):
     --------
     >>> from sklstruct.parsing import SpanFeatures
     >>> sentences = [[("Dogs", "NNS"), ("bark", "VBP")], [("Cats", "NNS")]]
-    >>> rows = SpanFeatures().fit_transform(sentences)
-    >>> rows.shape[0]  # 3 spans, then 1
-    4
+    >>> [rows.shape[0] for rows in SpanFeatures().fit_transform(sentences)]  # 3 spans, 1
+    [3, 1]
     """
 
     def __init__(self, *, span_features=True, suffix_length=3):
@@ -118,7 +118,7 @@ class SpanFeatures(TransformerMixin, BaseEstimator):
         self : SpanFeatures
         """
         self._check_params()
-        tokens, tagged = self._token_strings(_as_list(X), "X")
+        tokens, tagged = self._token_strings(check_sentences(X), "X")
         vocabulary = {}
         for words, tags in tokens:
             for key, value in self._token_values(words, tags):
@@ -131,8 +131,8 @@ class SpanFeatures(TransformerMixin, BaseEstimator):
         self.n_features_out_ = int(self.columns_.shape[0])
         return self
 
-    def transform(self, X):
-        """Feature rows of every span of every sentence.
+    def transform_flat(self, X):
+        """Feature rows of every span of every sentence, stacked.
 
         Parameters
         ----------
@@ -142,9 +142,12 @@ class SpanFeatures(TransformerMixin, BaseEstimator):
         Returns
         -------
         rows : scipy.sparse.csr_matrix of shape (sum n (n + 1) / 2, n_features_out_)
+            The rows of sentence ``i`` follow those of the sentences before it.
+        n_rows : ndarray of int64 of shape (n_sentences,)
+            ``n_i (n_i + 1) / 2``, the rows of each sentence.
         """
         check_is_fitted(self, "columns_")
-        tokens, tagged = self._token_strings(_as_list(X), "X")
+        tokens, tagged = self._token_strings(check_sentences(X), "X")
         if self.tagged_ and not tagged and any(words for words, _ in tokens):
             raise ValueError("SpanFeatures was fitted on tagged sentences; give (word, tag) "
                              "pairs (or token dicts with a tag).")
@@ -157,8 +160,9 @@ class SpanFeatures(TransformerMixin, BaseEstimator):
         at = np.minimum(at, max(self.n_features_out_ - 1, 0))
         known = (raw >= 0) & (self.columns_[at] == raw) if self.n_features_out_ else \
             np.zeros(raw.shape[0], dtype=bool)
+        n_words = np.array([len(words) for words, _ in tokens], dtype=np.int64)
         return sp.csr_matrix((np.ones(int(known.sum())), (row[known], at[known])),
-                             shape=(n_rows, self.n_features_out_))
+                             shape=(n_rows, self.n_features_out_)), n_words * (n_words + 1) // 2
 
     def get_feature_names_out(self, input_features=None):
         """Names of the feature columns, such as ``"word=dogs"`` or ``"span.first.tag=DT"``.
@@ -285,12 +289,6 @@ class SpanFeatures(TransformerMixin, BaseEstimator):
         return raw.shape[0], raw
 
 
-def _as_list(X):
-    if isinstance(X, str) or not hasattr(X, "__iter__"):
-        raise TypeError(f"X must be a list of sentences; got {type(X).__name__}.")
-    return list(X)
-
-
 def _name(key, i, values, vocabulary):
     """The readable name of raw column ``i`` of a template."""
     template, source = key
@@ -301,7 +299,7 @@ def _name(key, i, values, vocabulary):
             return f"{template}={low}" + ("" if high in (None, low) else f"-{high}")
         return template
     size = len(vocabulary.get(source, {})) + 2
-    if template.endswith("_last.tag") or template.endswith("_after.tag"):
+    if template.endswith(("_last.tag", "_after.tag")):
         return f"{template}={_value(i // size, values)}|{_value(i % size, values)}"
     return f"{template}={_value(i, values)}"
 

@@ -2,6 +2,7 @@
 
 from .._inference.cfg import Grammar
 from ._base import BaseStructure
+from ._parts import PartsStructure
 from .cfg import ConstituencyTree
 from .chain import ChainStructure
 from .dependency import DependencyTree
@@ -13,8 +14,8 @@ from .multilabel import MultiLabelStructure, chow_liu_tree, hierarchy_loss_weigh
 
 __all__ = ["BaseStructure", "ChainStructure", "ConstituencyTree", "DependencyTree", "Grammar",
            "GraphStructure", "Grid3DStructure", "GridStructure", "MultiClass",
-           "MultiLabelStructure", "TreeStructure", "chow_liu_tree", "hierarchy_loss_weights",
-           "structure_for_form"]
+           "MultiLabelStructure", "PartsStructure", "TreeStructure", "chow_liu_tree",
+           "hierarchy_loss_weights", "structure_for_form"]
 
 
 def structure_for_form(form):

@@ -6,10 +6,11 @@ import numpy as np
 
 from .._inference import cfg as cky
 from .._inference._cfg_kernels import CFGKernels, tree_rules
-from ._base import BaseStructure, check_rescale
+from ._base import check_rescale
+from ._parts import PartsStructure
 
 
-class ConstituencyTree(BaseStructure):
+class ConstituencyTree(PartsStructure):
     """Binary constituency trees of a grammar, one row per span of the sentence.
 
     A sentence of ``n`` words is an example of ``n (n + 1) / 2`` rows, its spans ``[i, j)``
@@ -131,26 +132,22 @@ class ConstituencyTree(BaseStructure):
         return self.loss_type == "brackets"
 
     # ----------------------------------------------------------------- layout
+    _rows_text = ("words", "n (n + 1) / 2", "span")
+
     @staticmethod
-    def sentence_lengths(batch):
-        """Words per sentence, from the ``n (n + 1) / 2`` rows of each example.
+    def rows_of(n_words):
+        """Span rows of sentences of ``n_words`` words, ``n (n + 1) / 2``.
 
         Parameters
         ----------
-        batch : SequenceBatch
+        n_words : ndarray of int64
 
         Returns
         -------
-        n_words : ndarray of int64 of shape (n_sentences,)
+        n_rows : ndarray of int64
         """
-        rows = batch.lengths
-        n_words = np.rint((np.sqrt(8.0 * rows + 1.0) - 1.0) / 2.0).astype(np.int64)
-        bad = np.flatnonzero(n_words * (n_words + 1) // 2 != rows)
-        if bad.shape[0]:
-            i = int(bad[0])
-            raise ValueError(f"example {i} has {rows[i]} rows; a sentence of n words has "
-                             "n (n + 1) / 2 span rows.")
-        return n_words
+        n_words = np.asarray(n_words, dtype=np.int64)
+        return n_words * (n_words + 1) // 2
 
     # ----------------------------------------------------------------- statistics
     def _node_rules(self, batch, Y):
@@ -159,7 +156,7 @@ class ConstituencyTree(BaseStructure):
         A labelling that is not a tree of the grammar raises ``ValueError``
         (:func:`sklstruct._inference.cfg.check_span_tree` names the sentence, the span and
         the reason)."""
-        n_words = self.sentence_lengths(batch)
+        n_words = self._layout(batch)[0]
         Y = np.ascontiguousarray(Y, dtype=np.int64)
         rules = np.empty(int(np.sum(n_words - 1)), dtype=np.int64)
         bad = tree_rules(Y, n_words, self.grammar, rules)
@@ -198,7 +195,7 @@ class ConstituencyTree(BaseStructure):
         -------
         blocks : list of (int, int, ndarray of shape (n_sentences,))
         """
-        n_words = self.sentence_lengths(batch)
+        n_words = self._layout(batch)[0]
         return [(0, self.grammar.n_rules, n_words - 1.0)]
 
     # ----------------------------------------------------------------- loss
@@ -257,7 +254,7 @@ class ConstituencyTree(BaseStructure):
     def decode(self, batch, unary, pairwise, n_jobs=None):
         if batch.n_sequences == 0:
             return np.zeros(0, dtype=np.int64)
-        n_words = self.sentence_lengths(batch)
+        n_words = self._layout(batch)[0]
         labels, _ = cky.cky_decode(self._span_scores(unary), n_words, self.grammar, pairwise,
                                    n_jobs=n_jobs)
         return labels + 1
@@ -267,20 +264,13 @@ class ConstituencyTree(BaseStructure):
         check_rescale(rescale)
         if not self.loss_decomposes:
             return self._best_other(batch, unary, pairwise, Y, rescale, n_jobs)
-        if rescale != "margin":
-            raise ValueError("ConstituencyTree(loss_type='brackets') supports margin rescaling "
-                             "only (the slack-rescaled most violating tree does not "
-                             "decompose over spans); loss_type='zero_one' takes both.")
-        if token_loss is None:
-            token_loss = self.token_loss(Y)
-        labels = self.decode(batch, unary + token_loss, pairwise, n_jobs=n_jobs)
-        losses = batch.sum_per_sequence(token_loss[np.arange(labels.shape[0]), labels])
-        return labels, losses, self.score(batch, unary, pairwise, labels)
+        return self._shifted_loss_augmented_decode(batch, unary, pairwise, Y, rescale, n_jobs,
+                                                   token_loss)
 
     def _best_other(self, batch, unary, pairwise, Y, rescale, n_jobs):
         """Most violating trees of the 0/1 loss: the best tree other than the true one
         (2-best CKY) when it violates the margin, else the true tree (loss 0)."""
-        n_words = self.sentence_lengths(batch)
+        n_words = self._layout(batch)[0]
         Y = np.asarray(Y, dtype=np.int64)
         other, other_cky = cky.cky_best_other(self._span_scores(unary), n_words, self.grammar,
                                               Y - 1, pairwise, n_jobs=n_jobs)
@@ -300,7 +290,7 @@ class ConstituencyTree(BaseStructure):
     def marginals(self, batch, unary, pairwise, n_jobs=None):
         if batch.n_sequences == 0:
             return np.zeros_like(unary), np.zeros((0, self.n_pairwise_)), np.zeros(0)
-        n_words = self.sentence_lengths(batch)
+        n_words = self._layout(batch)[0]
         unary = np.asarray(unary, dtype=np.float64)
         marg, counts, log_z = cky.inside_outside(self._span_scores(unary), n_words,
                                                  self.grammar, pairwise, n_jobs=n_jobs)
@@ -310,6 +300,6 @@ class ConstituencyTree(BaseStructure):
         return node, counts, log_z + batch.sum_per_sequence(unary[:, 0])
 
     def example_kernels(self, batch):
-        n_words = self.sentence_lengths(batch)
+        n_words = self._layout(batch)[0]
         return CFGKernels(batch.offsets, n_words, self.grammar)
 
