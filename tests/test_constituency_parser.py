@@ -3,7 +3,9 @@ toy treebank, outputs, fallbacks, bad input, model selection and persistence."""
 
 import os
 import pickle
+import sys
 import warnings
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -19,12 +21,17 @@ from sklstruct.parsing import (
     SpanFeatures,
     bracket_f1_scorer,
     bracket_scores,
+    labelled_spans,
     read_ptb_trees,
     tree_from_string,
     tree_tags,
     tree_to_string,
     tree_words,
 )
+from sklstruct.parsing._grammar import TreeGrammar
+from sklstruct.parsing._trees import strip_function_tag
+from sklstruct.structures import ConstituencyTree
+from sklstruct.utils import SequenceBatch
 
 from ._parsing_reference import toy_treebank
 
@@ -279,3 +286,75 @@ def test_max_margin_grammar_beats_the_pcfg_on_treebank_sentences():
         model = ConstituencyParser(0.3, learner=M3NSimplicialDecomposition(random_state=0)).fit(
             X_train, y_train)
         assert model.score(X_test, y_test) > pcfg
+
+
+def _ptb_trees(count):
+    if not os.path.isdir(PTB):
+        pytest.skip("the Penn Treebank sample is not here")
+    return read_ptb_trees(os.path.join(PTB, "treebank.mrg.gz"))[:count]
+
+
+def _brackets(tree):
+    """Labelled brackets ``(label, start, end)`` of the phrasal nodes as the bracket loss
+    counts them: function tags stripped, ``PRT`` as ``ADVP``, over all word positions."""
+    found = Counter()
+    for (label, start, end), count in labelled_spans(tree).items():
+        label = strip_function_tag(label)
+        found["ADVP" if label == "PRT" else label, start, end] += count
+    return found
+
+
+@pytest.mark.parametrize("horizontal, vertical", [(None, 1), (0, 1), (1, 1), (2, 2)])
+def test_trees_and_span_states_round_trip(horizontal, vertical):
+    """A tree becomes one state per span (2n - 1 nodes of the binarised, collapsed tree),
+    and the span states give the tree back, unary chains and markovisation undone."""
+    trees = toy_treebank(40, seed=4)[1] + _ptb_trees(150)
+    grammar = TreeGrammar(trees, horizontal, vertical)
+    for tree in trees:
+        words = tree_words(tree)
+        n = len(words)
+        states = grammar.states(tree, "tree")
+        assert states.shape == (n * (n + 1) // 2,)
+        assert np.count_nonzero(states) == 2 * n - 1 and np.all(states[:n] > 0)
+        assert grammar.tree(states, words) == tree
+
+
+def test_the_bracket_loss_counts_the_brackets_in_one_tree_only():
+    """On treebank trees and the PCFG's parses of their sentences, the loss of
+    ConstituencyTree with the grammar's bracket counts is the number of labelled brackets
+    in one tree but not the other (false positives plus false negatives)."""
+    trees = [t for t in _ptb_trees(1500) if len(tree_words(t)) <= 15]
+    X = [list(zip(tree_words(t), tree_tags(t))) for t in trees]
+    pcfg = PCFGParser().fit(X, trees)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        parses = pcfg.predict(X)
+    grammar = pcfg.grammar_
+    structure = ConstituencyTree(grammar.grammar,
+                                 label_brackets=grammar.label_brackets).bind(
+        1, grammar.n_labels + 1)
+    compared = 0
+    for tree, parse in zip(trees, parses):
+        try:
+            predicted = grammar.states(parse, "parse")
+        except ValueError:  # a flat fallback tree is no tree of the grammar
+            continue
+        gold = grammar.states(tree, "tree")
+        batch = SequenceBatch(np.zeros((gold.shape[0], 1)),
+                              np.array([0, gold.shape[0]], dtype=np.int64))
+        expected = sum(((_brackets(tree) - _brackets(parse))
+                        + (_brackets(parse) - _brackets(tree))).values())
+        assert structure.loss(batch, gold, predicted)[0] == expected
+        compared += expected > 0
+    assert compared > 30
+
+
+def test_parsing_needs_no_nltk(fitted, toy, monkeypatch):
+    """nltk is optional: without it, parsers fit and predict; output="nltk" says what is
+    missing."""
+    monkeypatch.setitem(sys.modules, "nltk", None)
+    X, y, X_test, _ = toy
+    assert PCFGParser().fit(X, y).predict(X_test[:2])
+    assert fitted.predict(X_test[:2])
+    with pytest.raises(ImportError, match="needs nltk"):
+        clone(fitted).set_params(output="nltk").fit(X[:20], y[:20]).predict(X_test[:1])
