@@ -141,7 +141,7 @@ class ConstituencyParser(PartsParser, _TreeParser):
     weights on span features and preterminal weights on word features
     (:class:`~sklstruct.parsing.SpanFeatures`), so that the score of a tree is a sum over its
     labelled spans and rules. ``fit`` builds one row per span of every sentence and trains a
-    clone of ``learner`` on them; ``predict`` runs CKY (O(n^3 |rules| + n^2 |labels|) per
+    clone of ``learner`` on them; ``predict`` runs CKY (``O(n^3 |rules| + n^2 |labels|)`` per
     sentence of ``n`` words) and undoes the transforms.
 
     Parameters
