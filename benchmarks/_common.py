@@ -1,8 +1,14 @@
-"""Shared helpers of the benchmark scripts: paths, timing and peak memory, table printing."""
+"""Shared helpers of the benchmark scripts: paths, timing and peak memory, table printing,
+results files."""
 
 import argparse
+import datetime
 import json
 import os
+import platform
+import shlex
+import subprocess
+import sys
 import threading
 import time
 
@@ -10,12 +16,18 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA_HOME = os.path.join(ROOT, "..", "shared", "data")
+DEFAULT_RUN = "default"
+_LOAD_AT_START = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 
 def parser(description):
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--data-home", default=DEFAULT_DATA_HOME)
-    p.add_argument("--json", default=None, help="write the result rows to this JSON file")
+    p.add_argument("--json", default=None,
+                   help="store the result rows in this results file (see write_json)")
+    p.add_argument("--run", default=None,
+                   help="name of this run in the --json file, whose other runs are kept "
+                        f"(default: the experiment or data set, else {DEFAULT_RUN!r})")
     return p
 
 
@@ -32,6 +44,17 @@ def ocr_fold1(data_home):
 def _rss_bytes():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_mb():
+    """This process's peak resident memory in MB (``VmHWM``). Unlike ``ru_maxrss``, which
+    Linux carries over from the parent through ``fork`` and ``execve``, it counts this
+    process only."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 class PeakMemory:
@@ -74,11 +97,68 @@ def _fmt(value):
     return str(value)
 
 
-def write_json(path, rows):
-    if path:
-        with open(path, "w") as f:
-            json.dump(rows, f, indent=2, default=lambda o: o.tolist()
-                      if isinstance(o, np.ndarray) else float(o))
+def _git(*args):
+    try:
+        out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                             timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def provenance():
+    """The commit, date, command and machine of this run, stored beside its rows."""
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    if _git("status", "--porcelain", "--untracked-files=no"):
+        commit += " with uncommitted changes"
+    script = os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)
+    try:
+        memory = f", {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GB"
+    except (ValueError, OSError, AttributeError):
+        memory = ""
+    machine = (f"{platform.machine()}, {os.cpu_count()} CPUs{memory}, {platform.system()} "
+               f"{platform.release()}, Python {platform.python_version()}")
+    if _LOAD_AT_START is not None:
+        machine += f"; load average {_LOAD_AT_START:.1f} at the start"
+    return {"commit": commit, "date": datetime.date.today().isoformat(),
+            "command": "python " + shlex.join([script, *sys.argv[1:]]), "machine": machine}
+
+
+def write_json(path, rows, run=None):
+    """Store ``rows`` as the run ``run`` (default: ``DEFAULT_RUN``) of the results file ``path``.
+
+    A results file holds ``{"runs": {name: {"commit", "date", "command", "machine",
+    "rows"}}}`` (and optionally a ``"description"``); the file's other runs are kept and a run
+    of the same name is replaced. A file of another form at ``path`` is overwritten.
+    """
+    if not path:
+        return
+    data = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or not isinstance(data.get("runs"), dict):
+            print(f"{path} held no runs: overwritten")
+            data = {}
+    runs = data.setdefault("runs", {})
+    run = run or DEFAULT_RUN
+    runs.pop(run, None)
+    runs[run] = {**provenance(), "rows": rows}
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2, default=lambda o: o.tolist()
+                  if isinstance(o, np.ndarray) else float(o))
+        f.write("\n")
+    print(f"rows stored as run {run!r} of {path}")
+
+
+def read_rows(path, run):
+    """The rows of the run ``run`` of the results file ``path`` (None when it has none)."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        data = json.load(f)
+    record = data.get("runs", {}).get(run) if isinstance(data, dict) else None
+    return None if record is None else record["rows"]
 
 
 def pyplot():
@@ -94,8 +174,8 @@ def pyplot():
     return plt
 
 
-def print_summary(rows, path):
-    """Print all rows as one table and write them to ``path`` (JSON) when given."""
+def print_summary(rows, path, run=None):
+    """Print all rows as one table and store them as run ``run`` of ``path`` when given."""
     print()
     print_table(rows, list(rows[0]))
-    write_json(path, rows)
+    write_json(path, rows, run)

@@ -116,7 +116,7 @@ def main():
     print()
     print_table(rows, ["model", "fit_s", "peak_MB", "chunk_F1", "token_acc", "iterations",
                        "primal", "gap"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run)
 
 
 if __name__ == "__main__":

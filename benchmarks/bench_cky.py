@@ -94,7 +94,7 @@ def main():
     print(f"grammar: {args.symbols} symbols, {args.labels} labels, {args.rules} rules; "
           f"best of {args.repeats}, one thread")
     print_table(rows, ["n", "kernel", "sentences", "seconds", "sentences/s", "with tree"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Reproduce the shape of Joachims, Finley and Yu (2009)'s findings on our data.
 
-Prints tables and saves plots (matplotlib, when installed) to ``--out``:
+Prints tables, stores the rows (under ``table1``, ``cache``, ``tol``, ``C`` and ``scaling``) as
+a run of ``benchmarks/results/cutting_plane_paper.json`` (or ``--json``) and, with ``--plots
+DIR``, draws the figures into ``DIR`` (matplotlib, when installed):
 
 - Table 1: 1-slack (with the label cache) vs n-slack — wall time, calls of the separation
   oracle on single examples, support vectors (dual variables > 0) — on OCR letters (fold 1)
@@ -9,21 +11,20 @@ Prints tables and saves plots (matplotlib, when installed) to ``--out``:
 - Fig. 6: oracle calls against the cache size (OCR);
 - Figs. 8-9: iterations against ``tol`` and against ``C`` (OCR).
 
-    python benchmarks/bench_cutting_plane_paper.py [--quick]
-        [--out benchmarks/results/cutting_plane_paper]
+    python benchmarks/bench_cutting_plane_paper.py [--quick] [--plots DIR]
+    python benchmarks/bench_cutting_plane_paper.py --replot --plots DIR
 
 ``--quick`` uses the first 2,000 CoNLL sentences for Table 1 and sizes up to 4,000 for Fig. 1.
 ``C`` follows the sum convention, so at fixed ``C`` the paper's ``C_J = n C`` grows with ``n``
 in Fig. 1 (and with it the iteration bound of Theorem 5); the time per iteration is linear in n.
 """
 
-import json
 import os
 import time
 
 import numpy as np
 
-from _common import parser, print_table, pyplot, write_json
+from _common import DEFAULT_RUN, ROOT, parser, print_table, pyplot, read_rows, write_json
 from sklstruct import ChainStructure, StructSVMCuttingPlane
 from sklstruct.datasets import load_conll2000, load_ocr_letters
 from sklstruct.preprocessing import SequenceVectorizer, window_features
@@ -120,15 +121,19 @@ def plot(results, out):
 def main():
     p = parser(__doc__)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--plots", default=None, help="draw the figures into this folder")
     p.add_argument("--replot", action="store_true",
-                   help="only redraw the plots from the results.json of an earlier run")
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
-                                                 "cutting_plane_paper"))
+                   help="only draw the figures of the stored run (with --plots)")
+    p.set_defaults(json=os.path.join(ROOT, "benchmarks", "results", "cutting_plane_paper.json"))
     args = p.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    if args.plots:
+        os.makedirs(args.plots, exist_ok=True)
     if args.replot:
-        with open(os.path.join(args.out, "results.json")) as f:
-            plot(json.load(f), args.out)
+        results = read_rows(args.json, args.run or DEFAULT_RUN)
+        if results is None or not args.plots:
+            raise SystemExit(f"--replot needs --plots DIR and a run {args.run or DEFAULT_RUN!r} "
+                             f"in {args.json}")
+        plot(results, args.plots)
         return
     results = {
         "table1": table1(args.data_home, args.quick),
@@ -140,8 +145,9 @@ def main():
     for key, rows in results.items():
         print(f"\n== {key}")
         print_table(rows, list(rows[0]))
-    plot(results, args.out)
-    write_json(args.json or os.path.join(args.out, "results.json"), results)
+    write_json(args.json, results, args.run)
+    if args.plots:
+        plot(results, args.plots)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@ conll2000
     CRFsuite chunking template (words at -2..2, word bigrams (-1,0) and (0,1), POS at -2..2,
     POS bigrams and trigrams in the window, BOS/EOS) plus lowercased words at -2..2: about
     420k binary attributes. Test chunk F1 (conlleval semantics).
+conll2002_esp
+    CoNLL-2002 Spanish named entities, esp.train (8,323 sentences), test on esp.testb, with
+    sklearn-crfsuite's tutorial features (``word2features``); test entity F1 (conlleval).
 ocr
     OCR letters, train fold 1 (704 words), test the other folds; letter accuracy.
 
@@ -16,24 +19,25 @@ sklstruct estimators (``StructSVMCuttingPlane``, ``M3NExpGrad``, ``M3NExcessiveG
 ``L1M3N``, ``M3NSimplicialDecomposition``) at ``C`` (0.1) with every other parameter at its
 default unless ``--params`` says otherwise. Every fit runs in a fresh process that loads the
 prepared data (features are built once and cached in ``--cache``); the row reports the fit's
-wall time, the process's resident memory before the fit and its peak (``ru_maxrss``),
+wall time, the process's resident memory before the fit and its peak (``VmHWM``),
 test quality, the certified relative duality gap and the objective.
 
 A system may carry its own parameters, ``NAME{JSON}`` (on top of ``--params``; the row then
 has a ``params`` field), so that settings are compared within one run.
 
 ``--curve`` records, at every check of a sklstruct fit, the time (without the time spent
-scoring), the relative gap, the primal objective and the test quality
-(``benchmarks/results/defaults/``).
+scoring), the relative gap, the primal objective and the test quality.
+
+The runs that the documentation renders are stored in ``benchmarks/results/defaults.json``,
+one per ``--run`` name (default: the data set's name):
 
     python benchmarks/bench_defaults.py --dataset conll2000 --systems crfsuite-pa \\
-        StructSVMCuttingPlane [--params '{"tol": 0.01}'] [--curve] [--json out.json]
+        StructSVMCuttingPlane [--params '{"tol": 0.01}'] [--curve] [--run NAME] [--json PATH]
 """
 
 import json
 import os
 import pickle
-import resource
 import subprocess
 import sys
 import time
@@ -45,7 +49,7 @@ import scipy.sparse as sp
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _common import ROOT, ocr_fold1, parser, print_table, write_json  # noqa: E402
+from _common import ROOT, ocr_fold1, parser, peak_rss_mb, print_table, write_json  # noqa: E402
 
 ESTIMATORS = ["StructSVMCuttingPlane", "M3NExpGrad", "M3NExcessiveGap", "L1M3N",
               "M3NSimplicialDecomposition"]
@@ -76,6 +80,31 @@ def crfsuite_chunking_attributes(words, pos):
         tokens.append(attributes)
     tokens[0].append("__BOS__")
     tokens[-1].append("__EOS__")
+    return tokens
+
+
+def crfsuite_tutorial_attributes(words, pos):
+    """The attribute strings of every token of a sentence: sklearn-crfsuite's tutorial
+    features for CoNLL-2002 (``word2features``: bias, lowercased word, 3- and 2-character
+    suffixes, case and digit flags, POS and its first two characters, the same of the
+    neighbours at -1 and +1, BOS/EOS). A boolean feature is present when it is true, as
+    crfsuite reads ``False`` as weight 0."""
+    def own(prefix, word, tag):
+        flags = [f"{prefix}{name}" for name, on in (("word.isupper()", word.isupper()),
+                                                    ("word.istitle()", word.istitle()),
+                                                    ("word.isdigit()", word.isdigit()))
+                 if on]
+        return [f"{prefix}word.lower()={word.lower()}", f"{prefix}postag={tag}",
+                f"{prefix}postag[:2]={tag[:2]}"] + flags
+
+    n = len(words)
+    tokens = []
+    for t, (word, tag) in enumerate(zip(words, pos)):
+        attributes = ["bias", f"word[-3:]={word[-3:]}", f"word[-2:]={word[-2:]}"]
+        attributes += own("", word, tag)
+        attributes += own("-1:", words[t - 1], pos[t - 1]) if t > 0 else ["BOS"]
+        attributes += own("+1:", words[t + 1], pos[t + 1]) if t + 1 < n else ["EOS"]
+        tokens.append(attributes)
     return tokens
 
 
@@ -110,13 +139,18 @@ def prepare(dataset, data_home, cache):
         attributes = {name: [[[f"p{j}" for j in np.flatnonzero(row)] for row in x]
                              for x in xs] for name, xs in (("train", X), ("test", X_test))}
     else:
-        from sklstruct.datasets import load_conll2000
+        from sklstruct.datasets import load_conll2000, load_conll2002
 
         parts, attributes, vocabulary = {}, {}, {}
         for name in ("train", "test"):
-            data = load_conll2000(data_home, subset=name)
-            sentences = [crfsuite_chunking_attributes(w, p) for w, p in zip(data.words,
-                                                                            data.pos)]
+            if dataset == "conll2000":
+                data = load_conll2000(data_home, subset=name)
+                template = crfsuite_chunking_attributes
+            else:
+                data = load_conll2002(data_home, subset="train" if name == "train"
+                                      else "testb", language="esp")
+                template = crfsuite_tutorial_attributes
+            sentences = [template(w, p) for w, p in zip(data.words, data.pos)]
             rows, columns, lengths, n_rows = _vectorize(sentences, vocabulary,
                                                         grow=name == "train")
             attributes[name] = sentences
@@ -156,7 +190,7 @@ def _rss_mb():
 def _quality(dataset, y_true, y_pred):
     from sklstruct.metrics import chunk_f1_score, token_accuracy
 
-    if dataset == "conll2000":
+    if dataset != "ocr":
         return "chunk_F1", float(chunk_f1_score(y_true, y_pred))
     return "letter_accuracy", float(token_accuracy(y_true, y_pred))
 
@@ -217,7 +251,7 @@ def worker(system, dataset, folder, C, params, curve):
                        rel_gap=float(h["gap"][-1] / abs(h["primal"][-1])))
             if curve:
                 row["curve"] = records
-    row["peak_RSS_MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    row["peak_RSS_MB"] = peak_rss_mb()
     name, value = _quality(dataset, y_test, predicted)
     row[name] = value
     print(json.dumps(row))
@@ -268,7 +302,7 @@ def run(system, dataset, folder, C, params, curve, timeout):
 
 def main():
     p = parser(__doc__)
-    p.add_argument("--dataset", choices=["conll2000", "ocr"], default="conll2000")
+    p.add_argument("--dataset", choices=["conll2000", "conll2002_esp", "ocr"], default="conll2000")
     p.add_argument("--systems", nargs="*", default=PEERS[:2] + ESTIMATORS)
     p.add_argument("--C", type=float, default=0.1)
     p.add_argument("--params", default="{}", help="JSON dict of estimator parameters")
@@ -295,10 +329,10 @@ def main():
         if brace:
             rows[-1]["params"] = system_params
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "curve"}), flush=True)
-    quality = "chunk_F1" if args.dataset == "conll2000" else "letter_accuracy"
+    quality = "letter_accuracy" if args.dataset == "ocr" else "chunk_F1"
     print_table(rows, ["system", "fit_s", "rss_before_MB", "peak_RSS_MB", quality, "rel_gap",
                        "objective", "n_iter", "error"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run or args.dataset)
 
 
 if __name__ == "__main__":

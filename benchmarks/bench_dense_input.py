@@ -46,7 +46,7 @@ def main():
         rows.append({"form": form, "shape": f"{matrix.shape[0]} x {matrix.shape[1]}",
                      "fit_s": elapsed, "objective": float(estimator.history_["primal"][-1])})
     print_table(rows, ["form", "shape", "fit_s", "objective"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ Data (from ``--data-home``, never shipped with the package):
 basque
     CoNLL-2007 Basque (``conll2007_eus``, Latin-1, labelled, gold POS): train on eus.train,
     test on eus.test. ``C`` is chosen on a held-out part of the training set (its last 15%)
-    from ``--grid``, then the parser is refitted on the whole training set.
+    from ``--grid`` (a grid of one value is used as given), then the parser is refitted on
+    the whole training set.
 ptb
     The Penn Treebank sample in dependency form (``ptb_sample/dependency.dp.gz``, heads only,
     gold POS): train on files wsj_0001-0159, test on wsj_0160-0199 (``files.tsv``); ``C`` chosen
@@ -22,7 +23,8 @@ level before the fit, features included, sampled every 5 ms):
   treebank's sentences may attach several tokens to the root (UDPipe refuses them
   otherwise). Relations ``ROOT`` are written ``root`` for it and read back.
 - ``learner=...``: every learner with its defaults at the chosen ``C`` on the Basque
-  training set (``--learners``).
+  training set (``--learners``), stopped when it has not ended within 5 times the default
+  learner's fit time (the row then says so).
 
 Scores: UAS and LAS over all tokens (as the CoNLL-2007 shared task) and without punctuation
 (``eval.pl``'s rule); ``predict`` speed in sentences per second on the test set; the
@@ -220,11 +222,17 @@ def work_udpipe(spec):
 WORKERS = {"sklstruct": work_sklstruct, "udpipe": work_udpipe, "heldout": work_heldout}
 
 
-def run_worker(spec):
-    """Run one measurement in a fresh interpreter; its JSON result."""
-    output = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)],
-                            check=True, capture_output=True, text=True).stdout
-    return json.loads(output.strip().splitlines()[-1])
+def run_worker(spec, timeout=None):
+    """Run one measurement in a fresh interpreter; its JSON result, or ``{"error": ...}`` when
+    it fails or does not end within ``timeout`` seconds."""
+    try:
+        done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)],
+                              check=False, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"not done in {timeout:.0f} s"}
+    if done.returncode:
+        return {"error": done.stderr.strip()[-300:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------------------------ main
@@ -243,8 +251,11 @@ def main():
     rows = []
     for data in args.data:
         base = dict(data=data, data_home=os.path.abspath(args.data_home))
-        heldout = run_worker(dict(base, kind="heldout", grid=args.grid))
-        C = float(max(heldout, key=heldout.get))
+        if len(args.grid) > 1:
+            heldout = run_worker(dict(base, kind="heldout", grid=args.grid))
+            C = float(max(heldout, key=heldout.get))
+        else:  # one C given: no held-out selection
+            heldout, C = {}, args.grid[0]
         print(f"{data}: held-out UAS by C {heldout}; C = {C}", flush=True)
         rows.append(dict(data=data, system="heldout", heldout_uas=heldout, C=C))
         runs = [("sklstruct projective", dict(kind="sklstruct", projective=True)),
@@ -258,15 +269,21 @@ def main():
         if args.learners and data == "basque":
             runs += [(f"learner={name}", dict(kind="sklstruct", projective=True, learner=name))
                      for name in LEARNERS]
+        default_fit_s = None
         for system, spec in runs:
             row = dict(data=data, system=system, C=C if spec["kind"] == "sklstruct" else None)
-            row.update(run_worker(dict(base, C=C, **spec)))
+            # every learner gets 5 times the default learner's time (the goal it is held to)
+            timeout = 5 * default_fit_s if "learner" in spec and default_fit_s else None
+            row.update(run_worker(dict(base, C=C, **spec), timeout=timeout))
+            if system == "sklstruct projective":
+                default_fit_s = row.get("fit_s")
             rows.append(row)
             print(json.dumps(row), flush=True)
+            write_json(args.json, rows, args.run)
     print_table([r for r in rows if r["system"] != "heldout"],
                 ["data", "system", "C", "fit_s", "peak_mb", "uas", "las", "uas_nopunct",
                  "las_nopunct", "predict_sent_per_s", "rel_gap", "n_iter"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run)
 
 
 if __name__ == "__main__":

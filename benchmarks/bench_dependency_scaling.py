@@ -83,7 +83,7 @@ def main():
         slopes[name] = float(np.polyfit(log_n, np.log([r[name] for r in rows]), 1)[0])
     print("microseconds per sentence")
     print_table(rows + [slopes], ["n", *names])
-    write_json(args.json, rows + [slopes])
+    write_json(args.json, rows + [slopes], args.run)
 
 
 if __name__ == "__main__":

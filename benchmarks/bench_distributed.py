@@ -35,7 +35,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import parser, print_table, write_json  # noqa: E402
+from _common import DEFAULT_RUN, parser, print_table, read_rows, write_json  # noqa: E402
 
 N_STATES, N_FEATURES, NNZ = 20, 1000, 5
 
@@ -209,13 +209,12 @@ def main():
                        "client_s_per_iteration", "MB_to_shards_per_iteration",
                        "MB_from_shards_per_iteration", "loopback_MB_per_iteration", "rel_gap"])
     if args.json:
-        previous = []
-        if os.path.exists(args.json):
-            with open(args.json) as f:
-                previous = [r for r in json.load(f)
-                            if (r["data"], r["config"]) not in
-                            {(row["data"], row["config"]) for row in rows}]
-        write_json(args.json, previous + rows)
+        # the run keeps its rows of other data and configurations (e.g. --conll beside
+        # --tokens); a configuration measured again replaces its row
+        measured = {(row["data"], row["config"]) for row in rows}
+        previous = [r for r in read_rows(args.json, args.run or DEFAULT_RUN) or []
+                    if (r["data"], r["config"]) not in measured]
+        write_json(args.json, previous + rows, args.run)
 
 
 if __name__ == "__main__":

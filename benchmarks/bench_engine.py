@@ -220,7 +220,7 @@ def main():
         print(json.dumps(row), flush=True)
     columns = sorted({key for row in rows for key in row}, key=lambda k: (k != "case", k))
     print_table(rows, columns)
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run)
 
 
 def argparse_hidden():

@@ -4,7 +4,9 @@ model.
 ``--experiment rate`` (OCR letters, train fold 1, C=0.1, chain without start/end biases)
     Runs M3NExcessiveGap (adaptive and worst-case smoothing), M3NExpGrad (online and batch) and
     StructSVMCuttingPlane (1-slack) for a fixed budget of iterations and plots the certified
-    duality gap against iterations and against wall time (``results/excessive_gap/rate.png``).
+    duality gap against iterations and against wall time (``results/excessive_gap_rate.png``);
+    the rows are stored as run ``rate`` of ``results/excessive_gap.json`` unless ``--json``
+    says otherwise.
     The slope of log(gap) against log(k) is fitted over the second half of each run (the seed's
     theory: about -2 for excessive gap, -1 for exponentiated gradient).
 ``--experiment kernel``
@@ -29,7 +31,7 @@ from sklstruct import ChainStructure, M3NExcessiveGap, M3NExpGrad, StructSVMCutt
 from sklstruct.datasets import load_ocr_letters
 from sklstruct.metrics import token_accuracy
 
-RESULTS = os.path.join(ROOT, "benchmarks", "results", "excessive_gap")
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
 
 
 def _ocr(data_home):
@@ -84,9 +86,9 @@ def rate(args):
     print()
     print_table(rows, ["model", "fit_s", "peak_MB", "iterations", "final_rel_gap", "slope",
                        "test_accuracy"])
-    os.makedirs(RESULTS, exist_ok=True)
-    write_json(args.json or os.path.join(RESULTS, "rate.json"), rows)
-    _plot(rows, os.path.join(RESULTS, "rate.png"))
+    write_json(args.json or os.path.join(RESULTS, "excessive_gap.json"), rows,
+               args.run or "rate")
+    _plot(rows, os.path.join(RESULTS, "excessive_gap_rate.png"))
 
 
 def _plot(rows, path):
@@ -131,7 +133,7 @@ def kernel(args):
                      "final_rel_gap": float(h["gap"][-1] / h["primal"][-1]),
                      "test_accuracy": token_accuracy(y_test, model.predict(X_test))})
         print_table(rows[-1:], list(rows[-1]))
-    print_summary(rows, args.json)
+    print_summary(rows, args.json, args.run or "kernel")
 
 
 def main():

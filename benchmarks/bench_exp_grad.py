@@ -11,7 +11,9 @@ Three experiments:
     (the seed used CoNLL-2003 English): the dual objective after each pass over the training
     set for batch EG, online EG (adaptive and fixed steps, uniform and biased initial
     potentials as in the seed's Figure 4(b)) and the cutting-plane learners.
-    Writes ``results/exp_grad/figure4.{json,png}``.
+    Stores its rows as run ``figure4`` of ``results/exp_grad.json`` (unless ``--json`` says
+    otherwise) and draws ``results/exp_grad_figure4.png``; ``--replot`` redraws the plot from
+    that run.
 ``--experiment ocr``
     OCR letters, train fold 1, test folds 0 and 2-9, C=0.1, chain without start/end biases.
 ``--experiment conll2000``
@@ -23,7 +25,9 @@ gives the wall time and passes at which the certified relative duality gap first
 
     python benchmarks/bench_exp_grad.py --experiment ocr [--max-passes 1000] [--skip NAME ...]
     python benchmarks/bench_exp_grad.py --experiment conll2000 [--max-passes 300]
-    python benchmarks/bench_exp_grad.py --experiment figure4 [--passes 60]
+    python benchmarks/bench_exp_grad.py --experiment figure4 [--passes 60] [--replot]
+
+Every run is stored under its ``--run`` name (default: the experiment) in the ``--json`` file.
 """
 
 import os
@@ -32,13 +36,15 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from _common import ROOT, PeakMemory, parser, print_table, pyplot, write_json
+from _common import ROOT, PeakMemory, parser, print_table, pyplot, read_rows, write_json
 from sklstruct import ChainStructure, M3NExcessiveGap, M3NExpGrad, StructSVMCuttingPlane
 from sklstruct.datasets import load_conll2000, load_conll2002, load_ocr_letters
 from sklstruct.metrics import chunk_f1_score, token_accuracy
 from sklstruct.preprocessing import SequenceVectorizer, window_features
 
-RESULTS = os.path.join(ROOT, "benchmarks", "results", "exp_grad")
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+FIGURE4_JSON = os.path.join(RESULTS, "exp_grad.json")
+FIGURE4_PNG = os.path.join(RESULTS, "exp_grad_figure4.png")
 
 
 def _first(history, threshold):
@@ -153,9 +159,8 @@ def figure4(args):
         print(f"{name:36s} {m.seconds:7.2f} s  dual after pass 1/5/20/last: "
               + " / ".join(f"{_at(passes_axis, h['dual'], k):.5g}"
                            for k in (1, 5, 20, passes_axis[-1])))
-    os.makedirs(RESULTS, exist_ok=True)
-    write_json(args.json or os.path.join(RESULTS, "figure4.json"), rows)
-    _plot(rows, os.path.join(RESULTS, "figure4.png"))
+    write_json(args.json or FIGURE4_JSON, rows, args.run or "figure4")
+    _plot(rows, FIGURE4_PNG)
     return rows
 
 
@@ -196,19 +201,19 @@ def main():
                    help="pass limit (1-slack: 20x as many iterations)")
     p.add_argument("--passes", type=int, default=60, help="passes in figure4")
     p.add_argument("--replot", action="store_true",
-                   help="figure4: redraw the plot from results/exp_grad/figure4.json")
+                   help="figure4: redraw results/exp_grad_figure4.png from the stored run")
     p.add_argument("--skip", nargs="*", default=[],
                    help="skip learners whose name contains one of these strings")
     args = p.parse_args()
     if args.replot:
-        import json
-
-        with open(os.path.join(RESULTS, "figure4.json")) as f:
-            _plot(json.load(f), os.path.join(RESULTS, "figure4.png"))
+        rows = read_rows(args.json or FIGURE4_JSON, args.run or "figure4")
+        if rows is None:
+            raise SystemExit(f"no run {args.run or 'figure4'!r} in {args.json or FIGURE4_JSON}")
+        _plot(rows, FIGURE4_PNG)
         return
     rows = {"ocr": ocr, "conll2000": conll2000, "figure4": figure4}[args.experiment](args)
     if args.experiment != "figure4":
-        write_json(args.json, rows)
+        write_json(args.json, rows, args.run or args.experiment)
 
 
 if __name__ == "__main__":

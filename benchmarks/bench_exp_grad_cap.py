@@ -77,7 +77,7 @@ def main():
         print(rows[-1], flush=True)
     print_table(rows, ["cap", "order", "passes", "fit_s", "rel_gap"])
     if args.json:
-        write_json(args.json, rows)
+        write_json(args.json, rows, args.run)
 
 
 if __name__ == "__main__":

@@ -210,7 +210,7 @@ def main():
                            "edge_weights"])
     print()
     print_table(cut_rows, list(cut_rows[0]))
-    write_json(args.json, {"fit": fit_rows, "min_cut": cut_rows})
+    write_json(args.json, {"fit": fit_rows, "min_cut": cut_rows}, args.run)
 
 
 if __name__ == "__main__":

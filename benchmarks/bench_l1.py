@@ -52,7 +52,7 @@ def table1(args):
                             lambda: StructSVMCuttingPlane(C=0.1), X, y, folds))
     rows.append(_table1_row("M3NExpGrad (l2)", "C", 0.1,
                             lambda: M3NExpGrad(C=0.1, tol=1e-2), X, y, folds))
-    print_summary(rows, args.json)
+    print_summary(rows, args.json, args.run or args.experiment)
 
 
 def _table1_row(name, param, value, make, X, y, folds):
@@ -102,7 +102,7 @@ def ocr(args):
                          "nonzero_fraction": float(np.mean(nonzero)),
                          "cv_fit_s": time.perf_counter() - start})
             print_table(rows[-1:], list(rows[-1]))
-    print_summary(rows, args.json)
+    print_summary(rows, args.json, args.run or args.experiment)
 
 
 def main():

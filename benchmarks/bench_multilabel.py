@@ -93,7 +93,8 @@ def main():
     print(f"\nbest structured model: {best['model']}; beats both baselines in Hamming loss: "
           f"{all(best['hamming_loss'] < r['hamming_loss'] for r in baselines)}, in subset "
           f"accuracy: {all(best['subset_accuracy'] > r['subset_accuracy'] for r in baselines)}")
-    print_summary(rows, args.json or os.path.join(HERE, "results", "multilabel.json"))
+    print_summary(rows, args.json or os.path.join(HERE, "results", "multilabel.json"),
+                  args.run)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ def main():
           f"({len(test)} words), C={args.C}, tol={args.tol}")
     print_table(rows, ["model", "fit_s", "peak_MB", "iterations", "oracle_calls", "primal", "gap",
                        "test_error"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run)
 
 
 if __name__ == "__main__":

@@ -115,7 +115,7 @@ def main():
     rows.insert(0, {"solver": "floor (unary product + Viterbi)", "pass_s": floor,
                     "x_floor": 1.0, "unary_s": unary_s, "viterbi_s": viterbi_s})
     print_table(rows, ["solver", "pass_s", "x_floor", "passes", "oracle_calls"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ memory per added token above the data.
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import parser, print_table, write_json  # noqa: E402
+from _common import parser, peak_rss_mb, print_table, write_json  # noqa: E402
 
 
 def _chains(n_tokens, seed=0):
@@ -60,7 +59,7 @@ def worker(n_tokens, estimator_code):
         start = time.perf_counter()
         estimator.fit(X, y, lengths=lengths)
         elapsed = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     history = estimator.history_
     print(json.dumps({"tokens": n_tokens, "fit_s": elapsed, "rss_before_MB": before,
                       "peak_RSS_MB": peak,
@@ -96,7 +95,7 @@ def main():
     print_table(rows, ["tokens", "fit_s", "rss_before_MB", "peak_RSS_MB",
                        "KB_per_token_above_data", "KB_per_added_token", "passes", "rel_gap",
                        "time_per_token_vs_previous"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run)
 
 
 if __name__ == "__main__":

@@ -235,7 +235,7 @@ def main():
     args = p.parse_args()
     rows = {"dimension": dimension, "ocr": ocr, "conll2000": conll2000,
             "horses": horses}[args.experiment](args)
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run or args.experiment)
 
 
 if __name__ == "__main__":

@@ -126,7 +126,8 @@ def main():
     for problem, lower, upper, ok in verdicts:
         print(f"{problem:22s} optimum in [{lower:.6f}, {upper:.6f}]: learners "
               f"{'agree' if ok else 'DISAGREE'} within their certified gaps")
-    print_summary(rows, args.json or os.path.join(HERE, "results", "structure_agreement.json"))
+    print_summary(rows, args.json or os.path.join(HERE, "results", "structure_agreement.json"),
+                  args.run)
 
 
 if __name__ == "__main__":

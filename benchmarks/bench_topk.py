@@ -119,7 +119,7 @@ def main():
              "tokens_per_s": n_tokens / times[name]} for scope, name, _ in operations]
     print()
     print_table(rows, ["scope", "operation", "seconds", "tokens_per_s"])
-    write_json(args.json, rows)
+    write_json(args.json, rows, args.run)
 
 
 if __name__ == "__main__":

@@ -74,7 +74,8 @@ def main():
     tree = {r["seed"]: r["accuracy"] for r in rows if r["model"] == "tree"}
     chain = {r["seed"]: r["accuracy"] for r in rows if r["model"] == "chain"}
     print(f"tree beats chain on {sum(tree[s] > chain[s] for s in tree)} of {len(tree)} seeds")
-    print_summary(rows, args.json or os.path.join(HERE, "results", "tree_outputs.json"))
+    print_summary(rows, args.json or os.path.join(HERE, "results", "tree_outputs.json"),
+                  args.run)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,23 @@
 """The ``benchmark-table`` directive: a table of ``benchmarks/bench_defaults.py`` results.
 
-The figures are read from the JSON files that the benchmark script wrote (``--json``), at
-build time, so that no figure is copied by hand::
+The figures are read at build time from the runs that the benchmark script stored in
+``benchmarks/results/defaults.json`` (``--run NAME --json``), so that no figure is copied by
+hand::
 
     .. benchmark-table:: conll2000
 
-       conll_peers.json
-       conll_fast.json
-       conll_final.json
-       conll_slow.json
-       ocr_l1_subgradient.json  L1M3N(solver="subgradient")
+       conll_peers
+       conll_fast
+       conll_final
+       conll_slow
+       ocr_l1_subgradient  L1M3N(solver="subgradient")
 
-Each line names a file of ``benchmarks/results/defaults/`` (one run of the script), optionally
-followed by the label to give its sklstruct rows (when the run passed ``--params``; a row of
-a ``NAME{JSON}`` system is labelled with its parameters). Rows of
-the same system are merged: the table gives the median over runs and the range; a sklstruct
-system (a label) is read only from the last listed file that has it, since earlier files
-measured an earlier version of it, while the peers' rows are merged over all files. The ratio to
-sklearn-crfsuite's passive-aggressive trainer is taken within each run (each file, against
+Each line names a run of that file, optionally followed by the label to give its sklstruct
+rows (when the run passed ``--params``; a row of a ``NAME{JSON}`` system is labelled with its
+parameters). Rows of the same system are merged: the table gives the median over runs and the
+range; a sklstruct system (a label) is read only from the last listed run that has it, since
+earlier runs measured an earlier version of it, while the peers' rows are merged over all runs.
+The ratio to sklearn-crfsuite's passive-aggressive trainer is taken within each run (against
 the nearest crfsuite-pa row before it), as the script's processes share a machine.
 """
 
@@ -29,7 +29,8 @@ from docutils import nodes
 from docutils.parsers.rst import Directive, directives
 from docutils.statemachine import StringList
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "defaults"
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "defaults.json"
+SOURCE = "benchmarks/results/defaults.json"
 
 PEERS = {
     "crfsuite-pa": "sklearn-crfsuite, passive-aggressive (20 iterations)",
@@ -76,11 +77,18 @@ def _system_key(row, label):
     return f"``{row['system']}({arguments})``"
 
 
+def _rows(results, name):
+    if name not in results["runs"]:
+        raise KeyError(f"{SOURCE} has no run {name!r}")
+    return results["runs"][name]["rows"]
+
+
 def read_runs(dataset, entries):
-    """Merge the rows of the listed files: label -> dict of lists, in first-seen order."""
+    """Merge the rows of the listed runs: label -> dict of lists, in first-seen order."""
     systems = {}
-    runs = [(name, label, json.loads((RESULTS / name).read_text())) for name, label in entries]
-    # each sklstruct system from the last file that has it
+    results = json.loads(RESULTS.read_text())
+    runs = [(name, label, _rows(results, name)) for name, label in entries]
+    # each sklstruct system from the last run that has it
     latest = {}
     for name, label, rows in runs:
         for row in rows:
@@ -101,9 +109,9 @@ def read_runs(dataset, entries):
                 continue
             entry = systems.setdefault(key, {"peer": system in PEERS, "fit": [], "ratio": [],
                                              "quality": [], "peak": [], "before": [],
-                                             "gap": [], "stopped": [], "files": []})
-            if name not in entry["files"]:
-                entry["files"].append(name)
+                                             "gap": [], "stopped": [], "runs": []})
+            if name not in entry["runs"]:
+                entry["runs"].append(name)
             if "error" in row:
                 entry["stopped"].append((row["error"], row.get("last_check", {})))
                 continue
@@ -162,9 +170,9 @@ def table_lines(dataset, entries):
         else:  # a run without --curve records no check
             notes.append(f".. [#] {key}: stopped by the script's ``--timeout`` (the run "
                          "recorded no check).")
-    files = sorted({f for v in systems.values() for f in v["files"]})
-    lines += ["", "Source: " + ", ".join(f"``benchmarks/results/defaults/{f}``" for f in files)
-              + ".", ""]
+    runs = sorted({name for v in systems.values() for name in v["runs"]})
+    lines += ["", "Source: the runs " + ", ".join(f"``{name}``" for name in runs)
+              + f" of ``{SOURCE}``, each with its commit, command and machine.", ""]
     return lines + notes + [""]
 
 
@@ -182,9 +190,7 @@ class BenchmarkTable(Directive):
             if line.strip():
                 name, _, label = line.strip().partition(" ")
                 entries.append((name, label.strip() or None))
-        env = self.state.document.settings.env
-        for name, _ in entries:
-            env.note_dependency(str(RESULTS / name))
+        self.state.document.settings.env.note_dependency(str(RESULTS))
         try:
             lines = table_lines(dataset, entries)
         except (OSError, KeyError, ValueError) as exc:

@@ -92,11 +92,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         start, end and transition scores).
     max_points : int, default=10
         The dimension limit ``r`` of RSD: extreme points kept per block. 1 is (block-
-        coordinate) Frank-Wolfe; 5 reaches a given duality gap in fewer passes and less time
-        than 1 on OCR letters and CoNLL-2000 (``benchmarks/bench_simplicial.py``); with the
-        default ``tol``, 10 takes 32 passes on CoNLL-2000 against 46 with 5 (1.25x less
-        time) and 1.25x more time on OCR's short words (0.7 s against 0.55 s;
-        ``benchmarks/bench_defaults.py``).
+        coordinate) Frank-Wolfe. More points make each pass cost more (a larger master
+        problem per block) and reach a given duality gap in fewer passes;
+        ``benchmarks/bench_simplicial.py`` measures the trade-off on OCR and CoNLL-2000.
     blocks : {"per_example", "single"}, default="per_example"
         "per_example": one simplex per example (a product of simplexes in the master
         problem); "single": one simplex per working set, in ``z = (sum_i b_i, sum_i gamma_i)``
