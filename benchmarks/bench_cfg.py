@@ -31,11 +31,11 @@ for testing, gold part-of-speech tags as input, as in the papers. Sections (``--
 development set (training on wsj_0001-0139) among 0.1, 0.3, 1, 3, 10.
 
     python benchmarks/bench_cfg.py [--sections enumeration f1 long paper learners]
-        [--quick] [--output [PATH]]
+        [--quick] [--json PATH] [--run NAME]
 
 ``--quick`` shrinks every section (smaller training sets, fewer sizes) to a few minutes.
-With ``--output`` the result rows are written as JSON (by default to
-benchmarks/results/cfg.json); without, nothing is written.
+The rows of every section are stored as a run (``default``, or ``quick`` with ``--quick``)
+of ``benchmarks/results/cfg.json`` (or ``--json``), beside the script's arguments.
 """
 
 import csv
@@ -50,7 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, os.pardir))
 
-from _common import parser, print_table, write_json  # noqa: E402
+from _common import DEFAULT_RUN, ROOT, parser, print_table, write_json  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from sklstruct import (  # noqa: E402
@@ -69,8 +69,6 @@ from sklstruct.parsing import (  # noqa: E402
     tree_tags,
     tree_words,
 )
-
-DEFAULT_OUTPUT = os.path.join(HERE, "results", "cfg.json")
 
 
 # ----------------------------------------------------------------------------- data
@@ -354,8 +352,7 @@ def main():
     p.add_argument("--learners", nargs="*", default=None,
                    help="substrings of the learners to run in 'learners' (default: all)")
     p.add_argument("--nltk-sentences", type=int, default=110)
-    p.add_argument("--output", nargs="?", const=DEFAULT_OUTPUT, default=None,
-                   help=f"write the rows as JSON (default path {DEFAULT_OUTPUT})")
+    p.set_defaults(json=os.path.join(ROOT, "benchmarks", "results", "cfg.json"))
     args = p.parse_args()
     if args.quick:
         args.sizes = [s for s in args.sizes if s <= 200]
@@ -380,10 +377,8 @@ def main():
             results[section] = section_long(args, data)
         else:
             results[section] = globals()[f"section_{section}"](args, data)
-    if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        write_json(args.output, {"arguments": vars(args), **results})
-        print(f"\nresults written to {args.output}")
+    write_json(args.json, {"arguments": vars(args), **results},
+               args.run or ("quick" if args.quick else DEFAULT_RUN))
 
 
 if __name__ == "__main__":
