@@ -18,6 +18,7 @@ MODULES = [
     "sklstruct._inference._dependency_kernels",
     "sklstruct._inference._cky",
     "sklstruct._inference._cky_inside",
+    "sklstruct._inference._cfg_kernels",
     "sklstruct.parsing._arc_features_fast",
     "sklstruct._solvers._qp",
     "sklstruct.learners.cutting_plane._one_slack_fast",

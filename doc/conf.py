@@ -110,7 +110,7 @@ API_TITLES = {
     "sklstruct.datasets": "Data sets",
     "sklstruct.metrics": "Metrics and scorers",
     "sklstruct.preprocessing": "Feature extraction",
-    "sklstruct.parsing": "Parsing: treebanks, trees and parser metrics",
+    "sklstruct.parsing": "Parsing: treebanks, trees, parsers and parser metrics",
     "sklstruct.utils": "Utilities",
 }
 

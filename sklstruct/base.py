@@ -80,6 +80,9 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
 
     # whether the learner keeps the weights a structure constrains (``nonnegative_``) feasible
     _keeps_nonnegative_weights = False
+    # whether the learner reads every loss it needs off loss_augmented_decode, so that it
+    # trains structures whose loss does not decompose over tokens (``loss_decomposes``)
+    _takes_oracle_losses = False
 
     def _rescale(self):
         """The rescaling of the structured hinge used by :meth:`objective`."""
@@ -199,6 +202,12 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             raise ValueError(
                 f"{type(structure).__name__} constrains weights to be non-negative, which "
                 f"{type(self).__name__} does not support; use M3NSimplicialDecomposition."
+            )
+        if not self.structure_.loss_decomposes and not self._takes_oracle_losses:
+            raise ValueError(
+                f"The loss of {type(structure).__name__} does not decompose over tokens, "
+                f"which {type(self).__name__} needs (its marginals or per-token losses); "
+                "use StructSVMCuttingPlane."
             )
 
     def _resolve_structure(self, form):

@@ -171,3 +171,61 @@ def inside_outside_dp(n, top, bottom, lexical, phrasal, root, rules, span_scores
                              + top_in[k, j][right] - log_z)
                     counts += np.where(np.isfinite(value), np.exp(value), 0.0)
     return log_z, marginals, counts
+
+
+def random_cfg_problem(seed, n_sentences=4, max_length=4, n_features=3, all_states=False):
+    """A tiny grammar and sentences over span rows, each labelled by one of its trees.
+
+    Returns ``(spec, X, Y, lengths, n_words)``: the grammar as a dict of arrays (for
+    :func:`enumerate_trees` and ``Grammar(**spec)``), dense random row features ``X``, the
+    span states ``Y`` (0 off the tree, label + 1 on it), the rows per sentence and the words
+    per sentence. With ``all_states`` every label and state 0 occur in ``Y`` (as a learner's
+    classes must).
+    """
+    rng = np.random.default_rng(seed)
+    for _ in range(1000):
+        n_symbols = int(rng.integers(1, 4))
+        n_labels = int(rng.integers(2, 5))
+        top = rng.integers(n_symbols, size=n_labels)
+        bottom = np.where(rng.random(n_labels) < 0.6, top,
+                          rng.integers(n_symbols, size=n_labels))
+        lexical = rng.random(n_labels) < 0.5
+        lexical[0] = True
+        phrasal = ~lexical | (rng.random(n_labels) < 0.3)
+        root = rng.random(n_symbols) < 0.6
+        root[top[phrasal][0] if phrasal.any() else 0] = True
+        every_rule = np.array(list(itertools.product(range(n_symbols), repeat=3)))
+        n_rules = int(rng.integers(1, every_rule.shape[0] + 1))
+        rules = every_rule[rng.choice(every_rule.shape[0], size=n_rules, replace=False)]
+        spec = {"top": top, "bottom": bottom, "lexical": lexical, "phrasal": phrasal, "root": root,
+                    "rules": rules}
+        n_words, trees = [], []
+        for _ in range(n_sentences):
+            n = int(rng.integers(1, max_length + 1))
+            labels, _, _ = enumerate_trees(n, **spec)
+            if not labels.shape[0]:
+                break
+            n_words.append(n)
+            trees.append(labels[rng.integers(labels.shape[0])])
+        if len(trees) < n_sentences:
+            continue
+        Y = np.concatenate(trees) + 1
+        if all_states and np.unique(Y).shape[0] != n_labels + 1:
+            continue
+        n_words = np.array(n_words)
+        lengths = n_words * (n_words + 1) // 2
+        X = rng.normal(size=(Y.shape[0], n_features))
+        X[rng.random(X.shape) < 0.3] = 0.0
+        return spec, X, Y, lengths, n_words
+    raise RuntimeError("no tiny grammar found")
+
+
+def tree_labelings(spec):
+    """``labelings(i, length)`` for tests/_enumeration.py: every tree of an example of
+    ``length`` span rows, as span states (0 off the tree)."""
+
+    def labelings(i, length):
+        n = round((np.sqrt(8 * length + 1) - 1) / 2)
+        return enumerate_trees(n, **spec)[0] + 1
+
+    return labelings

@@ -21,7 +21,7 @@ def _labelings_of(structure, labelings, i, length):
     return all_labelings(structure.n_states_, length)
 
 
-def enumerate_labelings(structure, batch, Y):
+def enumerate_labelings(structure, batch, Y, labelings=None):
     """Joint feature ``Psi(x_i, y)`` and loss ``Delta(y_i, y)`` of every labeling ``y`` of
     every example ``i`` (``y_i`` included), with the example index.
 
@@ -31,7 +31,7 @@ def enumerate_labelings(structure, batch, Y):
     for i in range(batch.n_sequences):
         lo, hi = batch.offsets[i], batch.offsets[i + 1]
         sub = batch.take([i])
-        for ybar in all_labelings(structure.n_states_, hi - lo):
+        for ybar in _labelings_of(structure, labelings, i, hi - lo):
             features.append(structure.joint_feature(sub, ybar))
             losses.append(float(structure.loss(sub, Y[lo:hi], ybar)[0]))
             groups.append(i)

@@ -103,3 +103,60 @@ def random_tree(rng, words, labels, tags, max_children=4):
         return node
 
     return build(0, len(words), 0)
+
+
+# a toy English grammar: unary chains (NP -> NNP), long rules (NP -> DT JJ JJ NN), recursion
+_TOY_RULES = {
+    "S": [(("NP", "VP"), 6), (("NP", "VP", "."), 3), (("PP", ",", "NP", "VP", "."), 1)],
+    "NP": [(("DT", "NN"), 5), (("DT", "JJ", "NN"), 2), (("DT", "JJ", "JJ", "NN"), 1),
+           (("NNP",), 2), (("PRP",), 2), (("NP", "PP"), 1)],
+    "VP": [(("VBZ",), 2), (("VBZ", "NP"), 4), (("VBZ", "NP", "PP"), 2), (("VBZ", "ADVP"), 1),
+           (("VBD", "SBAR"), 1)],
+    "SBAR": [(("IN", "S"), 1)],
+    "PP": [(("IN", "NP"), 1)],
+    "ADVP": [(("RB",), 1)],
+}
+_TOY_WORDS = {
+    "DT": ["the", "a", "every"], "NN": ["dog", "cat", "park", "idea", "house"],
+    "JJ": ["big", "red", "quiet"], "NNP": ["Rex", "Paris", "Ada"], "PRP": ["it", "she"],
+    "VBZ": ["sees", "likes", "sleeps"], "VBD": ["said", "thought"], "IN": ["in", "near", "that"],
+    "RB": ["here", "often"], ".": ["."], ",": [","],
+}
+
+
+def toy_treebank(n_sentences, seed=0, max_words=12):
+    """Trees sampled from a toy English grammar, with their tagged sentences.
+
+    Returns ``(X, y)``: sentences as lists of ``(word, tag)`` and trees as nested tuples.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+
+    def sample(symbol, depth):
+        if symbol in _TOY_WORDS:
+            words = _TOY_WORDS[symbol]
+            return (symbol, words[rng.integers(len(words))])
+        options = _TOY_RULES[symbol]
+        if depth > 3:  # no recursion below this depth
+            options = [o for o in options if "S" not in o[0] and "PP" not in o[0]
+                       and "SBAR" not in o[0]] or options[:1]
+        weights = np.array([w for _, w in options], dtype=float)
+        children, _ = options[rng.choice(len(options), p=weights / weights.sum())]
+        return (symbol, *[sample(child, depth + 1) for child in children])
+
+    X, y = [], []
+    while len(y) < n_sentences:
+        tree = sample("S", 0)
+        leaves = []
+        stack = [tree]
+        while stack:
+            node = stack.pop()
+            if len(node) == 2 and isinstance(node[1], str):
+                leaves.append((node[1], node[0]))
+            else:
+                stack.extend(reversed(node[1:]))
+        if len(leaves) <= max_words:
+            X.append(leaves)
+            y.append(tree)
+    return X, y

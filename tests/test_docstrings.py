@@ -12,13 +12,15 @@ from sklstruct.datasets import (get_data_home, grid_pixel_features, load_conll20
                                 load_conll2002, load_ocr_letters, load_ocr_sample,
                                 load_weizmann_horses, make_noisy_volumes,
                                 make_sparse_chain)
-from sklstruct.structures import BaseStructure
+from sklstruct.structures import BaseStructure, ConstituencyTree
 from sklstruct.utils import lengths_from_sequence_ids, lengths_to_groups
 
 PUBLIC_CLASSES = [getattr(sklstruct, name) for name in sklstruct.__all__
                   if inspect.isclass(getattr(sklstruct, name))] + [
-    BaseStructure, preprocessing.SequenceVectorizer, preprocessing.HashingSequenceVectorizer,
-    pipeline.SequencePipeline]
+    BaseStructure, ConstituencyTree, preprocessing.SequenceVectorizer,
+    preprocessing.HashingSequenceVectorizer, pipeline.SequencePipeline] + [
+    getattr(parsing, name) for name in parsing.__all__
+    if inspect.isclass(getattr(parsing, name))]
 PUBLIC_FUNCTIONS = [get_data_home, grid_pixel_features, load_conll2000, load_conll2002,
                     load_ocr_letters, load_ocr_sample, load_weizmann_horses, make_noisy_volumes,
                     make_sparse_chain,

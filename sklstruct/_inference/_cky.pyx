@@ -139,24 +139,6 @@ cdef inline void _span_of(intp_t n, intp_t span, intp_t* start, intp_t* end) noe
     end[0] = span - base + length
 
 
-cdef inline intp_t _find_rule(const Grammar* g, intp_t parent, intp_t left,
-                              intp_t right) noexcept nogil:
-    """Sorted position of the rule (parent, left, right), or -1 (binary search)."""
-    cdef intp_t lo = g.parent_start[parent], hi = g.parent_start[parent + 1], mid, q
-    cdef int64_t key = <int64_t> left * g.n_symbols + right, here
-    while lo < hi:
-        mid = (lo + hi) // 2
-        q = g.by_parent[mid]
-        here = <int64_t> g.rule_left[q] * g.n_symbols + g.rule_right[q]
-        if here == key:
-            return q
-        if here < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    return -1
-
-
 # ----------------------------------------------------------------------------- Viterbi
 
 cdef inline void _best_labels(const double* row, const Grammar* g, const int32_t* allowed,

@@ -3,7 +3,7 @@
 import numbers
 
 import numpy as np
-from joblib import effective_n_jobs
+from joblib import Parallel, delayed, effective_n_jobs
 
 
 def as_float_array(value, name, ndim):
@@ -50,6 +50,43 @@ def split_into_chunks(offsets, n_chunks):
     bounds = np.searchsorted(offsets, targets)
     bounds = np.unique(np.concatenate(([0], bounds, [n_sequences])))
     return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+
+def sentence_chunks(lengths, n_chunks):
+    """Split sentences of ``lengths`` words into contiguous chunks of similar cubic cost
+    (the chart algorithms of parsing), as ``(first, stop)`` pairs."""
+    n_sentences = lengths.shape[0]
+    n_chunks = max(1, min(n_chunks, n_sentences))
+    cost = np.concatenate(([0.0], np.cumsum((lengths + 1.0) ** 3)))
+    bounds = np.searchsorted(cost, np.linspace(0, cost[-1], n_chunks + 1)[1:-1])
+    bounds = np.unique(np.concatenate(([0], bounds, [n_sentences])))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+
+def map_sentence_chunks(solve, scores, lengths, offsets, n_jobs, per_row=(), flags=()):
+    """Run ``solve(scores, lengths, *per_row, *flags)`` on a batch of sentences, in chunks
+    of :func:`sentence_chunks` on joblib workers (threads unless the active backend says
+    otherwise) when ``n_jobs`` asks for several.
+
+    ``scores`` and every array of ``per_row`` (or None) have the rows ``offsets[i]:
+    offsets[i + 1]`` for sentence ``i`` and are cut with the sentences; ``flags`` are
+    passed whole. The outputs of the chunks are concatenated in order, so the result does
+    not depend on ``n_jobs``.
+    """
+    n_threads = check_n_jobs(n_jobs)
+    chunks = sentence_chunks(lengths, n_threads)
+    if len(chunks) <= 1:
+        return solve(scores, lengths, *per_row, *flags)
+
+    def cut(array, lo, hi):
+        return None if array is None else array[offsets[lo]:offsets[hi]]
+
+    pieces = Parallel(n_jobs=n_threads, prefer="threads")(
+        delayed(solve)(cut(scores, lo, hi), lengths[lo:hi],
+                       *[cut(array, lo, hi) for array in per_row], *flags)
+        for lo, hi in chunks
+    )
+    return tuple(np.concatenate(outputs) for outputs in zip(*pieces))
 
 
 def check_k(k):

@@ -30,10 +30,9 @@ programmes of :mod:`sklstruct._inference._cky` (Viterbi, k best, given trees) an
 import numbers
 
 import numpy as np
-from joblib import Parallel, delayed
 
 from . import _cky, _cky_inside
-from ._validation import check_k, check_n_jobs
+from ._validation import check_k, map_sentence_chunks
 
 __all__ = [
     "Grammar",
@@ -380,41 +379,6 @@ def _check_nodes(lengths, grammar):
             f"{grammar.n_symbols} symbols (hypergraph nodes are indexed by 32-bit integers).")
 
 
-# ----------------------------------------------------------------------------- threads
-
-def _chunks(lengths, n_chunks):
-    """Contiguous chunks of sentences of similar total cost (n^3)."""
-    n_sentences = lengths.shape[0]
-    n_chunks = max(1, min(n_chunks, n_sentences))
-    cost = np.cumsum(lengths.astype(np.float64) ** 3)
-    targets = np.linspace(0, cost[-1], n_chunks + 1)[1:-1] if n_sentences else []
-    bounds = np.searchsorted(cost, targets) + 1
-    bounds = np.unique(np.concatenate(([0], bounds, [n_sentences])))
-    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
-
-
-def _map_chunks(solve, span_scores, lengths, offsets, per_span, n_jobs):
-    """Apply ``solve(span_scores, lengths, per_span)`` to the batch, in chunks if asked.
-
-    With several jobs, the sentences are split into contiguous chunks of similar cost that
-    are solved by joblib workers (threads unless the active joblib backend says otherwise);
-    the outputs are concatenated in order, so the result does not depend on ``n_jobs``.
-    """
-    n_threads = check_n_jobs(n_jobs)
-    chunks = _chunks(lengths, n_threads)
-    if len(chunks) <= 1:
-        return solve(span_scores, lengths, per_span)
-    pieces = Parallel(n_jobs=n_threads, prefer="threads")(
-        delayed(solve)(
-            span_scores[offsets[lo]:offsets[hi]],
-            lengths[lo:hi],
-            None if per_span is None else per_span[offsets[lo]:offsets[hi]],
-        )
-        for lo, hi in chunks
-    )
-    return tuple(np.concatenate(outputs) for outputs in zip(*pieces))
-
-
 # ----------------------------------------------------------------------------- inference
 
 def cky_decode(span_scores, lengths, grammar, rule_scores=None, n_jobs=None):
@@ -462,7 +426,7 @@ def cky_decode(span_scores, lengths, grammar, rule_scores=None, n_jobs=None):
                                grammar.n_rules, labels, best)
         return labels, best
 
-    return _map_chunks(solve, span_scores, lengths, offsets, None, n_jobs)
+    return map_sentence_chunks(solve, span_scores, lengths, offsets, n_jobs, (None,))
 
 
 def cky_kbest(span_scores, lengths, grammar, rule_scores=None, k=5, n_jobs=None):
@@ -508,7 +472,7 @@ def cky_kbest(span_scores, lengths, grammar, rule_scores=None, k=5, n_jobs=None)
                              grammar.n_rules, k, labels, best, counts)
         return labels, best, counts
 
-    return _map_chunks(solve, span_scores, lengths, offsets, None, n_jobs)
+    return map_sentence_chunks(solve, span_scores, lengths, offsets, n_jobs, (None,))
 
 
 def cky_best_other(span_scores, lengths, grammar, exclude, rule_scores=None, n_jobs=None):
@@ -546,7 +510,7 @@ def cky_best_other(span_scores, lengths, grammar, exclude, rule_scores=None, n_j
                                   grammar.n_rules, exclude_part, labels, best)
         return labels, best
 
-    return _map_chunks(solve, span_scores, lengths, offsets, exclude, n_jobs)
+    return map_sentence_chunks(solve, span_scores, lengths, offsets, n_jobs, (exclude,))
 
 
 def inside_outside(span_scores, lengths, grammar, rule_scores=None, n_jobs=None):
@@ -591,7 +555,7 @@ def inside_outside(span_scores, lengths, grammar, rule_scores=None, n_jobs=None)
                                              counts, log_z)
         return marginals, counts, log_z
 
-    return _map_chunks(solve, span_scores, lengths, offsets, None, n_jobs)
+    return map_sentence_chunks(solve, span_scores, lengths, offsets, n_jobs, (None,))
 
 
 def log_partition(span_scores, lengths, grammar, rule_scores=None, n_jobs=None):
@@ -621,7 +585,7 @@ def log_partition(span_scores, lengths, grammar, rule_scores=None, n_jobs=None):
                                      grammar.n_symbols, grammar.n_rules, log_z)
         return (log_z,)
 
-    return _map_chunks(solve, span_scores, lengths, offsets, None, n_jobs)[0]
+    return map_sentence_chunks(solve, span_scores, lengths, offsets, n_jobs, (None,))[0]
 
 
 # ----------------------------------------------------------------------------- given trees

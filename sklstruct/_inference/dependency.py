@@ -17,10 +17,9 @@ the cost to every arc that is not a gold arc and decode.
 import math
 
 import numpy as np
-from joblib import Parallel, delayed
 
 from . import _dependency
-from ._validation import check_n_jobs
+from ._validation import map_sentence_chunks
 
 __all__ = ["check_heads", "decode_trees", "tree_marginals"]
 
@@ -87,29 +86,6 @@ def _check_scores(scores, lengths):
     return array, lengths, offsets
 
 
-def _chunks(lengths, n_chunks):
-    """Contiguous chunks of sentences of similar cubic cost, as (first, stop) pairs."""
-    n_sentences = lengths.shape[0]
-    n_chunks = max(1, min(n_chunks, n_sentences))
-    cost = np.concatenate(([0.0], np.cumsum((lengths + 1.0) ** 3)))
-    bounds = np.searchsorted(cost, np.linspace(0, cost[-1], n_chunks + 1)[1:-1])
-    bounds = np.unique(np.concatenate(([0], bounds, [n_sentences])))
-    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
-
-
-def _map_chunks(solve, scores, lengths, offsets, flags, n_jobs):
-    """Run ``solve(scores, lengths, *flags)`` on the batch, in chunks on threads if asked."""
-    n_threads = check_n_jobs(n_jobs)
-    chunks = _chunks(lengths, n_threads)
-    if len(chunks) <= 1:
-        return solve(scores, lengths, *flags)
-    pieces = Parallel(n_jobs=n_threads, prefer="threads")(
-        delayed(solve)(scores[offsets[lo] : offsets[hi]], lengths[lo:hi], *flags)
-        for lo, hi in chunks
-    )
-    return tuple(np.concatenate(outputs) for outputs in zip(*pieces))
-
-
 def _solve_decode(scores, lengths, projective, single_root):
     heads = np.zeros(int(lengths.sum()), dtype=np.int64)
     best = np.zeros(lengths.shape[0], dtype=np.float64)
@@ -174,8 +150,8 @@ def decode_trees(scores, lengths, projective=True, single_root=False, n_jobs=Non
     scores, lengths, offsets = _check_scores(scores, lengths)
     if lengths.shape[0] == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-    return _map_chunks(_solve_decode, scores, lengths, offsets, (projective, single_root),
-                       n_jobs)
+    return map_sentence_chunks(_solve_decode, scores, lengths, offsets, n_jobs,
+                               flags=(projective, single_root))
 
 
 def tree_marginals(scores, lengths, projective=True, single_root=False, n_jobs=None):
@@ -237,9 +213,8 @@ def tree_marginals(scores, lengths, projective=True, single_root=False, n_jobs=N
     scores, lengths, offsets = _check_scores(scores, lengths)
     if lengths.shape[0] == 0:
         return np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.float64)
-    marginals, log_partition = _map_chunks(
-        _solve_marginals, scores, lengths, offsets, (projective, single_root), n_jobs
-    )
+    marginals, log_partition = map_sentence_chunks(
+        _solve_marginals, scores, lengths, offsets, n_jobs, flags=(projective, single_root))
     return marginals, log_partition
 
 

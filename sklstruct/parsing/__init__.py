@@ -3,11 +3,16 @@
 Dependency trees are given per sentence as an array of heads (1-based, 0 for
 the root) and an array of relations; tokens are dicts of their CoNLL columns.
 Constituency trees are nested tuples ``(label, child, ...)`` whose
-preterminals are ``(tag, word)``.
+preterminals are ``(tag, word)``. :class:`DependencyParser` trains a
+first-order dependency model on the candidate-arc rows of :class:`ArcFeatures`,
+:class:`ConstituencyParser` a max-margin weighted grammar on the span rows of
+:class:`SpanFeatures`, each with any sklstruct learner at the parser's ``C``;
+:class:`PCFGParser` is the relative-frequency PCFG of the grammar.
 """
 
 from ._arc_features import ArcFeatures
 from ._conll import read_conll, read_dependency_columns, write_conll
+from ._constituency import ConstituencyParser, PCFGParser
 from ._dependency_parser import DependencyParser
 from ._metrics import (
     attachment_scorer,
@@ -15,6 +20,7 @@ from ._metrics import (
     bracket_f1_scorer,
     bracket_scores,
 )
+from ._span_features import SpanFeatures
 from ._transforms import binarize, collapse_unary, expand_unary, unbinarize
 from ._trees import (
     from_nltk,
@@ -29,7 +35,10 @@ from ._trees import (
 
 __all__ = [
     "ArcFeatures",
+    "ConstituencyParser",
     "DependencyParser",
+    "PCFGParser",
+    "SpanFeatures",
     "attachment_scorer",
     "attachment_scores",
     "binarize",

@@ -10,11 +10,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _arc_features_fast as _fast
 from ._dependency_targets import split_trees
+from ._parts import PartRowsTransformerMixin
 
 _ROOT, _BEFORE, _AFTER = "<root>", "<s>", "</s>"
 
 
-class ArcFeatures(TransformerMixin, BaseEstimator):
+class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
     """Binary features of every candidate arc of dependency-parsed sentences.
 
     For a sentence of ``n`` tokens the output has ``n * n`` rows, one per candidate arc
@@ -210,23 +211,17 @@ class ArcFeatures(TransformerMixin, BaseEstimator):
         features.has_sorted_indices = True
         return features, lengths ** 2
 
-    def transform(self, X):
-        """Features of every candidate arc, one sparse matrix per sentence.
+    def get_feature_names_out(self, input_features=None):
+        """Names ``arc<hash>`` of the kept features (their hashes in hexadecimal).
 
         Parameters
         ----------
-        X : list of list of dict
+        input_features : ignored
 
         Returns
         -------
-        features : list of scipy.sparse.csr_matrix of shape (n_i ** 2, n_features_out_)
+        names : ndarray of str
         """
-        features, n_rows = self.transform_flat(X)
-        offsets = np.concatenate(([0], np.cumsum(n_rows)))
-        return [features[offsets[i]:offsets[i + 1]] for i in range(n_rows.shape[0])]
-
-    def get_feature_names_out(self, input_features=None):
-        """Names ``arc<hash>`` of the kept features (their hashes in hexadecimal)."""
         check_is_fitted(self, "vocabulary_")
         return np.array([f"arc{int(v):016x}" for v in self.vocabulary_], dtype=object)
 

@@ -1,10 +1,7 @@
 """A max-margin dependency parser: arc features, a tree structure and any sklstruct learner."""
 
-from numbers import Real
-
 import numpy as np
-from sklearn.base import BaseEstimator, clone
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._inference.dependency import check_heads
@@ -12,15 +9,10 @@ from ..structures import DependencyTree
 from ._arc_features import ArcFeatures
 from ._dependency_targets import split_trees
 from ._metrics import attachment_scores
+from ._parts import PartsParser, check_sentences
 
 
-def _default_learner():
-    from ..learners import M3NSimplicialDecomposition
-
-    return M3NSimplicialDecomposition()
-
-
-class DependencyParser(BaseEstimator):
+class DependencyParser(PartsParser):
     """First-order max-margin dependency parser (McDonald, Crammer and Pereira 2005).
 
     The parser scores a tree as the sum of its arcs' scores, each a linear function of the
@@ -89,9 +81,7 @@ class DependencyParser(BaseEstimator):
     """
 
     _parameter_constraints = {
-        "C": [Interval(Real, 0, None, closed="neither")],
-        "learner": [HasMethods(["fit", "predict"]), None],
-        "features": [HasMethods(["fit", "transform_flat"]), None],
+        **PartsParser._parameter_constraints,
         "projective": ["boolean"],
         "single_root": ["boolean"],
         "relations": [StrOptions({"separate", "joint"})],
@@ -109,16 +99,7 @@ class DependencyParser(BaseEstimator):
     # ------------------------------------------------------------------ helpers
     @staticmethod
     def _lengths(X):
-        if isinstance(X, (str, dict)) or not hasattr(X, "__len__"):
-            raise TypeError("X must be a list of sentences, each a list of token dicts.")
-        return np.array([len(sentence) for sentence in X], dtype=np.int64)
-
-    def _learner(self):
-        learner = _default_learner() if self.learner is None else clone(self.learner)
-        if "structure" not in learner.get_params(deep=False):
-            raise TypeError(f"learner must be an sklstruct estimator with a structure "
-                            f"parameter, got {type(self.learner).__name__}.")
-        return learner.set_params(C=self.C)
+        return np.array([len(sentence) for sentence in check_sentences(X)], dtype=np.int64)
 
     def _structure(self):
         return DependencyTree(projective=self.projective, single_root=self.single_root)
@@ -141,6 +122,7 @@ class DependencyParser(BaseEstimator):
         self : DependencyParser
         """
         self._validate_params()
+        X = check_sentences(X)
         lengths = self._lengths(X)
         heads, relations = split_trees(y, lengths=lengths)
         if np.any(lengths == 0):
@@ -150,25 +132,22 @@ class DependencyParser(BaseEstimator):
             raise ValueError("X has no sentences.")
         all_heads = np.concatenate(heads)
         check_heads(all_heads, lengths, single_root=self.single_root)
-        features = ArcFeatures() if self.features is None else clone(self.features)
-        features.fit(X, y)
-        rows, n_rows = features.transform_flat(X)
+        features, rows, n_rows = self._fit_features(ArcFeatures(), X, y)
         arcs = DependencyTree.arc_index(lengths, all_heads)
-        states = None
-        self.relations_ = None
+        states = relation_names = None
         if relations is not None:
             flat_relations = np.concatenate(relations).astype(str)
-            self.relations_, relation_codes = np.unique(flat_relations, return_inverse=True)
+            relation_names, relation_codes = np.unique(flat_relations, return_inverse=True)
             if self.relations == "joint":
                 states = relation_codes + 1
         labels = np.zeros(rows.shape[0], dtype=np.int64)
         labels[arcs] = 1 if states is None else states
-        learner = self._learner().set_params(structure=self._structure())
-        learner.fit(rows, labels, lengths=n_rows)
+        learner = self._fit_parts(rows, labels, n_rows, self._structure())
         relation_learner = None
         if relations is not None and self.relations == "separate":
-            relation_learner = self._learner().set_params(structure="auto")
-            relation_learner.fit(rows[arcs], self.relations_[relation_codes])
+            relation_learner = self._learner_for("auto")
+            relation_learner.fit(rows[arcs], relation_names[relation_codes])
+        self.relations_ = relation_names
         self.features_ = features
         self.learner_ = learner
         self.relation_learner_ = relation_learner
@@ -190,14 +169,12 @@ class DependencyParser(BaseEstimator):
             empty arrays.
         """
         check_is_fitted(self, "learner_")
+        X = check_sentences(X)
         lengths = self._lengths(X)
-        present = np.flatnonzero(lengths > 0)
+        present, rows, _, labels = self._decode_parts(X, lengths)
         heads = np.zeros(0, dtype=np.int64)
         relations = np.zeros(0, dtype=object)
         if present.shape[0]:
-            sentences = [X[i] for i in present]
-            rows, n_rows = self.features_.transform_flat(sentences)
-            labels = np.asarray(self.learner_.predict(rows, lengths=n_rows))
             heads, states = DependencyTree.heads_from_labels(lengths[present], labels)
             if self.relation_learner_ is not None:
                 arcs = DependencyTree.arc_index(lengths[present], heads)

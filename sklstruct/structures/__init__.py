@@ -1,6 +1,9 @@
 """Structures: joint feature maps, losses and inference oracles."""
 
+from .._inference.cfg import Grammar
 from ._base import BaseStructure
+from ._parts import PartsStructure
+from .cfg import ConstituencyTree
 from .chain import ChainStructure
 from .dependency import DependencyTree
 from .graph import GraphStructure, TreeStructure
@@ -9,10 +12,10 @@ from .grid3d import Grid3DStructure
 from .multiclass import MultiClass
 from .multilabel import MultiLabelStructure, chow_liu_tree, hierarchy_loss_weights
 
-__all__ = ["BaseStructure", "ChainStructure", "DependencyTree", "GraphStructure",
-           "Grid3DStructure", "GridStructure", "MultiClass", "MultiLabelStructure",
-           "TreeStructure", "chow_liu_tree", "hierarchy_loss_weights",
-           "structure_for_form"]
+__all__ = ["BaseStructure", "ChainStructure", "ConstituencyTree", "DependencyTree", "Grammar",
+           "GraphStructure", "Grid3DStructure", "GridStructure", "MultiClass",
+           "MultiLabelStructure", "PartsStructure", "TreeStructure", "chow_liu_tree",
+           "hierarchy_loss_weights", "structure_for_form"]
 
 
 def structure_for_form(form):

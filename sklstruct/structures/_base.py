@@ -25,7 +25,10 @@ parameters the pairwise statistics are scored with. :meth:`BaseStructure.potenti
 for a weight vector.
 
 **Loss.** The loss decomposes over tokens: ``Delta(y, ybar) = sum_t L[t, ybar_t]`` with the
-per-token loss matrix ``L = token_loss(Y)`` (the weighted Hamming loss by default).
+per-token loss matrix ``L = token_loss(Y)`` (the weighted Hamming loss by default). A
+structure whose loss does not decompose (``loss_decomposes`` False) gives ``loss`` and
+``max_loss`` itself and trains only with the learners that read the losses of the most
+violating labellings off ``loss_augmented_decode`` (the cutting-plane learners).
 """
 
 import numpy as np
@@ -361,6 +364,35 @@ class BaseStructure(BaseEstimator):
         token_loss : ndarray of shape (n_tokens, n_states)
         """
         return hamming_token_loss(Y, self.loss_weights_, self.n_states_)
+
+    @property
+    def loss_decomposes(self):
+        """Whether ``Delta(y, ybar) = sum_t token_loss(y)[t, ybar_t]`` (True by default).
+
+        A structure whose loss does not decompose over tokens (a 0/1 loss over whole
+        outputs) returns False, overrides :meth:`loss` and :meth:`max_loss`, and computes the
+        losses of its most violating labellings in :meth:`loss_augmented_decode`; only
+        learners that take the losses from that oracle train it (the others refuse it).
+        """
+        return True
+
+    def max_loss(self, batch, Y):
+        """An upper bound on ``max_ybar Delta(y_i, ybar)`` for every sequence ``i``.
+
+        By default the sum over tokens of the largest entry of each row of
+        :meth:`token_loss`. Learners use it as the scale of the objective at ``w = 0``.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        Y : ndarray of int of shape (n_tokens,)
+            True labels.
+
+        Returns
+        -------
+        max_loss : ndarray of shape (n_sequences,)
+        """
+        return batch.sum_per_sequence(self.token_loss(Y).max(axis=1))
 
     def loss(self, batch, Y_true, Y_pred):
         """Per-sequence loss ``Delta(y_i, ybar_i) = sum_t L[t, ybar_t]``.

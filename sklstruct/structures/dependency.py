@@ -5,10 +5,10 @@ from scipy.special import logsumexp, softmax
 
 from .._inference._dependency_kernels import DependencyKernels, arc_rows
 from .._inference.dependency import decode_trees, tree_marginals
-from ._base import BaseStructure, check_rescale
+from ._parts import PartsStructure
 
 
-class DependencyTree(BaseStructure):
+class DependencyTree(PartsStructure):
     """Dependency trees with first-order (arc-factored) scores, one row per candidate arc.
 
     A sentence of ``n`` tokens is an example of ``n * n`` rows, its candidate arcs
@@ -64,44 +64,26 @@ class DependencyTree(BaseStructure):
         return super().bind(n_features, n_states, classes, y)
 
     # ----------------------------------------------------------------- layout
+    _rows_text = ("tokens", "n * n", "candidate-arc")
+
     @staticmethod
-    def sentence_lengths(batch):
-        """Tokens per sentence, from the ``n * n`` rows of each example.
+    def rows_of(n_words):
+        """Candidate-arc rows of sentences of ``n_words`` tokens, ``n * n``.
 
         Parameters
         ----------
-        batch : SequenceBatch
+        n_words : ndarray of int64
 
         Returns
         -------
-        n_tokens : ndarray of int64 of shape (n_sentences,)
+        n_rows : ndarray of int64
         """
-        rows = batch.lengths
-        n_tokens = np.rint(np.sqrt(rows)).astype(np.int64)
-        bad = np.flatnonzero(n_tokens * n_tokens != rows)
-        if bad.shape[0]:
-            i = int(bad[0])
-            raise ValueError(
-                f"example {i} has {rows[i]} rows; a sentence of n tokens has n * n "
-                f"candidate-arc rows."
-            )
-        return n_tokens
+        n_words = np.asarray(n_words, dtype=np.int64)
+        return n_words * n_words
 
-    def _layout(self, batch):
-        """``(n_tokens, chart_index)`` of a batch (see :func:`arc_rows`), kept for the last
-        batch, since an oracle call and the statistics of its answer ask for the same one."""
-        cached = getattr(self, "_layout_cache", None)
-        if cached is not None and cached[0] is batch.X and cached[1] is batch.offsets:
-            return cached[2]
-        n_tokens = self.sentence_lengths(batch)
-        layout = (n_tokens, arc_rows(n_tokens))
-        self._layout_cache = (batch.X, batch.offsets, layout)
-        return layout
-
-    def __getstate__(self):
-        state = dict(super().__getstate__())
-        state.pop("_layout_cache", None)
-        return state
+    def _chart_layout(self, n_tokens):
+        """The chart position of every row (:func:`arc_rows`)."""
+        return arc_rows(n_tokens)
 
     @staticmethod
     def arc_index(n_tokens, heads):
@@ -235,16 +217,8 @@ class DependencyTree(BaseStructure):
 
     def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
                               token_loss=None):
-        check_rescale(rescale)
-        if rescale != "margin":
-            raise ValueError("DependencyTree supports margin rescaling only (the slack-"
-                             "rescaled most violating tree does not decompose over arcs).")
-        if token_loss is None:
-            token_loss = self.token_loss(Y)
-        labels = self._best_trees(batch, unary + token_loss, n_jobs)
-        rows = np.arange(labels.shape[0])
-        losses = batch.sum_per_sequence(token_loss[rows, labels])
-        return labels, losses, self.score(batch, unary, pairwise, labels)
+        return self._shifted_loss_augmented_decode(batch, unary, pairwise, Y, rescale, n_jobs,
+                                                   token_loss)
 
     def marginals(self, batch, unary, pairwise, n_jobs=None):
         if batch.n_sequences == 0:

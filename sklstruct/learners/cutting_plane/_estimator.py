@@ -168,6 +168,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     [['a', 'b'], ['b', 'a', 'a']]
     """
 
+    _takes_oracle_losses = True
+
     _parameter_constraints = {
         **BaseStructuredClassifier._parameter_constraints,
         "variant": [StrOptions({"auto", "1-slack", "n-slack"})],

@@ -85,7 +85,7 @@ class NSlackSolver:
         self.structure, self.batch, self.Y = structure, batch, Y
         self.rescale, self.epsilon, self.n_jobs = rescale, epsilon, n_jobs
         self.indptr, self.indices, self.data = batch.csr_arrays
-        self.token_loss = structure.token_loss(Y)
+        self.token_loss = structure.token_loss(Y) if structure.loss_decomposes else None
         n_states, n_features = structure.n_states_, structure.n_features_
         # the flat weights; WT and theta are views of it that the compiled sweeps update
         self.w = np.zeros(structure.size_joint_feature_)
@@ -113,7 +113,7 @@ class NSlackSolver:
         unary = np.ascontiguousarray(sub.X @ self.WT)
         Ybar, losses, scores = structure.loss_augmented_decode(
             sub, unary, self.theta, Ysub, rescale=self.rescale, n_jobs=self.n_jobs,
-            token_loss=self.token_loss[rows])
+            token_loss=None if self.token_loss is None else self.token_loss[rows])
         margin = structure.score(sub, unary, self.theta, Ysub) - scores
         return sub, rows, Ysub, Ybar, losses, hinge_terms(losses, margin, self.rescale)
 
@@ -171,8 +171,8 @@ def fit_n_slack(structure, batch, Y, sample_weight, *, C, rescale, batch_size,
     """
     n = batch.n_sequences
     C, tol = float(C), certificate.tol
-    token_loss_bound = batch.sum_per_sequence(structure.token_loss(Y).max(axis=1))
-    primal_scale = C * float(sample_weight @ token_loss_bound)  # the primal at w = 0
+    # the primal at w = 0 (at most)
+    primal_scale = C * float(sample_weight @ structure.max_loss(batch, Y))
     total_weight = float(sample_weight.sum())
     solver = NSlackSolver(structure, batch, Y, C * sample_weight, rescale,
                           0.5 * tol * primal_scale / (C * total_weight), n_jobs)

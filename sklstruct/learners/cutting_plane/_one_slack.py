@@ -235,11 +235,11 @@ class LocalOracle:
         self.structure, self.batch, self.Y, self.sample_weight = structure, batch, Y, \
             sample_weight
         self.rescale, self.n_jobs = rescale, n_jobs
-        self.token_loss = structure.token_loss(Y)
+        # (None for a loss that does not decompose: the oracle computes its losses)
+        self.token_loss = structure.token_loss(Y) if structure.loss_decomposes else None
         self.cache = LabelCache(batch.n_tokens, batch.n_sequences, cache_size)
         self.n_sequences = batch.n_sequences
-        self.loss_bound = float(sample_weight @ batch.sum_per_sequence(
-            self.token_loss.max(axis=1)))
+        self.loss_bound = float(sample_weight @ structure.max_loss(batch, Y))
 
     def working_set(self):
         """An empty working set whose constraints are stored as labellings of the batch."""

@@ -159,12 +159,11 @@ class _Shard:
         self.batch = SequenceBatch(data.X, data.offsets)
         index = np.searchsorted(classes, data.y)
         self.Y = np.clip(index, 0, classes.shape[0] - 1).astype(np.intp)
-        self.token_loss = structure.token_loss(self.Y)
+        self.token_loss = structure.token_loss(self.Y) if structure.loss_decomposes else None
         self.cache = LabelCache(self.batch.n_tokens, self.batch.n_sequences, cache_size)
         self.dense = 8 * structure.size_joint_feature_ <= DENSE_BYTES_PER_CONSTRAINT
         self.potentials = None
-        bound = float(data.sample_weight @ self.batch.sum_per_sequence(
-            self.token_loss.max(axis=1)))
+        bound = float(data.sample_weight @ structure.max_loss(self.batch, self.Y))
         return self._count((classes,), (self.batch.n_sequences, bound))
 
     def _answer(self, Ybar, losses, scores):

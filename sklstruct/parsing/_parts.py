@@ -1,0 +1,104 @@
+"""What the task-level parsers share: a sklstruct learner trained on part rows (private).
+
+A parser turns its task's input (sentences) into one flat matrix of part rows (candidate
+arcs, spans) with the rows per sentence, through a feature extractor with ``fit(X, y)`` and
+``transform_flat(X) -> (rows, n_rows)``, and its outputs (trees) into one state per row;
+any sklstruct learner, cloned with the task's structure and the parser's ``C``, then trains
+on them (:class:`PartsParser`).
+"""
+
+from numbers import Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils._param_validation import HasMethods, Interval
+
+
+def default_learner():
+    """The learner of a parser given ``learner=None``."""
+    from ..learners import M3NSimplicialDecomposition
+
+    return M3NSimplicialDecomposition()
+
+
+def check_sentences(X, name="X"):
+    """``X`` as a list (a str, a dict or a non-iterable is refused)."""
+    if isinstance(X, (str, bytes, dict)) or not hasattr(X, "__iter__"):
+        raise TypeError(f"{name} must be a list of sentences; got {type(X).__name__}.")
+    return list(X)
+
+
+class PartsParser(BaseEstimator):
+    """Base of the parsers: ``C``, ``learner`` and ``features`` parameters, and a learner
+    trained on the part rows of the sentences.
+
+    ``learner`` (None: :func:`default_learner`) is cloned with ``C`` and the task's
+    structure set (its own ``C`` is not used), so that ``GridSearchCV`` searches the
+    parser's ``C``; ``features_`` and ``learner_`` are the fitted feature extractor and
+    learner.
+    """
+
+    _parameter_constraints = {
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "learner": [HasMethods(["fit", "predict"]), None],
+        "features": [HasMethods(["fit", "transform_flat"]), None],
+    }
+
+    def _learner_for(self, structure):
+        """A clone of the learner with the parser's ``C`` and ``structure``."""
+        learner = default_learner() if self.learner is None else clone(self.learner)
+        if "structure" not in learner.get_params(deep=False):
+            raise TypeError(f"learner must be a sklstruct estimator with a structure "
+                            f"parameter (StructSVMCuttingPlane, M3NSimplicialDecomposition, "
+                            f"...); got {type(self.learner).__name__}.")
+        return learner.set_params(C=self.C, structure=structure)
+
+    def _fit_features(self, default, X, y):
+        """The fitted feature extractor (a clone of ``features``, or ``default``) and the
+        part rows of ``X`` with their number per sentence."""
+        features = default if self.features is None else clone(self.features)
+        features.fit(X, y)
+        rows, n_rows = features.transform_flat(X)
+        return features, rows, np.asarray(n_rows, dtype=np.int64)
+
+    def _fit_parts(self, rows, states, n_rows, structure):
+        """A clone of the learner fitted with ``structure`` on the part rows."""
+        learner = self._learner_for(structure)
+        learner.fit(rows, states, lengths=np.asarray(n_rows, dtype=np.int64))
+        return learner
+
+    def _decode_parts(self, X, n_words):
+        """Decoded row states of the non-empty sentences of ``X``.
+
+        Returns ``(kept, rows, n_rows, states)``: the indices of the sentences with words,
+        their part rows and rows per sentence, and the best output's state of every row
+        (flat). An empty sentence has no part.
+        """
+        kept = np.flatnonzero(np.asarray(n_words) > 0)
+        if not kept.shape[0]:
+            return kept, None, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        rows, n_rows = self.features_.transform_flat([X[i] for i in kept])
+        n_rows = np.asarray(n_rows, dtype=np.int64)
+        states = np.asarray(self.learner_.predict(rows, lengths=n_rows))
+        return kept, rows, n_rows, states
+
+
+class PartRowsTransformerMixin:
+    """``transform(X)``: one sparse matrix of part rows per sentence, from
+    ``transform_flat``."""
+
+    def transform(self, X):
+        """Features of the part rows, one sparse matrix per sentence.
+
+        Parameters
+        ----------
+        X : list of sentences
+
+        Returns
+        -------
+        features : list of scipy.sparse.csr_matrix
+            Sentence ``i``'s rows, ``n_rows[i]`` of them (see ``transform_flat``).
+        """
+        features, n_rows = self.transform_flat(X)
+        offsets = np.concatenate(([0], np.cumsum(n_rows)))
+        return [features[offsets[i]:offsets[i + 1]] for i in range(n_rows.shape[0])]
