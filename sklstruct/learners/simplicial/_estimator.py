@@ -268,7 +268,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                     self.structure_, batch, Y, self.C, rescale=self.rescale,
                     max_points=self.max_points, blocks=self.blocks,
                     working_set_size=working_set, random_state=rng)
-        elif not compiled:
+        elif compiled:  # the previous fit's w_ is the state's weight array: keep it as is
+            state.detach_weights()
+        else:
             state.rng = rng
         certificate = self._certificate(extra_fields=("passes", "fw_gap"))
         if compiled:
