@@ -293,6 +293,8 @@ class BestCertified:
         return decreased
 
     def _keep(self, w):
+        if self._kept is not None:  # (dropped before the new copy is made)
+            self._kept = None
         flat = w.ravel()
         dtype = np.int32 if flat.shape[0] <= np.iinfo(np.int32).max else np.int64
         # the non-zero entries, found a chunk at a time (no mask of all of w)

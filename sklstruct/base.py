@@ -137,6 +137,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             y_flat = column_or_1d(y_flat, warn=True) if form in ("flat", "multiclass") \
                 else y_flat
             classes, Y = encode_targets(y_flat)
+        y_flat = None  # (not kept through the fit: Y encodes it)
         self._bind_structure(form, batch.X.shape[1], classes, Y)
         self.structure_ = self.structure_.bind_batch(batch, Y)
         weights = check_sequence_weights(sample_weight, batch.n_sequences)

@@ -15,8 +15,9 @@ statistics on the example's features (an anchor block of ``n_touched x n_states`
 over the example's stored entries, cheap for long sequences with few features, and the only
 way with scaled features); the cheaper is chosen per example (``state.master_gram`` can force
 either), and the token Gram matrix
-never beyond ``TOKEN_GRAM_CAP`` entries (kept between visits in the state's ``token_gram`` or,
-when exact, ``token_gram32`` for the examples that fit its budget). With constrained
+never beyond ``TOKEN_GRAM_CAP`` entries (its upper triangle kept between visits, for the
+examples that fit the budget, in the state's ``token_gram`` or, when exact, ``token_gram32``
+or ``token_gram8``). With constrained
 coordinates the master is solved by active-set rounds on the sign pattern of ``v`` on them
 (exact when the pattern settles; otherwise the best tried point that ascends).
 :func:`statistics_weights` recomputes ``v`` from the points in one streaming pass.
@@ -181,7 +182,8 @@ cdef class _MultiPoint(DualPass):
     cdef const int64_t[::1] token_gram_ptr
     cdef float64_t[::1] token_gram
     cdef float[::1] token_gram32
-    cdef bint gram_single
+    cdef uint8_t[::1] token_gram8
+    cdef int gram_kind  # the kept matrices' entries: 0 double, 1 float, 2 uint8
     cdef uint8_t[::1] token_gram_ready
     # cached mode: every example's anchor and points as dense rows over its own features
     cdef bint cached
@@ -206,7 +208,9 @@ cdef class _MultiPoint(DualPass):
         self.token_gram_ptr = state.token_gram_ptr
         self.token_gram = state.token_gram
         self.token_gram32 = state.token_gram32
-        self.gram_single = state.token_gram32.shape[0] > 0
+        self.token_gram8 = state.token_gram8
+        self.gram_kind = 2 if state.token_gram8.shape[0] else (
+            1 if state.token_gram32.shape[0] else 0)
         self.token_gram_ready = state.token_gram_ready
         self.anchors = state.anchors
         self.anchor_start = self.anchors.start
@@ -549,8 +553,9 @@ cdef class _MultiPoint(DualPass):
         between visits and only those of new points or a new anchor are computed
         (``by_state`` holds ``n_states * length`` doubles). ``K`` is the workspace; the
         example's kept matrix (when it has one; computed at the first need) is read into
-        it. Kept matrices are single precision when that is exact (``gram_single``: small
-        integer features).""" 
+        it. Kept matrices are their upper triangles, row by row, as bytes or in single
+        precision when that is exact (``gram_kind``: small non-negative or small integer
+        features).""" 
         cdef intp_t t, t2, pt, l, s
         cdef int64_t q
         cdef double kval, total, C2 = self.C * self.C
@@ -562,12 +567,18 @@ cdef class _MultiPoint(DualPass):
         if not needed:
             pass
         elif kept >= 0 and self.token_gram_ready[i]:  # the example's kept matrix
-            if self.gram_single:
-                for e in range(length * length):
-                    K[e] = self.token_gram32[kept + e]
-            else:
-                for e in range(length * length):
-                    K[e] = self.token_gram[kept + e]
+            e = kept
+            for t in range(length):
+                for t2 in range(t, length):
+                    if self.gram_kind == 2:
+                        kval = self.token_gram8[e]
+                    elif self.gram_kind == 1:
+                        kval = self.token_gram32[e]
+                    else:
+                        kval = self.token_gram[e]
+                    K[t * length + t2] = kval
+                    K[t2 * length + t] = kval
+                    e += 1
         else:  # the token Gram matrix (kept when the example has room)
             for t in range(length):
                 for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
@@ -581,12 +592,16 @@ cdef class _MultiPoint(DualPass):
                 for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
                     self.feature_buffer[self.indices[q]] = 0.0
             if kept >= 0:
-                if self.gram_single:
-                    for e in range(length * length):
-                        self.token_gram32[kept + e] = <float> K[e]
-                else:
-                    for e in range(length * length):
-                        self.token_gram[kept + e] = K[e]
+                e = kept
+                for t in range(length):
+                    for t2 in range(t, length):
+                        if self.gram_kind == 2:
+                            self.token_gram8[e] = <uint8_t> K[t * length + t2]
+                        elif self.gram_kind == 1:
+                            self.token_gram32[e] = <float> K[t * length + t2]
+                        else:
+                            self.token_gram[e] = K[t * length + t2]
+                        e += 1
                 self.token_gram_ready[i] = 1
         if not anchor_ok:
             total = 0.0
