@@ -9,6 +9,7 @@ into one matrix per sequence without a vocabulary, by feature hashing), and
 import itertools
 import numbers
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -181,15 +182,24 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
             raise ValueError(f"sort must be a bool; got {self.sort!r}.")
         string_ids, number_ids = {}, {}
         indices, indptr, values, lengths, n_ids = _encode_tokens(
-            X, string_ids, number_ids, 0, fitting=True)
-        columns, n_columns = _columns_of_ids(string_ids, number_ids, n_ids, self.separator,
-                                             self.sort)
-        self._string_ids, self._number_ids = string_ids, number_ids
-        self._columns = columns
-        self._identity_columns = bool(np.array_equal(columns, np.arange(n_ids)))
+            X, string_ids, number_ids, fitting=True)
+        columns, n_columns, by_value = _columns_of_ids(string_ids, number_ids, n_ids,
+                                                       self.separator, self.sort)
+        if not np.array_equal(columns, np.arange(n_ids)):  # ids to columns, in place
+            indices = np.frombuffer(indices, dtype=np.int32)
+            for lo in range(0, indices.shape[0], _CHUNK):
+                indices[lo:lo + _CHUNK] = columns[indices[lo:lo + _CHUNK]]
+        if by_value is not None:  # columns in sorted runs: the sorted values are enough
+            self._string_columns, self._number_columns = by_value
+            self._string_ids = self._number_ids = self._columns = None
+        else:
+            self._string_ids, self._number_ids = string_ids, number_ids
+            self._columns = columns
+            self._string_columns = self._number_columns = None
+        del string_ids, number_ids
         self._feature_names = None
         self.n_features_out_ = n_columns
-        return self._packed(indices, indptr, values, lengths)
+        return self._packed(indices, indptr, values, lengths, n_columns < n_ids)
 
     def transform(self, X):
         """Return the sequences' rows in one matrix; unknown features are ignored.
@@ -206,25 +216,31 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
             reads as a list of one matrix of shape (n_tokens_i, n_features) per sequence.
         """
         check_is_fitted(self)
+        if self._string_columns is not None:
+            indices, indptr, values, lengths = _encode_known(
+                X, self._string_columns, self._number_columns)
+            return self._packed(indices, indptr, values, lengths, False)
         indices, indptr, values, lengths, _ = _encode_tokens(
-            X, self._string_ids, self._number_ids, 0, fitting=False)
-        return self._packed(indices, indptr, values, lengths)
+            X, self._string_ids, self._number_ids, fitting=False)
+        indices = np.frombuffer(indices, dtype=np.int32)
+        if indices.size:
+            indices = self._columns[indices]
+        return self._packed(indices, indptr, values, lengths,
+                            self.n_features_out_ < self._columns.shape[0])
 
-    def _packed(self, indices, indptr, values, lengths):
-        """The CSR matrix of the encoded tokens (ids mapped to columns, rows sorted)."""
-        n_columns = self.n_features_out_
+    def _packed(self, indices, indptr, values, lengths, shared_columns):
+        """The CSR matrix of the encoded tokens' columns (rows sorted; entries of one
+        column summed with ``shared_columns``)."""
         indices = np.frombuffer(indices, dtype=np.int32) if len(indices) else \
             np.zeros(0, dtype=np.int32)
-        if not self._identity_columns:  # ids to columns, in place, a chunk at a time
-            for lo in range(0, indices.shape[0], _CHUNK):
-                indices[lo:lo + _CHUNK] = self._columns[indices[lo:lo + _CHUNK]]
         index_dtype = np.int32 if indices.shape[0] < np.iinfo(np.int32).max else np.int64
         indptr = np.frombuffer(indptr, dtype=np.int64).astype(index_dtype)
         data = np.ones(indices.shape[0], dtype=self.dtype) if values is None else \
             np.frombuffer(values, dtype=np.float64).astype(self.dtype)
-        matrix = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, n_columns))
+        matrix = sp.csr_matrix((data, indices, indptr),
+                               shape=(indptr.shape[0] - 1, self.n_features_out_))
         matrix.sort_indices()
-        if n_columns < self._columns.shape[0]:  # ids that share a name
+        if shared_columns:
             matrix.sum_duplicates()
         return PackedSequences(matrix, np.frombuffer(lengths, dtype=np.int64))
 
@@ -232,14 +248,22 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
     def feature_names_(self):
         """Feature name of each column, a list (formed at the first read)."""
         check_is_fitted(self)
-        if self._feature_names is None:
-            names = _feature_names(self._string_ids, self._number_ids,
+        if self._feature_names is not None:
+            return self._feature_names
+        names = [None] * self.n_features_out_
+        if self._string_columns is not None:
+            for key, (base, known) in self._string_columns.items():
+                prefix = f"{key}{self.separator}"
+                names[base:base + len(known)] = [prefix + value for value in known]
+            for key, column in self._number_columns.items():
+                names[column] = key
+        else:
+            by_id = _feature_names(self._string_ids, self._number_ids,
                                    self._columns.shape[0], self.separator)
-            by_column = [None] * self.n_features_out_
-            for name, column in zip(names, self._columns.tolist()):
-                by_column[column] = name  # (ids of one column have the same name)
-            self._feature_names = by_column
-        return self._feature_names
+            for name, column in zip(by_id, self._columns.tolist()):
+                names[column] = name  # (ids of one column have the same name)
+        self._feature_names = names
+        return names
 
     @property
     def vocabulary_(self):
@@ -284,15 +308,60 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
 _CHUNK = 2**20
 
 
-def _encode_tokens(X, string_ids, number_ids, n_ids, fitting):
+def _check_sequences(X):
+    if not isinstance(X, (list, tuple)):
+        raise TypeError("X must be a list of sequences, each a list of dicts (one per "
+                        f"token); got {type(X).__name__}.")
+    if len(X) == 0:
+        raise ValueError("X must contain at least one sequence.")
+
+
+def _check_sequence(i, sequence, fitting):
+    if not isinstance(sequence, (list, tuple)):
+        raise TypeError(f"X[{i}] must be a list of dicts (one per token); got "
+                        f"{type(sequence).__name__}.")
+    if fitting and not sequence:
+        raise ValueError(f"X[{i}] is an empty sequence; sequences need a token to be "
+                         "fitted on (transform accepts them).")
+
+
+def _check_token(token):
+    if not isinstance(token, Mapping):
+        raise TypeError(f"Every token must be a dict of features; got "
+                        f"{type(token).__name__}.")
+
+
+def _non_string_value(key, value, i, t):
+    """A feature value other than a string: ``(True, float)`` for a number or a boolean,
+    ``(False, strings)`` for an iterable of strings (each a one-hot feature); an error
+    for ``None`` and other values."""
+    if isinstance(value, (numbers.Number, np.number, np.bool_)):
+        return True, float(value)
+    if value is None:
+        raise ValueError(
+            f"Feature {key!r} of token {t} of sequence {i} is None; leave the feature out of "
+            "the token's dict (absent) or give it a string, number or boolean value.")
+    if isinstance(value, Iterable) and not isinstance(value, Mapping):
+        items = list(value)
+        for item in items:
+            if not isinstance(item, str):
+                raise TypeError(f"Feature {key!r} holds an iterable with a value of type "
+                                f"{type(item).__name__}; only strings can be one-hot "
+                                "encoded.")
+        return False, items
+    raise TypeError(f"Feature {key!r} has a value of type {type(value).__name__}; give a "
+                    "string, a number, a boolean or an iterable of strings.")
+
+
+def _encode_tokens(X, string_ids, number_ids, fitting):
     """One pass over sequences of token dicts: the feature ids of every token in CSR form.
 
     A string value ``v`` of key ``k`` (or each string of an iterable value) is the id
     ``string_ids[k][v]``, a number or boolean the id ``number_ids[k]`` with the value; with
-    ``fitting`` unseen features get new ids (from ``n_ids`` on), else they are left out.
-    No name is formed per token and nothing else is kept per feature: the ids (int32), the
-    row pointers (int64), the values (float64) only once a value other than 1 is met
-    (``None`` while all are 1), and the lengths. Sequences must not be empty with
+    ``fitting`` unseen features get new ids (in the order they come), else they are left
+    out. No name is formed per token and nothing else is kept per feature: the ids
+    (int32), the row pointers (int64), the values (float64) only once a value other than 1
+    is met (``None`` while all are 1), and the lengths. Sequences must not be empty with
     ``fitting``.
 
     Returns
@@ -300,25 +369,15 @@ def _encode_tokens(X, string_ids, number_ids, n_ids, fitting):
     indices, indptr, values, lengths : array.array
     n_ids : int
     """
-    if not isinstance(X, (list, tuple)):
-        raise TypeError("X must be a list of sequences, each a list of dicts (one per "
-                        f"token); got {type(X).__name__}.")
-    if len(X) == 0:
-        raise ValueError("X must contain at least one sequence.")
+    _check_sequences(X)
     indices, indptr, lengths = array("i"), array("q", [0]), array("q")
     values = None
+    n_ids = sum(map(len, string_ids.values())) + len(number_ids)
     for i, sequence in enumerate(X):
-        if not isinstance(sequence, (list, tuple)):
-            raise TypeError(f"X[{i}] must be a list of dicts (one per token); got "
-                            f"{type(sequence).__name__}.")
-        if fitting and not sequence:
-            raise ValueError(f"X[{i}] is an empty sequence; sequences need a token to be "
-                             "fitted on (transform accepts them).")
+        _check_sequence(i, sequence, fitting)
         lengths.append(len(sequence))
         for t, token in enumerate(sequence):
-            if not isinstance(token, Mapping):
-                raise TypeError(f"Every token must be a dict of features; got "
-                                f"{type(token).__name__}.")
+            _check_token(token)
             for key, value in token.items():
                 if isinstance(value, str):
                     table = string_ids.get(key)
@@ -335,62 +394,105 @@ def _encode_tokens(X, string_ids, number_ids, n_ids, fitting):
                     indices.append(index)
                     if values is not None:
                         values.append(1.0)
-                elif isinstance(value, (numbers.Number, np.number, np.bool_)):
+                    continue
+                is_number, value = _non_string_value(key, value, i, t)
+                if is_number:
                     index = number_ids.get(key)
                     if index is None:
                         if not fitting:
                             continue
                         index = number_ids[key] = n_ids
                         n_ids += 1
-                    value = float(value)
                     if values is None and value != 1.0:
                         values = array("d", [1.0]) * len(indices)
                     indices.append(index)
                     if values is not None:
                         values.append(value)
-                elif value is None:
-                    raise ValueError(
-                        f"Feature {key!r} of token {t} of sequence {i} is None; leave the "
-                        "feature out of the token's dict (absent) or give it a string, "
-                        "number or boolean value.")
-                elif isinstance(value, Iterable) and not isinstance(value, Mapping):
-                    table = string_ids.get(key)
-                    if table is None and fitting:
-                        table = string_ids[key] = {}
-                    for item in value:
-                        if not isinstance(item, str):
-                            raise TypeError(
-                                f"Feature {key!r} holds an iterable with a value of type "
-                                f"{type(item).__name__}; only strings can be one-hot "
-                                "encoded.")
-                        index = None if table is None else table.get(item)
-                        if index is None:
-                            if not fitting:
-                                continue
-                            index = table[item] = n_ids
-                            n_ids += 1
-                        indices.append(index)
-                        if values is not None:
-                            values.append(1.0)
-                else:
-                    raise TypeError(f"Feature {key!r} has a value of type "
-                                    f"{type(value).__name__}; give a string, a number, a "
-                                    "boolean or an iterable of strings.")
+                    continue
+                table = string_ids.get(key)
+                if table is None and fitting and value:
+                    table = string_ids[key] = {}
+                for item in value:
+                    index = None if table is None else table.get(item)
+                    if index is None:
+                        if not fitting:
+                            continue
+                        index = table[item] = n_ids
+                        n_ids += 1
+                    indices.append(index)
+                    if values is not None:
+                        values.append(1.0)
             indptr.append(len(indices))
     if len(indices) >= np.iinfo(np.int32).max:
         raise ValueError("more than 2**31 - 1 stored features: vectorise the data in parts.")
     return indices, indptr, values, lengths, n_ids
 
 
+def _encode_known(X, string_columns, number_columns):
+    """:func:`_encode_tokens` against a fitted vocabulary kept as sorted values: the column
+    of string value ``v`` of key ``k`` is ``base + position of v`` in ``string_columns[k] =
+    (base, sorted values)``, found by bisection; a number's is ``number_columns[k]``.
+
+    Returns
+    -------
+    indices, indptr, values, lengths : array.array
+    """
+    _check_sequences(X)
+    indices, indptr, lengths = array("i"), array("q", [0]), array("q")
+    values = None
+    for i, sequence in enumerate(X):
+        _check_sequence(i, sequence, False)
+        lengths.append(len(sequence))
+        for t, token in enumerate(sequence):
+            _check_token(token)
+            for key, value in token.items():
+                if isinstance(value, str):
+                    entry = string_columns.get(key)
+                    if entry is None:
+                        continue
+                    base, known = entry
+                    at = bisect_left(known, value)
+                    if at < len(known) and known[at] == value:
+                        indices.append(base + at)
+                        if values is not None:
+                            values.append(1.0)
+                    continue
+                is_number, value = _non_string_value(key, value, i, t)
+                if is_number:
+                    column = number_columns.get(key)
+                    if column is None:
+                        continue
+                    if values is None and value != 1.0:
+                        values = array("d", [1.0]) * len(indices)
+                    indices.append(column)
+                    if values is not None:
+                        values.append(value)
+                    continue
+                entry = string_columns.get(key)
+                if entry is None:
+                    continue
+                base, known = entry
+                for item in value:
+                    at = bisect_left(known, item)
+                    if at < len(known) and known[at] == item:
+                        indices.append(base + at)
+                        if values is not None:
+                            values.append(1.0)
+            indptr.append(len(indices))
+    return indices, indptr, values, lengths
+
+
 def _columns_of_ids(string_ids, number_ids, n_ids, separator, sort):
-    """The column of every feature id (ids of the same name share one) and the number of
-    columns: columns in the order of the sorted feature names with ``sort``, else in the
-    order the names first came (the ids' order).
+    """The column of every feature id (ids of the same name share one), the number of
+    columns, and the vocabulary by value or ``None``: columns in the order of the sorted
+    feature names with ``sort``, else in the order the names first came (the ids' order).
 
     The names are not formed when the groups' strings (``key + separator`` of a string
     feature, the key of a number) are strings of which none begins another: every name then
     differs from the others and compares with them as its group's string does, so the
-    names sort by group and, within a group, by value.
+    names sort by group and, within a group, by value. With ``sort`` the columns of a key's
+    string values are then a run in the order of the values, and the vocabulary by value
+    is ``({key: (first column, sorted values)}, {number key: column})``.
     """
     groups = sorted([(f"{key}{separator}", key, True) for key in string_ids]
                     + [(key, key, False) for key in number_ids
@@ -398,26 +500,30 @@ def _columns_of_ids(string_ids, number_ids, n_ids, separator, sort):
     prefix_free = len(groups) == len(string_ids) + len(number_ids) and not any(
         later[0].startswith(group[0]) for group, later in zip(groups, groups[1:]))
     if prefix_free and not sort:
-        return np.arange(n_ids, dtype=np.int32), n_ids
+        return np.arange(n_ids, dtype=np.int32), n_ids, None
     if prefix_free:
         columns, column = np.empty(n_ids, dtype=np.int32), 0
+        string_columns, number_columns = {}, {}
         for _, key, is_string in groups:
             if is_string:
                 table = string_ids[key]
-                ids = np.fromiter(map(table.__getitem__, sorted(table)), dtype=np.int64,
-                                  count=len(table))
+                known = sorted(table)
+                ids = np.fromiter(map(table.__getitem__, known), dtype=np.int64,
+                                  count=len(known))
                 columns[ids] = np.arange(column, column + ids.shape[0])
+                string_columns[key] = (column, known)
                 column += ids.shape[0]
             else:
                 columns[number_ids[key]] = column
+                number_columns[key] = column
                 column += 1
-        return columns, n_ids
+        return columns, n_ids, (string_columns, number_columns)
     names = _feature_names(string_ids, number_ids, n_ids, separator)
     order = sorted(range(n_ids), key=names.__getitem__) if sort else range(n_ids)
     columns, column_of_name = np.empty(n_ids, dtype=np.int32), {}
     for i in order:
         columns[i] = column_of_name.setdefault(names[i], len(column_of_name))
-    return columns, len(column_of_name)
+    return columns, len(column_of_name), None
 
 
 def _feature_names(string_ids, number_ids, n_ids, separator):

@@ -162,8 +162,9 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
     kept labellings (``max_points`` labels per token); its statistics are never stored
     apart from these, so the memory above the data is about the anchors' non-zero entries
     (12 bytes each, in a pool with room to grow: up to about twice the live entries),
-    ``2 * max_points`` bytes per token for the labels, ``8 * max_points^2`` bytes per example
-    for the masters' Gram terms, and the kept token Gram matrices (``TOKEN_GRAM_MB``).
+    ``2 * max_points`` bytes per token for the labels, ``4 * max_points (max_points + 1)``
+    bytes per example for the masters' Gram terms, and the kept token Gram matrices
+    (``TOKEN_GRAM_MB``).
 
     In the cached mode every example keeps its anchor and points as dense rows over its own
     features (``(max_points + 1) x (n_example_features x n_states + n_pairwise)`` doubles), so
@@ -201,7 +202,7 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
         self.n_vertices = np.zeros(n, dtype=np.int64)
         self.feature_buffer = np.zeros(structure.n_features_)
         # the masters' token-Gram products, kept between visits (see _frank_wolfe_fast)
-        self.gram_points = np.zeros((n, max_points, max_points))
+        self.gram_points = np.zeros((n, max_points * (max_points + 1) // 2))  # (triangles)
         self.gram_anchor = np.zeros((n, max_points))
         self.gram_anchor_self = np.zeros(n)
         self.gram_anchor_ok = np.zeros(n, dtype=np.uint8)

@@ -47,6 +47,15 @@ from sklstruct.learners._example_rows cimport (dot, release, signal_check_due,
 from sklstruct.learners._factored_dual_fast cimport (DualPass, certify_examples,
                                                      sweep_active)
 
+
+cdef inline intp_t _pair(intp_t a, intp_t b) noexcept nogil:
+    """The position of the pair ``{a, b}`` of points in a packed upper triangle (row
+    ``max(a, b)``, entries ``0..max(a, b)``)."""
+    if a > b:
+        return a * (a + 1) // 2 + b
+    return b * (b + 1) // 2 + a
+
+
 cdef enum:
     # largest token Gram matrix (entries) the multi-point pass forms for one example
     TOKEN_GRAM_CAP = 4194304
@@ -174,7 +183,7 @@ cdef class _MultiPoint(DualPass):
     cdef float64_t[::1] pool_values
     # the token-Gram terms of every example's master, kept between visits: <Z_p, Z_l>_K,
     # <A, Z_p>_K and <A, A>_K with validity flags
-    cdef float64_t[:, :, ::1] gram_points
+    cdef float64_t[:, ::1] gram_points  # (the symmetric <Z_p, Z_l>_K: see _pair)
     cdef float64_t[:, ::1] gram_anchor
     cdef float64_t[::1] gram_anchor_self
     cdef uint8_t[::1] gram_anchor_ok
@@ -632,15 +641,15 @@ cdef class _MultiPoint(DualPass):
                 total = 0.0
                 for t2 in range(length):
                     total += by_state[self.vertex_labels[lo + t2, l] * length + t2]
-                self.gram_points[i, pt, l] = total
-                self.gram_points[i, l, pt] = total
+                self.gram_points[i, _pair(pt, l)] = total
         for pt in range(m):
             self.gram_point_ok[i, pt] = 1
         self.gram_anchor_ok[i] = 1
         for pt in range(m):
             for l in range(pt, m):
                 G[pt * m + l] = C2 * (self.gram_anchor_self[i] - self.gram_anchor[i, pt]
-                                      - self.gram_anchor[i, l] + self.gram_points[i, pt, l])
+                                      - self.gram_anchor[i, l]
+                                      + self.gram_points[i, _pair(pt, l)])
                 G[l * m + pt] = G[pt * m + l]
 
     cdef double point_product(self, intp_t lo, intp_t length, intp_t pt,
