@@ -312,7 +312,7 @@ class InputMixin:
                 seq_lengths = np.ones(stacked.shape[0], dtype=np.int64)
                 form = "multiclass"
         self._check_form(form, reset)
-        stacked = check_token_matrix(stacked)
+        stacked = check_token_matrix(stacked, validated=True)  # (by _validate_matrix)
         if reset:
             self._fit_token_map(stacked)
             self._with_intercept = bool(self.fit_intercept) and self._linear_scores() and (

@@ -23,21 +23,6 @@ cdef double _TINY = 1e-280
 cdef double _NEGLIGIBLE = -40.0
 
 
-cdef extern from *:
-    """
-    /* y += a x over n doubles: x and y do not overlap, so the compiler may use vector
-       instructions (each y[i] still gets its terms in the same order) */
-    static inline void sklstruct_axpy(Py_ssize_t n, double a, const double *restrict x,
-                                      double *restrict y) {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            y[i] += a * x[i];
-        }
-    }
-    """
-    void _axpy "sklstruct_axpy"(intp_t n, double a, const double* x,
-                                double* y) noexcept nogil
-
-
 cdef inline void _transpose(const double* matrix, intp_t n, double* out) noexcept nogil:
     cdef intp_t a, b
     for a in range(n):
@@ -130,67 +115,6 @@ def viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                     unary_ptr + lo * n_states, length, n_states, transition_t, &start[0],
                     &end[0], delta, delta + n_states, backpointer, &labels[lo])
         free(transition_t)
-        free(delta)
-        free(backpointer)
-    if failed:
-        raise MemoryError("could not allocate the Viterbi workspace")
-
-
-def viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
-                      const float64_t[::1] data, const float64_t[:, ::1] weights,
-                      const int64_t[::1] offsets, const float64_t[:, ::1] transition,
-                      const float64_t[::1] start, const float64_t[::1] end, intp_t first,
-                      intp_t last, int64_t[::1] labels, float64_t[::1] scores):
-    """Viterbi decoding of sequences ``first..last - 1`` from their token features.
-
-    The unary scores of a sequence, its rows of the CSR matrix ``(indptr, indices, data)``
-    times ``weights`` (n_features, n_states), are formed in a workspace of the longest
-    sequence's size (never for the whole batch), each row summing its stored entries in
-    order as scipy's CSR product does (the same doubles), and then decoded by
-    :func:`_viterbi_sequence`. ``labels`` (n_tokens,) and ``scores`` (n_sequences,) receive
-    the range's results at their places, so that threads can decode disjoint ranges into
-    the same outputs.
-    """
-    cdef intp_t n_states = weights.shape[1]
-    cdef intp_t i, t, s, lo, length, max_len = 0
-    cdef int64_t q
-    cdef double* row
-    cdef const double* weights_ptr = &weights[0, 0]
-    cdef const int64_t* offsets_ptr = &offsets[0]
-    cdef double* transition_t = NULL
-    cdef double* unary = NULL
-    cdef double* delta = NULL
-    cdef int32_t* backpointer = NULL
-    cdef bint failed = False
-    if last <= first:
-        return
-    with nogil:
-        for i in range(first, last):
-            if offsets_ptr[i + 1] - offsets_ptr[i] > max_len:
-                max_len = offsets_ptr[i + 1] - offsets_ptr[i]
-        transition_t = <double*> malloc(n_states * n_states * sizeof(double))
-        unary = <double*> malloc(max_len * n_states * sizeof(double))
-        delta = <double*> malloc(2 * n_states * sizeof(double))
-        backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
-        if transition_t == NULL or unary == NULL or delta == NULL or backpointer == NULL:
-            failed = True
-        else:
-            _transpose(&transition[0, 0], n_states, transition_t)
-            for i in range(first, last):
-                lo = offsets_ptr[i]
-                length = offsets_ptr[i + 1] - lo
-                for t in range(length):
-                    row = unary + t * n_states
-                    for s in range(n_states):
-                        row[s] = 0.0
-                    for q in range(indptr[lo + t], indptr[lo + t + 1]):
-                        _axpy(n_states, data[q],
-                              weights_ptr + <intp_t> indices[q] * n_states, row)
-                scores[i] = _viterbi_sequence(
-                    unary, length, n_states, transition_t, &start[0], &end[0], delta,
-                    delta + n_states, backpointer, &labels[lo])
-        free(transition_t)
-        free(unary)
         free(delta)
         free(backpointer)
     if failed:

@@ -466,19 +466,21 @@ def _stack_csr(blocks):
                                                          blocks[0].shape[1]))
 
 
-def check_token_matrix(X):
+def check_token_matrix(X, validated=False):
     """Validate a stacked token matrix: finite, numeric, canonical CSR (sorted indices, no
     duplicate entries; a copy when the input is not) or C-ordered float64 (the callers have
-    checked its number of rows).
+    checked its number of rows); ``validated``: ``X`` has passed ``check_array`` with these
+    settings already (its values are not scanned again).
 
     A dense matrix with at most ``DENSE_TO_CSR_DENSITY`` non-zeros is returned in CSR form
     (the same values; products with it then cost its non-zeros, not
     ``n_tokens * n_features``).
     """
-    X = check_array(
-        X, accept_sparse="csr", dtype=np.float64, order="C", ensure_all_finite=True,
-        input_name="X", ensure_min_samples=0,
-    )
+    if not validated:
+        X = check_array(
+            X, accept_sparse="csr", dtype=np.float64, order="C", ensure_all_finite=True,
+            input_name="X", ensure_min_samples=0,
+        )
     if sp.issparse(X):
         if not X.has_canonical_format:  # sorted, summed duplicates; the user's matrix stays
             X = X.copy()
@@ -489,8 +491,9 @@ def check_token_matrix(X):
 
 
 def split_flat(values, offsets):
-    """Split a flat per-token array into a list of per-sequence arrays."""
-    return np.split(values, offsets[1:-1])
+    """Split a flat per-token array into a list of per-sequence arrays (views)."""
+    bounds = offsets.tolist()
+    return [values[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def image_rows(X, y=None):
