@@ -27,7 +27,7 @@ class PredictionMixin:
 
     def _decode(self, batch):
         """The model's labels of ``batch``: the structure decodes from the weights (a chain
-        without forming the unary scores)."""
+        a chunk of sequences per thread)."""
         return self.structure_.decode_weights(batch, self.w_, n_jobs=self.n_jobs)
 
     def _predict_encoded(self, X, lengths, sequence_ids=None):

@@ -1,6 +1,6 @@
 """Sequences packed in one matrix (PackedSequences), the vectoriser that makes them, and the
 paths that take them: the same weights and predictions as the list of per-sequence matrices
-and as the flat matrix with lengths; the fused sparse Viterbi on any number of threads."""
+and as the flat matrix with lengths; the sparse Viterbi on any number of threads."""
 
 import numpy as np
 import pytest
@@ -219,7 +219,7 @@ def test_flat_labels_errors_name_the_sequence(y, error, message):
         flatten_labels(y, np.array([2, 1]))
 
 
-# ------------------------------------------------------------------ fused sparse Viterbi
+# ------------------------------------------------------------------ sparse Viterbi on threads
 def _chain_problem(seed, n_states=4, ties=False):
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, 7, size=25)
@@ -276,12 +276,11 @@ def test_predict_on_two_threads_is_the_same():
     one = model.predict(X)
     model.set_params(n_jobs=2)
     two = model.predict(X)
-    unfused = model.structure_.decode(model._validate_input(X, None, reset=False)[0],
-                                      *model._potentials(
-                                          model._validate_input(X, None, reset=False)[0]))
+    batch = model._validate_input(X, None, reset=False)[0]
+    from_potentials = model.structure_.decode(batch, *model._potentials(batch))
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(model.classes_[unfused], np.concatenate(one))
+    np.testing.assert_array_equal(model.classes_[from_potentials], np.concatenate(one))
 
 
 def test_run_chunks_keeps_the_order_and_raises():

@@ -414,8 +414,9 @@ class BaseStructure(BaseEstimator):
     def decode_weights(self, batch, w, n_jobs=None):
         """Highest-scoring labelling of every sequence under the weights ``w``.
 
-        ``decode(batch, *potentials(batch, w))``; a structure may do it without forming the
-        potentials (a chain fuses the unary product with Viterbi).
+        ``decode(batch, *potentials(batch, w))``; a structure may do it otherwise (a chain
+        forms the unary scores and decodes them a chunk of sequences at a time, the chunks
+        on threads).
 
         Parameters
         ----------

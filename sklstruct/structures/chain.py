@@ -130,9 +130,9 @@ class ChainStructure(BaseStructure):
 
     def decode_weights(self, batch, w, n_jobs=None):
         """Viterbi from the weights: for sparse token features, the unary product and the
-        decoding of every sequence fused in compiled code, on ``n_jobs`` threads
-        (:func:`~sklstruct._inference.chain.viterbi_sparse`: the labels of
-        :meth:`decode` on :meth:`potentials`, to the last bit); otherwise :meth:`decode`.
+        decoding per chunk of sequences, the chunks on ``n_jobs`` threads
+        (:func:`~sklstruct._inference.chain.viterbi_sparse`: the labels of :meth:`decode`
+        on :meth:`potentials`, to the last bit); otherwise :meth:`decode`.
 
         Parameters
         ----------
