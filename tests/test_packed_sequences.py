@@ -249,6 +249,21 @@ def test_viterbi_sparse_equals_viterbi_of_the_product_on_any_threads(ties):
             X, weights, offsets, transition, start, end, n_jobs=2)[0], labels)
 
 
+def test_viterbi_sparse_blocks_and_a_sequence_longer_than_a_block():
+    """The compiled loop forms the scores of about 4,096 tokens at a time: sequences across
+    block bounds and one longer than a block decode as the product's Viterbi does."""
+    rng = np.random.default_rng(11)
+    lengths = np.r_[rng.integers(1, 300, size=40), 5000, rng.integers(1, 50, size=10)]
+    X = sp.random(int(lengths.sum()), 30, density=0.2, format="csr", random_state=11)
+    weights, transition = rng.normal(size=(30, 3)), rng.normal(size=(3, 3))
+    offsets = np.r_[0, np.cumsum(lengths)]
+    labels, scores = chain.viterbi(X @ weights, offsets, transition)
+    for n_jobs in (1, 2):
+        got = chain.viterbi_sparse(X, weights, offsets, transition, n_jobs=n_jobs)
+        np.testing.assert_array_equal(got[0], labels)
+        np.testing.assert_array_equal(got[1], scores)
+
+
 def test_viterbi_sparse_bad_input():
     X, weights, offsets, transition, start, end = _chain_problem(6)
     with pytest.raises(TypeError, match="scipy.sparse"):

@@ -313,18 +313,11 @@ def viterbi(unary, offsets, transition, start=None, end=None, n_jobs=None):
 
 def _solve_viterbi_csr(csr, weights, offsets, transition, start, end, first, last, out):
     """Decode sequences ``first..last - 1`` into their places of ``out`` (shared by threads;
-    a worker process gets a copy): their unary scores by scipy's CSR product of their rows
-    (which releases the GIL), then Viterbi; return their labels and scores."""
-    indptr, indices, data, n_features = csr
-    lo, hi = int(offsets[first]), int(offsets[last])
-    a, b = int(indptr[lo]), int(indptr[hi])
-    rows = sp.csr_matrix((data[a:b], indices[a:b], indptr[lo:hi + 1] - a),
-                         shape=(hi - lo, n_features))
-    unary = np.ascontiguousarray(rows @ weights)
-    labels, scores = out[0][lo:hi], out[1][first:last]
-    _chain.viterbi_batch(unary, offsets[first:last + 1] - lo, transition, start, end, labels,
-                         scores)
-    return labels, scores
+    a worker process gets a copy); return their labels and scores."""
+    labels, scores = out
+    _chain.viterbi_csr_batch(*csr, weights, offsets, transition, start, end, first, last,
+                             labels, scores)
+    return labels[offsets[first]:offsets[last]], scores[first:last]
 
 
 def viterbi_sparse(X, weights, offsets, transition, start=None, end=None, n_jobs=None,
@@ -332,12 +325,13 @@ def viterbi_sparse(X, weights, offsets, transition, start=None, end=None, n_jobs
     """Highest-scoring labeling of every sequence from its token features (Viterbi).
 
     The same as ``viterbi(X @ weights, offsets, transition, start, end)``, to the last bit,
-    with the product done per chunk of sequences: with several jobs the sequences are split
-    into contiguous chunks of similar token counts, and each chunk's unary scores (scipy's
-    CSR product of its rows, which releases the GIL) and its Viterbi decoding (compiled,
-    without the GIL) run on one thread (see :func:`~._validation.run_chunks`); the result
-    does not depend on ``n_jobs``. Exact while a labelling's score stays below ``1e307`` in
-    magnitude.
+    in one compiled loop without the GIL that forms the unary scores of a block of
+    sequences (each token's stored entries summed in order, as scipy's CSR product sums
+    them, with the weight rows of the entries ahead prefetched: the product waits on
+    memory) and decodes them, in a workspace of a few thousand tokens' scores. With several
+    jobs the sequences are split into contiguous chunks of similar token counts, one per
+    thread (see :func:`~._validation.run_chunks`); the result does not depend on
+    ``n_jobs``. Exact while a labelling's score stays below ``1e307`` in magnitude.
 
     Parameters
     ----------
@@ -398,8 +392,8 @@ def viterbi_sparse(X, weights, offsets, transition, start=None, end=None, n_jobs
     chunks = split_into_chunks(offsets, check_n_jobs(n_jobs)) if n_sequences else []
     pieces = run_chunks(
         _solve_viterbi_csr,
-        [((indptr, indices, data, n_features), weights, offsets, transition, start, end, lo,
-          hi, out) for lo, hi in chunks], check_n_jobs(n_jobs))
+        [((indptr, indices, data), weights, offsets, transition, start, end, lo, hi, out)
+         for lo, hi in chunks], check_n_jobs(n_jobs))
     if len(pieces) <= 1:  # (decoded into out in this process)
         return out
     return tuple(np.concatenate(outputs) for outputs in zip(*pieces))
