@@ -8,8 +8,8 @@ into one matrix per sequence without a vocabulary, by feature hashing), and
 
 import itertools
 import numbers
+import operator
 from array import array
-from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -197,7 +197,7 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
             self._columns = columns
             self._string_columns = self._number_columns = None
         del string_ids, number_ids
-        self._feature_names = None
+        self._feature_names = self._hashes = None
         self.n_features_out_ = n_columns
         return self._packed(indices, indptr, values, lengths, n_columns < n_ids)
 
@@ -217,8 +217,10 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         if self._string_columns is not None:
+            if getattr(self, "_hashes", None) is None:
+                self._hashes = _hash_tables(self._string_columns)
             indices, indptr, values, lengths = _encode_known(
-                X, self._string_columns, self._number_columns)
+                X, self._string_columns, self._number_columns, self._hashes)
             return self._packed(indices, indptr, values, lengths, False)
         indices, indptr, values, lengths, _ = _encode_tokens(
             X, self._string_ids, self._number_ids, fitting=False)
@@ -297,6 +299,12 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
         return np.asarray([name if isinstance(name, str) else str(name)
                            for name in self.feature_names_], dtype=object)
 
+    def __getstate__(self):
+        # the hash tables hold this process's string hashes: another process makes its own
+        state = dict(super().__getstate__())
+        state.pop("_hashes", None)
+        return state
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.dict = True
@@ -306,6 +314,8 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
 
 # ids mapped to columns per chunk of this many entries
 _CHUNK = 2**20
+# features of the dicts looked up in a fitted vocabulary at a time (transform)
+_LOOKUP_BLOCK = 2**16
 
 
 def _check_sequences(X):
@@ -428,18 +438,41 @@ def _encode_tokens(X, string_ids, number_ids, fitting):
     return indices, indptr, values, lengths, n_ids
 
 
-def _encode_known(X, string_columns, number_columns):
+def _hash_tables(string_columns):
+    """Per key of a vocabulary by sorted values: the sorted ``hash`` of its values (int64)
+    and their positions in the sorted values. Python salts the hashes of strings per
+    process, so the tables are made in the process that uses them."""
+    tables = {}
+    for key, (_, known) in string_columns.items():
+        hashes = np.fromiter(map(hash, known), dtype=np.int64, count=len(known))
+        order = np.argsort(hashes, kind="stable")
+        tables[key] = (hashes[order], order.astype(np.int32))
+    return tables
+
+
+def _encode_known(X, string_columns, number_columns, hash_tables):
     """:func:`_encode_tokens` against a fitted vocabulary kept as sorted values: the column
     of string value ``v`` of key ``k`` is ``base + position of v`` in ``string_columns[k] =
-    (base, sorted values)``, found by bisection; a number's is ``number_columns[k]``.
+    (base, sorted values)``; a number's is ``number_columns[k]``.
+
+    The dicts are read a block of sequences at a time (about ``_LOOKUP_BLOCK`` features), each
+    string feature recorded as its key, ``hash(v)`` and ``v``; then, a key at a time, the
+    hashes are looked up in the key's sorted hashes (``hash_tables``, :func:`_hash_tables`)
+    and every match is confirmed by comparing the values (so that a hash shared by another
+    string cannot give a wrong column); unknown features are left out.
 
     Returns
     -------
     indices, indptr, values, lengths : array.array
     """
     _check_sequences(X)
-    indices, indptr, lengths = array("i"), array("q", [0]), array("q")
-    values = None
+    slot_of = {key: k for k, key in enumerate(string_columns)}
+    keys = list(string_columns)
+    out = {"indices": array("i"), "indptr": array("q", [0]), "values": None}
+    lengths = array("q")
+    # the block's features: key slot (-1: a number, its column in codes), the value's hash
+    # or the column, the value, and the feature's value once one is not 1; row pointers
+    slots, codes, strings, values, indptr = array("i"), array("q"), [], None, array("q", [0])
     for i, sequence in enumerate(X):
         _check_sequence(i, sequence, False)
         lengths.append(len(sequence))
@@ -447,13 +480,11 @@ def _encode_known(X, string_columns, number_columns):
             _check_token(token)
             for key, value in token.items():
                 if isinstance(value, str):
-                    entry = string_columns.get(key)
-                    if entry is None:
-                        continue
-                    base, known = entry
-                    at = bisect_left(known, value)
-                    if at < len(known) and known[at] == value:
-                        indices.append(base + at)
+                    slot = slot_of.get(key)
+                    if slot is not None:
+                        slots.append(slot)
+                        codes.append(hash(value))
+                        strings.append(value)
                         if values is not None:
                             values.append(1.0)
                     continue
@@ -463,23 +494,67 @@ def _encode_known(X, string_columns, number_columns):
                     if column is None:
                         continue
                     if values is None and value != 1.0:
-                        values = array("d", [1.0]) * len(indices)
-                    indices.append(column)
+                        values = array("d", [1.0]) * len(slots)
+                    slots.append(-1)
+                    codes.append(column)
+                    strings.append(None)
                     if values is not None:
                         values.append(value)
                     continue
-                entry = string_columns.get(key)
-                if entry is None:
+                slot = slot_of.get(key)
+                if slot is None:
                     continue
-                base, known = entry
                 for item in value:
-                    at = bisect_left(known, item)
-                    if at < len(known) and known[at] == item:
-                        indices.append(base + at)
-                        if values is not None:
-                            values.append(1.0)
-            indptr.append(len(indices))
-    return indices, indptr, values, lengths
+                    slots.append(slot)
+                    codes.append(hash(item))
+                    strings.append(item)
+                    if values is not None:
+                        values.append(1.0)
+            indptr.append(len(slots))
+        if len(slots) >= _LOOKUP_BLOCK:
+            _look_up(out, slots, codes, strings, values, indptr, keys, string_columns,
+                     hash_tables)
+            slots, codes, strings, values = array("i"), array("q"), [], None
+            indptr = array("q", [0])
+    _look_up(out, slots, codes, strings, values, indptr, keys, string_columns, hash_tables)
+    return out["indices"], out["indptr"], out["values"], lengths
+
+
+def _look_up(out, slots, codes, strings, values, indptr, keys, string_columns,
+             hash_tables):
+    """The columns of a block of recorded features (:func:`_encode_known`), appended to
+    ``out``'s indices, row pointers and values."""
+    n = len(slots)
+    slots = np.frombuffer(slots, dtype=np.int32) if n else np.zeros(0, dtype=np.int32)
+    codes = np.frombuffer(codes, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
+    columns = np.where(slots < 0, codes, -1)
+    order = np.argsort(slots, kind="stable")
+    bounds = np.searchsorted(slots[order], np.arange(len(keys) + 1))
+    for slot, key in enumerate(keys):
+        at = order[bounds[slot]:bounds[slot + 1]]
+        if not at.size:
+            continue
+        hashes, positions = hash_tables[key]
+        base, known = string_columns[key]
+        found = positions[np.minimum(np.searchsorted(hashes, codes[at]),
+                                     hashes.shape[0] - 1)]
+        # a candidate is the value itself only when the strings are equal
+        match = np.fromiter(map(operator.eq, map(known.__getitem__, found.tolist()),
+                                map(strings.__getitem__, at.tolist())),
+                            dtype=bool, count=at.shape[0])
+        columns[at[match]] = base + found[match]
+    kept = columns >= 0
+    # the kept features before every row's first: the rows' pointers without the others
+    before = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(kept, out=before[1:])
+    start = len(out["indices"])
+    out["indptr"].extend((start + before[np.frombuffer(indptr, dtype=np.int64)[1:]]).tolist())
+    if values is not None and out["values"] is None:
+        out["values"] = array("d", [1.0]) * start
+    out["indices"].frombytes(columns[kept].astype(np.int32).tobytes())
+    if out["values"] is not None:
+        out["values"].frombytes((np.ones(int(kept.sum())) if values is None else
+                                 np.frombuffer(values, dtype=np.float64)[kept]).tobytes())
 
 
 def _columns_of_ids(string_ids, number_ids, n_ids, separator, sort):

@@ -94,6 +94,26 @@ def test_vectorizer_on_window_features_and_pickle():
     assert vec.dict_vectorizer_.vocabulary_ == vec.vocabulary_
 
 
+def test_vectorizer_transform_in_small_blocks(monkeypatch):
+    """transform looks the features up a block of sequences at a time: blocks of a few
+    features give the same matrix, numbers and unknown features included."""
+    from sklstruct import preprocessing
+
+    X, _ = _sentences(30, seed=5)
+    X[3][0]["weight"] = 2.5
+    vec = SequenceVectorizer().fit(X)
+    Xo, _ = _sentences(20, seed=6)
+    Xo[1][0]["weight"] = 0.5
+    Xo.insert(2, [])
+    expected = vec.transform(Xo)
+    monkeypatch.setattr(preprocessing, "_LOOKUP_BLOCK", 3)
+    got = vec.transform(Xo)
+    np.testing.assert_array_equal(got.X.toarray(), expected.X.toarray())
+    np.testing.assert_array_equal(got.lengths, expected.lengths)
+    reference = DictVectorizer().fit(_tokens(X)).transform(_tokens(Xo))
+    np.testing.assert_array_equal(got.X.toarray(), reference.toarray())
+
+
 def test_vectorizer_bad_values():
     with pytest.raises(ValueError, match="Feature 'b' of token 1 of sequence 0 is None"):
         SequenceVectorizer().fit([[{"a": "x"}, {"b": None}]])
