@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_array
 from ._inference.graph import check_graph
 from .utils._sequences import (
     ExampleArrays,
+    PackedSequences,
     SequenceBatch,
     check_label_kinds,
     check_lengths,
@@ -79,10 +80,16 @@ def _sequences_of_object_array(X):
     return X
 
 
+# the types of scipy's sparse matrices and (scipy >= 1.11) sparse arrays
+_SPARSE_TYPES = (sp.spmatrix,) + ((sp.sparray,) if hasattr(sp, "sparray") else ())
+
+
 def _sequence_feature_names(X):
     """The column names shared by every sequence of a list (``None`` when none has names,
     e.g. numpy arrays); a ``ValueError`` when sequences disagree, since their columns would
     then be read by position."""
+    if all(issubclass(kind, (np.ndarray, *_SPARSE_TYPES)) for kind in set(map(type, X))):
+        return None  # (arrays and sparse matrices have no column names)
     names = [_get_feature_names(x) for x in X]
     if not names:
         return None
@@ -256,7 +263,18 @@ class InputMixin:
                 raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
                                  "volumes.")
             X, slice_shapes, y = volume_rows(X, y)
-        if _is_sequence_list(X):
+        if isinstance(X, PackedSequences):
+            if flat_only:
+                raise ValueError(f"{flat_only}= is not used with PackedSequences, which hold "
+                                 "the sequences' lengths.")
+            seq_lengths = X.lengths
+            if not allow_empty and not np.all(seq_lengths > 0):
+                raise ValueError(f"Sequence {int(np.argmin(seq_lengths))} of X is empty; every "
+                                 "sequence needs a token.")
+            stacked, _ = self._validate_matrix(X.X, None, reset, allow_empty, names_of=None)
+            form = "list"
+            y_flat = None if y is None else flatten_labels(y, seq_lengths)
+        elif _is_sequence_list(X):
             if flat_only:
                 raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
                                  "sequences.")
@@ -294,7 +312,7 @@ class InputMixin:
                 seq_lengths = np.ones(stacked.shape[0], dtype=np.int64)
                 form = "multiclass"
         self._check_form(form, reset)
-        stacked = check_token_matrix(stacked)
+        stacked = check_token_matrix(stacked, validated=True)  # (by _validate_matrix)
         if reset:
             self._fit_token_map(stacked)
             self._with_intercept = bool(self.fit_intercept) and self._linear_scores() and (
@@ -415,7 +433,8 @@ class InputMixin:
             return lengths
         if lengths is not None:
             raise ValueError("Give either lengths or sequence_ids, not both.")
-        if _is_image_list(X) or _is_volume_list(X) or _is_sequence_list(X):
+        if _is_image_list(X) or _is_volume_list(X) or _is_sequence_list(X) or \
+                isinstance(X, PackedSequences):
             raise ValueError("sequence_ids= is only used with a flat X, not a list of "
                              "sequences, images or volumes.")
         return lengths_from_sequence_ids(sequence_ids, _num_samples(X))
@@ -438,6 +457,10 @@ class InputMixin:
         if not np.all(self.classes_[index] == y_flat):
             raise ValueError("y contains labels that were not seen in fit.")
         return index.astype(np.intp)
+
+
+# numpy >= 2 finds distinct values by hashing; sorting them is the older way
+_unique_values = getattr(np, "unique_values", np.unique)
 
 
 def encode_targets(y_flat):
@@ -463,8 +486,13 @@ def encode_targets(y_flat):
             label_kinds(y_flat) <= {"str", "number", "bool"}:  # one kind: its numpy dtype
         y_flat = np.asarray(y_flat.tolist())
     try:
-        check_classification_targets(y_flat)
-        classes, Y = np.unique(y_flat, return_inverse=True)
+        if y_flat.ndim == 1 and y_flat.dtype.kind in "USbiu":
+            # discrete by their dtype: the classes by hashing, each label's by bisection
+            classes = np.sort(_unique_values(y_flat))
+            Y = np.searchsorted(classes, y_flat)
+        else:
+            check_classification_targets(y_flat)
+            classes, Y = np.unique(y_flat, return_inverse=True)
     except TypeError as exc:  # e.g. None twice, tuples: not comparable
         kinds = sorted({type(v).__name__ for v in np.asarray(y_flat, dtype=object)})
         raise TypeError(f"the labels must be mutually comparable values of one kind; y "
@@ -474,7 +502,7 @@ def encode_targets(y_flat):
             "Classifier can't train when only one class is present: "
             f"y holds the single class {classes.tolist()[0]!r}."
         )
-    return classes, Y.astype(np.intp)
+    return classes, Y.astype(np.intp, copy=False)
 
 
 def _append_constant_column(X):

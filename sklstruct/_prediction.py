@@ -25,10 +25,14 @@ class PredictionMixin:
         """``(unary, pairwise)`` potentials of the fitted model on ``batch``."""
         return self.structure_.potentials(batch, self.w_)
 
+    def _decode(self, batch):
+        """The model's labels of ``batch``: the structure decodes from the weights (a chain
+        a chunk of sequences per thread)."""
+        return self.structure_.decode_weights(batch, self.w_, n_jobs=self.n_jobs)
+
     def _predict_encoded(self, X, lengths, sequence_ids=None):
         batch, form = self._prediction_batch(X, lengths, sequence_ids)
-        labels = self.structure_.decode(batch, *self._potentials(batch), n_jobs=self.n_jobs)
-        return batch, labels, form
+        return batch, self._decode(batch), form
 
     def _prediction_batch(self, X, lengths, sequence_ids):
         batch, _, form = self._validate_input(X, None, lengths, reset=False, allow_empty=True,

@@ -262,39 +262,73 @@ PRECISION_LOST = ("the dual decreased: its ascent is below double precision at t
                   "C * ||x||^2; standardise the features or lower C")
 
 
+# entries of the weights scanned at a time for their non-zero ones (BestCertified)
+_KEEP_CHUNK = 2**20
+
+
 class BestCertified:
     """The weights a dual learner returns: those of its lowest certified primal.
 
     In exact arithmetic the last iterate's, but not when the dual's ascent runs out of double
     precision (features of huge norm, or a huge C): then the dual decreases, which
-    :meth:`record` reports, and the primal may have risen since its best check. The weights
-    are copied into one buffer (the learners' arrays change in place).
+    :meth:`record` reports, and the primal may have risen since its best check. The learners'
+    arrays change in place, so the best weights are copied: as their non-zero entries (int32
+    positions while the size allows, and values) when at most half of them are non-zero, as
+    the weights of a large vocabulary are, else into one dense buffer.
     """
 
     def __init__(self):
         self.primal, self.dual = np.inf, -np.inf
         self.w = None
+        self._kept = None  # (positions, values, size) of the sparse copy
 
     def record(self, w, primal, dual):
         """Track a certified check at ``w``; return whether its dual decreased (beyond a
         relative 1e-8 of the best dual so far)."""
         if primal < self.primal:
             self.primal = primal
-            if self.w is None:
-                self.w = np.array(w, copy=True)
-            else:
-                np.copyto(self.w, w)
+            self._keep(np.asarray(w))
         decreased = dual < self.dual - 1e-8 * abs(self.dual)
         self.dual = max(self.dual, dual)
         return decreased
 
-    def result(self, certificate, w):
+    def _keep(self, w):
+        if self._kept is not None:  # (dropped before the new copy is made)
+            self._kept = None
+        flat = w.ravel()
+        dtype = np.int32 if flat.shape[0] <= np.iinfo(np.int32).max else np.int64
+        # the non-zero entries, found a chunk at a time (no mask of all of w)
+        parts = [(np.flatnonzero(flat[lo:lo + _KEEP_CHUNK]) + lo).astype(dtype)
+                 for lo in range(0, flat.shape[0], _KEEP_CHUNK)]
+        count = sum(part.shape[0] for part in parts)
+        if 2 * count <= flat.shape[0]:
+            positions = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+            self._kept, self.w = (positions, flat[positions], w.shape), None
+        elif self.w is None or self.w.shape != w.shape:
+            self._kept, self.w = None, np.array(w, copy=True)
+        else:
+            np.copyto(self.w, w)
+
+    def _best(self):
+        """The best weights, dense."""
+        if self._kept is None:
+            return self.w
+        positions, values, shape = self._kept
+        w = np.zeros(shape)
+        w.ravel()[positions] = values
+        return w
+
+    def result(self, certificate, w, copy=True):
         """The weights to return, the last iterate ``w`` or the best certified one; in the
-        latter case the certificate's last record is amended to certify them."""
+        latter case the certificate's last record is amended to certify them. Without
+        ``copy`` the last iterate is returned as the array ``w`` itself (its owner must then
+        leave it unchanged)."""
         if certificate.last("primal") > self.primal:
             certificate.amend_last(self.primal, self.dual)
-            return self.w
-        if self.w is None:
+            return self._best()
+        if not copy:
+            return w
+        if self.w is None or self.w.shape != np.shape(w):
             return np.array(w, copy=True)
         np.copyto(self.w, w)
         return self.w

@@ -140,6 +140,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             y_flat = column_or_1d(y_flat, warn=True) if form in ("flat", "multiclass") \
                 else y_flat
             classes, Y = encode_targets(y_flat)
+        y_flat = None  # (not kept through the fit: Y encodes it)
         self._bind_structure(form, batch.X.shape[1], classes, Y)
         self.structure_ = self.structure_.bind_batch(batch, Y)
         weights = check_sequence_weights(sample_weight, batch.n_sequences)
@@ -439,12 +440,18 @@ def _digest(batch, Y, structure):
     digest = hashlib.blake2b(digest_size=16)
     X = batch.X
     arrays = (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
+    # (the arrays' buffers, not bytes copies of them: the data is not held twice)
     for array in arrays + (batch.offsets, Y):
-        digest.update(np.ascontiguousarray(array).tobytes())
+        digest.update(_buffer(array))
     for name, extra in sorted((batch.extras or {}).items()):
         digest.update(name.encode())
-        digest.update(np.ascontiguousarray(extra.data).tobytes())
-        digest.update(np.ascontiguousarray(extra.offsets).tobytes())
+        digest.update(_buffer(extra.data))
+        digest.update(_buffer(extra.offsets))
     digest.update(repr(sorted(structure.get_params().items())).encode())
     digest.update(repr(structure.loss_weights_.tolist()).encode())
     return digest.hexdigest()
+
+
+def _buffer(array):
+    """The bytes of an array as a buffer (a contiguous array's own memory, no copy)."""
+    return memoryview(np.ascontiguousarray(array)).cast("B")

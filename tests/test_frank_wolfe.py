@@ -118,24 +118,32 @@ def test_multi_point_pass_ascends_and_reaches_the_exact_optimum(structure):
     assert upper - duals[10] <= 1e-5 * upper
 
 
-@pytest.mark.parametrize("integer", [False, True])
-def test_kept_token_gram_matrices_change_nothing(monkeypatch, integer):
+@pytest.mark.parametrize("features", ["real", "integer", "binary"])
+def test_kept_token_gram_matrices_change_nothing(monkeypatch, features):
     """Keeping the examples' token Gram matrices between visits gives the same iterates as
     recomputing them (the cached mode off, so the token products are used); with integer
-    features they are kept in single precision, exactly."""
+    features they are kept in single precision, with binary ones as bytes, exactly."""
     from sklstruct.learners import _frank_wolfe
 
     X, y = make_chain_data(n_sequences=12, n_states=3, n_features=5, max_length=7, seed=4)
-    if integer:
+    if features == "integer":
         X = [np.rint(3 * x) for x in X]
+    elif features == "binary":
+        X = [(x > 0).astype(np.float64) for x in X]
     bound, batch, Y = _bound(ChainStructure(), X, y)
     weights = []
     for budget in (0, 128):
         monkeypatch.setattr(_frank_wolfe, "TOKEN_GRAM_MB", budget)
         state = MultiPointFrankWolfeState(bound, batch, Y, 0.5, 4, cached=False)
         assert (state.token_gram_ptr >= 0).all() == (budget > 0)
-        assert (state.token_gram32.size > 0) == (integer and budget > 0)
-        assert (state.token_gram.size > 0) == (not integer and budget > 0)
+        kept = {"real": state.token_gram, "integer": state.token_gram32,
+                "binary": state.token_gram8}
+        for kind, gram in kept.items():
+            assert (gram.size > 0) == (kind == features and budget > 0)
+        if budget:  # upper triangles
+            lengths = batch.lengths
+            assert sum(gram.size for gram in kept.values()) == (
+                lengths * (lengths + 1) // 2).sum()
         for _ in range(30):
             state.run_pass()
         assert state.token_gram_ready.any() == (budget > 0)  # the token path was taken

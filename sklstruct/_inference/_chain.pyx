@@ -23,6 +23,54 @@ cdef double _TINY = 1e-280
 cdef double _NEGLIGIBLE = -40.0
 
 
+cdef extern from *:
+    """
+    /* Rows first..last - 1 of a CSR matrix times a dense (n_features, n_states) matrix, into
+       out (a row of n_states doubles per row), every row's stored entries summed in order
+       as scipy's csr_matvecs sums them (the same doubles). The product waits on memory (the
+       weight rows of a large vocabulary are out of cache): the weight rows of the entries
+       SKLSTRUCT_PREFETCH entries ahead are prefetched. */
+    #define SKLSTRUCT_PREFETCH 16
+    static void sklstruct_csr_rows(const int64_t *indptr, const int32_t *indices,
+                                   const double *data, const double *weights,
+                                   Py_ssize_t first, Py_ssize_t last, Py_ssize_t n_states,
+                                   double *out) {
+        const int64_t stop = indptr[last];
+        for (Py_ssize_t t = first; t < last; t++) {
+            double *y = out + (t - first) * n_states;
+            for (Py_ssize_t s = 0; s < n_states; s++) {
+                y[s] = 0.0;
+            }
+            for (int64_t q = indptr[t]; q < indptr[t + 1]; q++) {
+    #if defined(__GNUC__) || defined(__clang__)
+                if (q + SKLSTRUCT_PREFETCH < stop) {
+                    const double *ahead = weights
+                        + (Py_ssize_t) indices[q + SKLSTRUCT_PREFETCH] * n_states;
+                    for (Py_ssize_t s = 0; s < n_states; s += 8) {
+                        __builtin_prefetch(ahead + s);
+                    }
+                    __builtin_prefetch(ahead + n_states - 1);
+                }
+    #endif
+                const double a = data[q];
+                const double *x = weights + (Py_ssize_t) indices[q] * n_states;
+                for (Py_ssize_t s = 0; s < n_states; s++) {
+                    y[s] += a * x[s];
+                }
+            }
+        }
+    }
+    """
+    void _csr_rows "sklstruct_csr_rows"(
+        const int64_t* indptr, const int32_t* indices, const double* data,
+        const double* weights, intp_t first, intp_t last, intp_t n_states,
+        double* out) noexcept nogil
+
+
+# tokens whose unary scores viterbi_csr_batch forms at a time (a longer sequence: its own)
+cdef intp_t _CSR_BLOCK = 4096
+
+
 cdef inline void _transpose(const double* matrix, intp_t n, double* out) noexcept nogil:
     cdef intp_t a, b
     for a in range(n):
@@ -115,6 +163,68 @@ def viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                     unary_ptr + lo * n_states, length, n_states, transition_t, &start[0],
                     &end[0], delta, delta + n_states, backpointer, &labels[lo])
         free(transition_t)
+        free(delta)
+        free(backpointer)
+    if failed:
+        raise MemoryError("could not allocate the Viterbi workspace")
+
+
+def viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
+                      const float64_t[::1] data, const float64_t[:, ::1] weights,
+                      const int64_t[::1] offsets, const float64_t[:, ::1] transition,
+                      const float64_t[::1] start, const float64_t[::1] end, intp_t first,
+                      intp_t last, int64_t[::1] labels, float64_t[::1] scores):
+    """Viterbi decoding of sequences ``first..last - 1`` from their token features.
+
+    A block of consecutive sequences at a time (about ``_CSR_BLOCK`` tokens), their unary
+    scores, their rows of the CSR matrix ``(indptr, indices, data)`` times ``weights``
+    (n_features, n_states), are formed by ``sklstruct_csr_rows`` (the doubles of scipy's
+    CSR product) and decoded by :func:`_viterbi_sequence`. ``labels`` (n_tokens,) and
+    ``scores`` (n_sequences,) receive the range's results at their places, so that threads
+    can decode disjoint ranges into the same outputs.
+    """
+    cdef intp_t n_states = weights.shape[1]
+    cdef intp_t i, block_end, block_lo, lo, length, max_len = 0, room
+    cdef const int64_t* offsets_ptr = &offsets[0]
+    cdef double* transition_t = NULL
+    cdef double* unary = NULL
+    cdef double* delta = NULL
+    cdef int32_t* backpointer = NULL
+    cdef bint failed = False
+    if last <= first:
+        return
+    with nogil:
+        for i in range(first, last):
+            if offsets_ptr[i + 1] - offsets_ptr[i] > max_len:
+                max_len = offsets_ptr[i + 1] - offsets_ptr[i]
+        room = max_len if max_len > _CSR_BLOCK else _CSR_BLOCK
+        transition_t = <double*> malloc(n_states * n_states * sizeof(double))
+        unary = <double*> malloc(room * n_states * sizeof(double))
+        delta = <double*> malloc(2 * n_states * sizeof(double))
+        backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
+        if transition_t == NULL or unary == NULL or delta == NULL or backpointer == NULL:
+            failed = True
+        else:
+            _transpose(&transition[0, 0], n_states, transition_t)
+            i = first
+            while i < last:
+                block_end = i + 1  # the sequences that fit the workspace with sequence i
+                while block_end < last and \
+                        offsets_ptr[block_end + 1] - offsets_ptr[i] <= room:
+                    block_end += 1
+                block_lo = offsets_ptr[i]
+                _csr_rows(&indptr[0], &indices[0], &data[0], &weights[0, 0], block_lo,
+                          offsets_ptr[block_end], n_states, unary)
+                while i < block_end:
+                    lo = offsets_ptr[i]
+                    length = offsets_ptr[i + 1] - lo
+                    scores[i] = _viterbi_sequence(
+                        unary + (lo - block_lo) * n_states, length, n_states, transition_t,
+                        &start[0], &end[0], delta, delta + n_states, backpointer,
+                        &labels[lo])
+                    i += 1
+        free(transition_t)
+        free(unary)
         free(delta)
         free(backpointer)
     if failed:

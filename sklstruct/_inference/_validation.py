@@ -1,9 +1,12 @@
-"""Validation helpers shared by the wrappers of the compiled inference kernels."""
+"""Validation helpers shared by the wrappers of the compiled inference kernels, and the
+runner of their chunks on threads."""
 
 import numbers
+import threading
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
+from joblib.parallel import ThreadingBackend, get_active_backend
 
 
 def as_float_array(value, name, ndim):
@@ -96,3 +99,47 @@ def check_k(k):
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}.")
     return int(k)
+
+
+def run_chunks(function, tasks, n_threads):
+    """``[function(*task) for task in tasks]``, the tasks spread over ``n_threads``.
+
+    On threads of this process (the calling thread among them): ``function`` should
+    release the GIL (a compiled kernel's ``nogil`` loop). Through joblib when the
+    active joblib backend is one the user chose that is not thread-based (``loky``, a
+    ``dask`` cluster...), so that it runs the chunks; joblib's own thread pool is not
+    used otherwise, since starting one costs milliseconds, more than decoding a test set.
+    The results come in the order of ``tasks`` whatever the number of threads.
+    """
+    tasks = list(tasks)
+    if n_threads <= 1 or len(tasks) <= 1:
+        return [function(*task) for task in tasks]
+    backend, _ = get_active_backend(prefer="threads")
+    if not isinstance(backend, ThreadingBackend):
+        return Parallel(n_jobs=n_threads, prefer="threads")(
+            delayed(function)(*task) for task in tasks)
+    results, errors = [None] * len(tasks), []
+    lock = threading.Lock()
+    taken = [0]
+
+    def work():  # takes the next task until none is left
+        while not errors:
+            with lock:
+                k = taken[0]
+                taken[0] += 1
+            if k >= len(tasks):
+                return
+            try:
+                results[k] = function(*tasks[k])
+            except BaseException as exc:  # (raised in the calling thread below)
+                errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(min(n_threads, len(tasks)) - 1)]
+    for thread in threads:
+        thread.start()
+    work()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results

@@ -66,6 +66,15 @@ class DualWeights:
         self.scale2 = np.zeros(0) if scale2 is None else np.ascontiguousarray(scale2, float)
         self.order = np.arange(batch.n_sequences, dtype=np.int64)
 
+    def detach_weights(self):
+        """Give the state weight arrays of its own (the same values), so that its passes
+        leave unchanged the array a previous solve returned as the model's weights."""
+        shared = self.pair_v is self.theta
+        self.w = self.w.copy()
+        self.WT, self.theta = self.structure.split_weights(self.w)
+        if shared:
+            self.pair_v = self.theta
+
     def certificate(self, exact=True):
         """Return ``(w, dual)``.
 

@@ -162,8 +162,9 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
     kept labellings (``max_points`` labels per token); its statistics are never stored
     apart from these, so the memory above the data is about the anchors' non-zero entries
     (12 bytes each, in a pool with room to grow: up to about twice the live entries),
-    ``2 * max_points`` bytes per token for the labels, ``8 * max_points^2`` bytes per example
-    for the masters' Gram terms, and the kept token Gram matrices (``TOKEN_GRAM_MB``).
+    ``2 * max_points`` bytes per token for the labels, ``4 * max_points (max_points + 1)``
+    bytes per example for the masters' Gram terms, and the kept token Gram matrices
+    (``TOKEN_GRAM_MB``).
 
     In the cached mode every example keeps its anchor and points as dense rows over its own
     features (``(max_points + 1) x (n_example_features x n_states + n_pairwise)`` doubles), so
@@ -201,7 +202,7 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
         self.n_vertices = np.zeros(n, dtype=np.int64)
         self.feature_buffer = np.zeros(structure.n_features_)
         # the masters' token-Gram products, kept between visits (see _frank_wolfe_fast)
-        self.gram_points = np.zeros((n, max_points, max_points))
+        self.gram_points = np.zeros((n, max_points * (max_points + 1) // 2))  # (triangles)
         self.gram_anchor = np.zeros((n, max_points))
         self.gram_anchor_self = np.zeros(n)
         self.gram_anchor_ok = np.zeros(n, dtype=np.uint8)
@@ -272,27 +273,37 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
         return hamming_max_loss(self.Y, self.loss_weights, self.structure.n_states_)
 
     def _set_up_token_grams(self, keep):
-        """Room for the examples' token Gram matrices (``length^2`` entries each, computed
-        at an example's first master and kept), for the examples in order while they fit in
-        ``TOKEN_GRAM_MB`` and each within the pass's largest token Gram matrix;
-        ``token_gram_ptr`` is -1 for the others (their matrix is recomputed when needed).
-        The entries are kept in single precision (``token_gram32``) when that is exact:
-        integer features whose tokens' l1 norms stay below ``2**12``, so every entry is an
-        integer below ``2**24``; else in double precision (``token_gram``)."""
-        sizes = self.batch.lengths.astype(np.int64) ** 2
-        sizes[sizes > TOKEN_GRAM_ENTRIES] = 0
+        """Room for the examples' token Gram matrices (their upper triangles, ``length *
+        (length + 1) / 2`` entries each, computed at an example's first master and kept),
+        for the examples in order while they fit in ``TOKEN_GRAM_MB`` and each within the
+        pass's largest token Gram matrix; ``token_gram_ptr`` is -1 for the others (their
+        matrix is recomputed when needed). The entries are kept as bytes (``token_gram8``)
+        when that is exact: non-negative integer features whose tokens' squared l2 norms
+        are at most 255, so that every entry is an integer from 0 to 255 (binary features,
+        e.g. one-hot token attributes, with at most 255 per token); else in single precision
+        (``token_gram32``) when that is exact: integer features whose tokens' l1 norms stay
+        below ``2**12``, so every entry is an integer below ``2**24``; else in double
+        precision (``token_gram``)."""
+        lengths = self.batch.lengths.astype(np.int64)
+        sizes = lengths * (lengths + 1) // 2
+        sizes[lengths ** 2 > TOKEN_GRAM_ENTRIES] = 0
         indptr, _, data = self.batch.csr_arrays
         starts = indptr[:-1][np.diff(indptr) > 0]
-        single = keep and bool(np.all(data == np.rint(data))) and (
+        integer = keep and bool(np.all(data == np.rint(data)))
+        small = integer and (data.size == 0 or (
+            bool(np.all(data >= 0))
+            and float(np.add.reduceat(data * data, starts).max()) <= 255))
+        single = integer and not small and (
             data.size == 0 or float(np.add.reduceat(np.abs(data), starts).max()) < 2**12)
-        itemsize = 4 if single else 8
+        itemsize = 1 if small else 4 if single else 8
         end = np.cumsum(sizes)
         kept = (sizes > 0) & (end * itemsize <= TOKEN_GRAM_MB * 2**20) if keep else \
             np.zeros(sizes.shape[0], dtype=bool)
         self.token_gram_ptr = np.where(kept, end - sizes, -1).astype(np.int64)
         size = int(sizes[kept].sum())
-        self.token_gram = np.zeros(0 if single else size)
+        self.token_gram = np.zeros(size if itemsize == 8 else 0)
         self.token_gram32 = np.zeros(size if single else 0, dtype=np.float32)
+        self.token_gram8 = np.zeros(size if small else 0, dtype=np.uint8)
         self.token_gram_ready = np.zeros(sizes.shape[0], dtype=np.uint8)
 
     def _set_up_cache(self, max_points, cached):

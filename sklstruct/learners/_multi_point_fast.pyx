@@ -15,8 +15,9 @@ statistics on the example's features (an anchor block of ``n_touched x n_states`
 over the example's stored entries, cheap for long sequences with few features, and the only
 way with scaled features); the cheaper is chosen per example (``state.master_gram`` can force
 either), and the token Gram matrix
-never beyond ``TOKEN_GRAM_CAP`` entries (kept between visits in the state's ``token_gram`` or,
-when exact, ``token_gram32`` for the examples that fit its budget). With constrained
+never beyond ``TOKEN_GRAM_CAP`` entries (its upper triangle kept between visits, for the
+examples that fit the budget, in the state's ``token_gram`` or, when exact, ``token_gram32``
+or ``token_gram8``). With constrained
 coordinates the master is solved by active-set rounds on the sign pattern of ``v`` on them
 (exact when the pattern settles; otherwise the best tried point that ascends).
 :func:`statistics_weights` recomputes ``v`` from the points in one streaming pass.
@@ -45,6 +46,15 @@ from sklstruct.learners._example_rows cimport (dot, release, signal_check_due,
                                                token_scores)
 from sklstruct.learners._factored_dual_fast cimport (DualPass, certify_examples,
                                                      sweep_active)
+
+
+cdef inline intp_t _pair(intp_t a, intp_t b) noexcept nogil:
+    """The position of the pair ``{a, b}`` of points in a packed upper triangle (row
+    ``max(a, b)``, entries ``0..max(a, b)``)."""
+    if a > b:
+        return a * (a + 1) // 2 + b
+    return b * (b + 1) // 2 + a
+
 
 cdef enum:
     # largest token Gram matrix (entries) the multi-point pass forms for one example
@@ -173,7 +183,7 @@ cdef class _MultiPoint(DualPass):
     cdef float64_t[::1] pool_values
     # the token-Gram terms of every example's master, kept between visits: <Z_p, Z_l>_K,
     # <A, Z_p>_K and <A, A>_K with validity flags
-    cdef float64_t[:, :, ::1] gram_points
+    cdef float64_t[:, ::1] gram_points  # (the symmetric <Z_p, Z_l>_K: see _pair)
     cdef float64_t[:, ::1] gram_anchor
     cdef float64_t[::1] gram_anchor_self
     cdef uint8_t[::1] gram_anchor_ok
@@ -181,7 +191,8 @@ cdef class _MultiPoint(DualPass):
     cdef const int64_t[::1] token_gram_ptr
     cdef float64_t[::1] token_gram
     cdef float[::1] token_gram32
-    cdef bint gram_single
+    cdef uint8_t[::1] token_gram8
+    cdef int gram_kind  # the kept matrices' entries: 0 double, 1 float, 2 uint8
     cdef uint8_t[::1] token_gram_ready
     # cached mode: every example's anchor and points as dense rows over its own features
     cdef bint cached
@@ -206,7 +217,9 @@ cdef class _MultiPoint(DualPass):
         self.token_gram_ptr = state.token_gram_ptr
         self.token_gram = state.token_gram
         self.token_gram32 = state.token_gram32
-        self.gram_single = state.token_gram32.shape[0] > 0
+        self.token_gram8 = state.token_gram8
+        self.gram_kind = 2 if state.token_gram8.shape[0] else (
+            1 if state.token_gram32.shape[0] else 0)
         self.token_gram_ready = state.token_gram_ready
         self.anchors = state.anchors
         self.anchor_start = self.anchors.start
@@ -549,8 +562,9 @@ cdef class _MultiPoint(DualPass):
         between visits and only those of new points or a new anchor are computed
         (``by_state`` holds ``n_states * length`` doubles). ``K`` is the workspace; the
         example's kept matrix (when it has one; computed at the first need) is read into
-        it. Kept matrices are single precision when that is exact (``gram_single``: small
-        integer features).""" 
+        it. Kept matrices are their upper triangles, row by row, as bytes or in single
+        precision when that is exact (``gram_kind``: small non-negative or small integer
+        features).""" 
         cdef intp_t t, t2, pt, l, s
         cdef int64_t q
         cdef double kval, total, C2 = self.C * self.C
@@ -562,12 +576,18 @@ cdef class _MultiPoint(DualPass):
         if not needed:
             pass
         elif kept >= 0 and self.token_gram_ready[i]:  # the example's kept matrix
-            if self.gram_single:
-                for e in range(length * length):
-                    K[e] = self.token_gram32[kept + e]
-            else:
-                for e in range(length * length):
-                    K[e] = self.token_gram[kept + e]
+            e = kept
+            for t in range(length):
+                for t2 in range(t, length):
+                    if self.gram_kind == 2:
+                        kval = self.token_gram8[e]
+                    elif self.gram_kind == 1:
+                        kval = self.token_gram32[e]
+                    else:
+                        kval = self.token_gram[e]
+                    K[t * length + t2] = kval
+                    K[t2 * length + t] = kval
+                    e += 1
         else:  # the token Gram matrix (kept when the example has room)
             for t in range(length):
                 for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
@@ -581,12 +601,16 @@ cdef class _MultiPoint(DualPass):
                 for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
                     self.feature_buffer[self.indices[q]] = 0.0
             if kept >= 0:
-                if self.gram_single:
-                    for e in range(length * length):
-                        self.token_gram32[kept + e] = <float> K[e]
-                else:
-                    for e in range(length * length):
-                        self.token_gram[kept + e] = K[e]
+                e = kept
+                for t in range(length):
+                    for t2 in range(t, length):
+                        if self.gram_kind == 2:
+                            self.token_gram8[e] = <uint8_t> K[t * length + t2]
+                        elif self.gram_kind == 1:
+                            self.token_gram32[e] = <float> K[t * length + t2]
+                        else:
+                            self.token_gram[e] = K[t * length + t2]
+                        e += 1
                 self.token_gram_ready[i] = 1
         if not anchor_ok:
             total = 0.0
@@ -617,15 +641,15 @@ cdef class _MultiPoint(DualPass):
                 total = 0.0
                 for t2 in range(length):
                     total += by_state[self.vertex_labels[lo + t2, l] * length + t2]
-                self.gram_points[i, pt, l] = total
-                self.gram_points[i, l, pt] = total
+                self.gram_points[i, _pair(pt, l)] = total
         for pt in range(m):
             self.gram_point_ok[i, pt] = 1
         self.gram_anchor_ok[i] = 1
         for pt in range(m):
             for l in range(pt, m):
                 G[pt * m + l] = C2 * (self.gram_anchor_self[i] - self.gram_anchor[i, pt]
-                                      - self.gram_anchor[i, l] + self.gram_points[i, pt, l])
+                                      - self.gram_anchor[i, l]
+                                      + self.gram_points[i, _pair(pt, l)])
                 G[l * m + pt] = G[pt * m + l]
 
     cdef double point_product(self, intp_t lo, intp_t length, intp_t pt,

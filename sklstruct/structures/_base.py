@@ -443,6 +443,26 @@ class BaseStructure(BaseEstimator):
         """
         raise NotImplementedError(f"{type(self).__name__} has no decoding oracle.")
 
+    def decode_weights(self, batch, w, n_jobs=None):
+        """Highest-scoring labelling of every sequence under the weights ``w``.
+
+        ``decode(batch, *potentials(batch, w))``; a structure may do it otherwise (a chain
+        forms the unary scores and decodes them a chunk of sequences at a time, the chunks
+        on threads).
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        w : ndarray of shape (size_joint_feature_,)
+        n_jobs : int, default=None
+            Threads for the compiled decoders.
+
+        Returns
+        -------
+        labels : ndarray of int of shape (n_tokens,)
+        """
+        return self.decode(batch, *self.potentials(batch, w), n_jobs=n_jobs)
+
     def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
                               token_loss=None):
         """Most violating labellings (the max-oracle of the cutting-plane methods).

@@ -1,6 +1,7 @@
 """First-order linear-chain structure."""
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._inference import chain as chain_kernels
 from .._inference._kernels import ChainKernels
@@ -125,6 +126,33 @@ class ChainStructure(BaseStructure):
         transition, start, end = self.pairwise_parameters(pairwise)
         labels, _ = chain_kernels.viterbi(unary, batch.offsets, transition, start, end,
                                           n_jobs=n_jobs)
+        return labels
+
+    def decode_weights(self, batch, w, n_jobs=None):
+        """Viterbi from the weights: for sparse token features, the unary product and the
+        decoding per chunk of sequences, the chunks on ``n_jobs`` threads
+        (:func:`~sklstruct._inference.chain.viterbi_sparse`: the labels of :meth:`decode`
+        on :meth:`potentials`, to the last bit); otherwise :meth:`decode`.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        w : ndarray of shape (size_joint_feature_,)
+        n_jobs : int, default=None
+            Threads for the compiled decoder.
+
+        Returns
+        -------
+        labels : ndarray of int of shape (n_tokens,)
+        """
+        if not sp.issparse(batch.X):
+            return super().decode_weights(batch, w, n_jobs)
+        weights, pairwise = self.split_weights(w)
+        transition, start, end = self.pairwise_parameters(np.ascontiguousarray(pairwise))
+        # (the batch's features were checked finite; fitted weights are)
+        labels, _ = chain_kernels.viterbi_sparse(batch.X, weights, batch.offsets, transition,
+                                                 start, end, n_jobs=n_jobs,
+                                                 check_finite=False)
         return labels
 
     def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,

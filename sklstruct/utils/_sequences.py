@@ -5,7 +5,10 @@ Every estimator converts its input once into a :class:`SequenceBatch`: one stack
 batch in compiled code.
 """
 
+import itertools
 import numbers
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -127,6 +130,93 @@ class SequenceBatch:
         rows = token_rows(self.offsets, indices)
         return SequenceBatch(self.X[rows], offsets_from_lengths(lengths), widths,
                              slice_shapes=slice_shapes, extras=self._extras_of(indices)), rows
+
+
+class PackedSequences(Sequence):
+    """Sequences of token rows packed in one matrix: the flat ``X`` and its ``lengths``.
+
+    What :class:`~sklstruct.preprocessing.SequenceVectorizer` returns. It reads as the list
+    of per-sequence matrices it stands for (``len``, ``packed[i]``, iteration; each matrix a
+    view of rows of ``X``), and every estimator takes it as that list, without stacking the
+    sequences again (predictions come as a list of arrays, as for a list). A slice, an
+    integer array or a boolean mask selects sequences (a new ``PackedSequences``).
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix or ndarray of shape (n_tokens, n_features)
+        The token rows of all sequences, one after the other (a sparse matrix is kept in
+        CSR form).
+    lengths : array-like of int of shape (n_sequences,)
+        Tokens per sequence (0 for an empty one), summing to ``n_tokens``.
+
+    Attributes
+    ----------
+    X : scipy.sparse.csr_matrix or ndarray of shape (n_tokens, n_features)
+    lengths : ndarray of int64 of shape (n_sequences,)
+    offsets : ndarray of int64 of shape (n_sequences + 1,)
+        Sequence ``i`` is rows ``offsets[i]:offsets[i + 1]`` of ``X``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklstruct.utils import PackedSequences
+    >>> packed = PackedSequences(np.arange(10.0).reshape(5, 2), [2, 3])
+    >>> len(packed), packed[1].tolist()
+    (2, [[4.0, 5.0], [6.0, 7.0], [8.0, 9.0]])
+    """
+
+    def __init__(self, X, lengths):
+        if sp.issparse(X):
+            X = X if X.format == "csr" else sp.csr_matrix(X)
+        else:
+            X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D (n_tokens, n_features), got {X.ndim} "
+                             "dimension(s).")
+        self.X = X
+        self.lengths = check_lengths(lengths, X.shape[0], allow_empty=True)
+        self.offsets = offsets_from_lengths(self.lengths)
+
+    def __len__(self):
+        return self.lengths.shape[0]
+
+    def __getitem__(self, key):
+        if isinstance(key, numbers.Integral):
+            n = len(self)
+            if not -n <= key < n:
+                raise IndexError(f"sequence {key} out of range for {n} sequences.")
+            key = int(key) % n
+            return self.X[int(self.offsets[key]):int(self.offsets[key + 1])]
+        if isinstance(key, slice):
+            first, stop, step = key.indices(len(self))
+            if step == 1:
+                stop = max(first, stop)
+                lo, hi = int(self.offsets[first]), int(self.offsets[stop])
+                return PackedSequences(self.X[lo:hi], self.lengths[first:stop])
+            key = np.arange(first, stop, step)
+        key = np.asarray(key)
+        if key.dtype == bool:
+            if key.shape != self.lengths.shape:
+                raise IndexError(f"a boolean mask of {len(self)} sequences is needed, got "
+                                 f"shape {key.shape}.")
+            key = np.flatnonzero(key)
+        if key.ndim != 1 or key.dtype.kind not in "iu":
+            raise IndexError("sequences are selected by an int, a slice, an integer array or "
+                             "a boolean mask.")
+        key = np.where(key < 0, key + len(self), key)
+        if key.size and (key.min() < 0 or key.max() >= len(self)):
+            raise IndexError(f"sequence index out of range for {len(self)} sequences.")
+        return PackedSequences(self.X[token_rows(self.offsets, key)], self.lengths[key])
+
+    def __iter__(self):
+        bounds = self.offsets.tolist()
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            yield self.X[lo:hi]
+
+    def __repr__(self):
+        kind = f"{self.X.format} matrix" if sp.issparse(self.X) else "array"
+        return (f"PackedSequences({len(self)} sequences, {self.X.shape[0]} tokens x "
+                f"{self.X.shape[1]} features, {kind})")
 
 
 @dataclass(frozen=True)
@@ -297,6 +387,18 @@ def stack_sequences(X, allow_empty=False):
     """
     if len(X) == 0:
         raise ValueError("X is an empty list: at least one sequence is required.")
+    if all(map(sp.issparse, X)) and set(map(operator.attrgetter("format"), X)) == {"csr"}:
+        # CSR sequences (the usual sparse input): checked and stacked without a Python step
+        # per sequence
+        shapes = np.array(list(map(operator.attrgetter("shape"), X)), dtype=np.int64)
+        widths = np.unique(shapes[:, 1])
+        if widths.shape[0] > 1:
+            raise ValueError("All sequences must have the same number of features; found "
+                             f"{widths.tolist()}.")
+        if not allow_empty and not np.all(shapes[:, 0] > 0):
+            raise ValueError(f"Sequence {int(np.argmin(shapes[:, 0]))} of X is empty; every "
+                             "sequence needs a token.")
+        return _stack_csr(X), shapes[:, 0]
     any_sparse = False
     widths = set()
     blocks = []
@@ -340,30 +442,45 @@ DENSE_TO_CSR_DENSITY = 0.1
 
 
 def _stack_csr(blocks):
-    """Stack CSR matrices of one width row-wise from their arrays (one concatenation each;
-    ``scipy.sparse.vstack`` checks every block)."""
-    starts = np.cumsum([0] + [b.nnz for b in blocks[:-1]])
-    indptr = np.concatenate([[0]] + [b.indptr[1:].astype(np.int64) + start
-                                     for b, start in zip(blocks, starts)])
-    indices = np.concatenate([b.indices for b in blocks])
-    data = np.concatenate([np.asarray(b.data) for b in blocks])
-    n_rows = sum(b.shape[0] for b in blocks)
-    return sp.csr_matrix((data, indices, indptr), shape=(n_rows, blocks[0].shape[1]))
+    """Stack CSR matrices of one width row-wise from their arrays: one concatenation each
+    of their pointers, indices and values, the pointers shifted in one vectorised step
+    (``scipy.sparse.vstack`` checks every block)."""
+    get = operator.attrgetter
+    if len(blocks) == 1:
+        return blocks[0] if type(blocks[0]) is sp.csr_matrix else sp.csr_matrix(blocks[0])
+    indptrs = list(map(get("indptr"), blocks))
+    rows = np.fromiter(map(len, indptrs), dtype=np.int64, count=len(blocks)) - 1
+    pointers = np.concatenate(indptrs).astype(np.int64)
+    ends = np.cumsum(rows + 1)  # (one past each block's last pointer)
+    nnz = pointers[ends - 1]
+    pointers += np.repeat(np.cumsum(nnz) - nnz, rows + 1)
+    keep = np.ones(pointers.shape[0], dtype=bool)
+    keep[ends[:-1]] = False  # the leading 0 of every block but the first
+    indptr = pointers[keep]
+    indices, data = (np.concatenate(list(map(get(name), blocks))) for name in ("indices",
+                                                                               "data"))
+    if indices.shape[0] != indptr[-1]:  # (blocks whose arrays hold more than their entries)
+        indices = np.concatenate([b.indices[:b.indptr[-1]] for b in blocks])
+        data = np.concatenate([b.data[:b.indptr[-1]] for b in blocks])
+    return sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1,
+                                                         blocks[0].shape[1]))
 
 
-def check_token_matrix(X):
+def check_token_matrix(X, validated=False):
     """Validate a stacked token matrix: finite, numeric, canonical CSR (sorted indices, no
     duplicate entries; a copy when the input is not) or C-ordered float64 (the callers have
-    checked its number of rows).
+    checked its number of rows); ``validated``: ``X`` has passed ``check_array`` with these
+    settings already (its values are not scanned again).
 
     A dense matrix with at most ``DENSE_TO_CSR_DENSITY`` non-zeros is returned in CSR form
     (the same values; products with it then cost its non-zeros, not
     ``n_tokens * n_features``).
     """
-    X = check_array(
-        X, accept_sparse="csr", dtype=np.float64, order="C", ensure_all_finite=True,
-        input_name="X", ensure_min_samples=0,
-    )
+    if not validated:
+        X = check_array(
+            X, accept_sparse="csr", dtype=np.float64, order="C", ensure_all_finite=True,
+            input_name="X", ensure_min_samples=0,
+        )
     if sp.issparse(X):
         if not X.has_canonical_format:  # sorted, summed duplicates; the user's matrix stays
             X = X.copy()
@@ -374,8 +491,9 @@ def check_token_matrix(X):
 
 
 def split_flat(values, offsets):
-    """Split a flat per-token array into a list of per-sequence arrays."""
-    return np.split(values, offsets[1:-1])
+    """Split a flat per-token array into a list of per-sequence arrays (views)."""
+    bounds = offsets.tolist()
+    return [values[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def image_rows(X, y=None):
@@ -486,6 +604,9 @@ def flatten_labels(y, lengths):
         raise ValueError(
             f"X has {len(lengths)} sequences but y has {len(y)} label sequences."
         )
+    flat = _flat_labels(y, lengths)
+    if flat is not None:
+        return flat
     parts = []
     kinds_seen = set()
     for i, (yi, n) in enumerate(zip(y, lengths)):
@@ -511,3 +632,36 @@ def flatten_labels(y, lengths):
     if len(kinds) > 1 and not kinds <= {"i", "u"} and not kinds <= {"U", "S"}:
         parts = [p.astype(object) for p in parts]
     return np.concatenate(parts)
+
+
+def _flat_labels(y, lengths):
+    """The labels of every sequence in one array, without a Python step per label or per
+    sequence (beyond C-level ``map``): for sequences that are all lists or tuples of
+    labels of one kind, or all 1-D arrays of labels of one kind, whose lengths match
+    ``lengths``; ``None`` otherwise (:func:`flatten_labels` then checks each sequence and
+    names the culprit)."""
+    types = set(map(type, y))
+    if not types or not (types <= {list, tuple} or types == {np.ndarray}):
+        return None
+    try:
+        counts = np.fromiter(map(len, y), dtype=np.int64, count=len(y))
+    except TypeError:  # (a 0-d array)
+        return None
+    if not np.array_equal(counts, lengths):
+        return None
+    if types == {np.ndarray}:
+        dtypes = set(map(operator.attrgetter("dtype"), y))
+        kinds = {{"U": "str", "S": "str", "b": "bool"}.get(dtype.kind, "number")
+                 for dtype in dtypes}
+        if object in dtypes or len(kinds) > 1 or len(
+                set(map(operator.attrgetter("ndim"), y))) > 1:
+            return None
+        flat = np.concatenate(y) if y else np.zeros(0)
+        return flat if flat.ndim == 1 else None
+    values = list(itertools.chain.from_iterable(y))
+    kinds = {_kind_of_type(kind) for kind in set(map(type, values))}
+    if not kinds <= {"str", "number", "bool"}:
+        return None
+    check_label_kinds(kinds)
+    flat = np.asarray(values)
+    return flat if flat.ndim == 1 and flat.dtype != object else None

@@ -216,6 +216,11 @@ class M3NExcessiveGap(BaseStructuredClassifier):
                 @ self.dual_coef_
         return scores, self.structure_.split_weights(self.w_)[1]
 
+    def _decode(self, batch):
+        if self._linear:
+            return super()._decode(batch)
+        return self.structure_.decode(batch, *self._potentials(batch), n_jobs=self.n_jobs)
+
     def _weight_norm_sq(self):
         return self._norm_sq_
 

@@ -165,8 +165,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     labels on short sequences) the compiled pass keeps, besides the weights, each
     example's anchor as its non-zero node and pairwise entries (12 bytes each; an anchor mixes
     the few labellings its master used), ``max_points`` labels per token (int16), the
-    masters' Gram terms (``max_points^2`` doubles per sequence) and token Gram matrices up to
-    64 MB (single precision when exact); about 0.3 KB per token above the data at 1M tokens
+    masters' Gram terms (``max_points (max_points + 1) / 2`` doubles per sequence) and the
+    upper triangles of token Gram matrices up to 64 MB (as bytes or in single precision when
+    exact); about 0.3 KB per token above the data at 1M tokens
     with 20 states (``benchmarks/bench_scaling.py``). Otherwise with ``max_points=1`` it keeps node
     marginals (n_tokens x n_states), pairwise statistics (n_sequences x n_pairwise) and the
     loss matrix (n_tokens x n_states). The general solver keeps the points of a
@@ -266,7 +267,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                     self.structure_, batch, Y, self.C, rescale=self.rescale,
                     max_points=self.max_points, blocks=self.blocks,
                     working_set_size=working_set, random_state=rng)
-        elif not compiled:
+        elif compiled:  # the previous fit's w_ is the state's weight array: keep it as is
+            state.detach_weights()
+        else:
             state.rng = rng
         certificate = self._certificate(extra_fields=("passes", "fw_gap"))
         if compiled:

@@ -85,6 +85,9 @@ def solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rng
     Returns
     -------
     w : ndarray of shape (size_joint_feature_,)
+        The state's weight array itself when the last iterate is the best certified one:
+        the state must not change it afterwards (:meth:`~.._factored_dual.DualWeights.
+        detach_weights` before more passes).
     """
     schedule = CheckSchedule(certificate, check_every)
     n = batch.n_sequences
@@ -131,7 +134,9 @@ def solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rng
             if best.record(w, primal, dual):
                 certificate.precision_lost(PRECISION_LOST)
                 break
-    w = best.result(certificate, w)  # (an amended record may certify the tol: no warning)
+    # the state's own array when it is the best: the state leaves it unchanged from here on
+    # (a warm start detaches it first), which saves a copy of the weights
+    w = best.result(certificate, w, copy=False)  # (an amended record may certify the tol)
     certificate.finish(passes)
     return w
 
@@ -192,6 +197,6 @@ def solve_general(state, structure, batch, Y, *, C, rescale, check_every, n_jobs
         precision_lost = best.record(last_w, certificate.last("primal"), dual)
     if precision_lost:
         certificate.precision_lost(PRECISION_LOST)
-    w = best.result(certificate, last_w)
+    w = best.result(certificate, last_w, copy=False)  # (last_w is a copy of the state's)
     certificate.finish(passes)
     return w
