@@ -4,7 +4,7 @@ CoNLL-2000 chunking, full training set (8,936 sentences), official test set. The
 are the CRFsuite chunking template plus lowercased words (``bench_defaults.py``: about 420k
 binary attributes), as a sklearn-crfsuite user has them: ``{"w[0]": "Confidence", ...,
 "__BOS__": True}``. Each case runs in a fresh process that builds the same dicts, and
-reports its resident memory before the fit and its peak (``ru_maxrss``, the fit included):
+reports its resident memory before the fit and its peak (``VmHWM``, the fit included):
 
 ``baseline``
     the dicts only;
@@ -32,7 +32,6 @@ rows and the ratios.
 import gc
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -43,7 +42,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _common import parser, print_table, write_json  # noqa: E402
+from _common import parser, peak_rss_mb, print_table, write_json  # noqa: E402
 
 CASES = ["baseline", "crfsuite-pa", "sklstruct", "forms"]
 
@@ -54,7 +53,7 @@ def _rss_mb():
 
 
 def _peak_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_mb()
 
 
 def token_dicts(words, pos):
@@ -252,8 +251,7 @@ def main():
     summary = ratios(rows)
     for name, value in summary.items():
         print(f"{name}: {value:.3f}")
-    write_json(args.json, {"rows": rows, "ratios": summary, "cpus": os.cpu_count(),
-                           "load_average": os.getloadavg()})
+    write_json(args.json, [*rows, {"case": "ratios", **summary}], args.run)
 
 
 if __name__ == "__main__":
