@@ -196,7 +196,11 @@ def _slice_tokens(per_token, lo, hi):
     return per_token[lo:hi]
 
 
-def _map_chunks(solve, unary, offsets, y, shared, n_jobs):
+# tokens per chunk of a batch whose outputs are summed over its sequences (see _map_chunks)
+REDUCTION_CHUNK_TOKENS = 2**15
+
+
+def _map_chunks(solve, unary, offsets, y, shared, n_jobs, reduction=False):
     """Apply ``solve(unary, offsets, y, *shared)`` to the batch, in chunks if asked.
 
     ``y`` is a per-token array, a tuple of them, or None.
@@ -204,13 +208,19 @@ def _map_chunks(solve, unary, offsets, y, shared, n_jobs):
     With several jobs, the sequences are split into contiguous chunks of similar token
     counts that are solved by joblib workers (threads unless the active joblib backend says
     otherwise); per-token and per-sequence outputs are then concatenated in order, so the
-    result does not depend on ``n_jobs``.
+    result does not depend on ``n_jobs``. A ``reduction`` (an output summed over the batch,
+    one block per chunk, which the caller adds in order) is computed in chunks of about
+    ``REDUCTION_CHUNK_TOKENS`` tokens whatever ``n_jobs`` is, so that its sums do not depend
+    on it either.
     """
     n_threads = check_n_jobs(n_jobs)
-    chunks = split_into_chunks(offsets, n_threads)
+    if reduction:
+        chunks = split_into_chunks(offsets, -(-int(offsets[-1]) // REDUCTION_CHUNK_TOKENS))
+    else:
+        chunks = split_into_chunks(offsets, n_threads)
     if len(chunks) <= 1:
         return solve(unary, offsets, y, *shared)
-    pieces = Parallel(n_jobs=n_threads, prefer="threads")(
+    pieces = Parallel(n_jobs=min(n_threads, len(chunks)), prefer="threads")(
         delayed(solve)(
             unary[offsets[lo] : offsets[hi]],
             offsets[lo : hi + 1] - offsets[lo],
@@ -534,8 +544,8 @@ def forward_backward(unary, offsets, transition, start=None, end=None, n_jobs=No
         unary, offsets, transition, start, end
     )
     node, edge_sums, log_z = _map_chunks(
-        _solve_forward_backward, unary, offsets, None, (transition, start, end, edges), n_jobs
-    )
+        _solve_forward_backward, unary, offsets, None, (transition, start, end, edges), n_jobs,
+        reduction=edges == "sum")
     if edges == "sum" and edge_sums.shape[0] > 1:  # one block per chunk of sequences
         edge_sums = edge_sums.sum(axis=0, keepdims=True)
     return node, edge_sums, log_z
