@@ -10,6 +10,10 @@ conll2000
 conll2002_esp
     CoNLL-2002 Spanish named entities, esp.train (8,323 sentences), test on esp.testb, with
     sklearn-crfsuite's tutorial features (``word2features``); test entity F1 (conlleval).
+conll2000_pos
+    CoNLL-2000's part-of-speech column as the labels (44 tags), full training set, official
+    test set, with word-window features (:func:`word_window_attributes`, no POS among them);
+    test token accuracy.
 ocr
     OCR letters, train fold 1 (704 words), test the other folds; letter accuracy.
 
@@ -108,6 +112,34 @@ def crfsuite_tutorial_attributes(words, pos):
     return tokens
 
 
+def word_window_attributes(words, pos=None):
+    """The attribute strings of every token of a sentence for tagging parts of speech: the
+    lowercased word and its neighbours at -2..2, the word itself, its 1- to 4-character
+    prefixes and suffixes, case, digit and hyphen flags, the lowercased word bigrams (-1, 0)
+    and (0, 1), and BOS/EOS (``pos`` is not read)."""
+    lower = [w.lower() for w in words]
+    n = len(words)
+    tokens = []
+    for t, word in enumerate(words):
+        attributes = ["bias", f"w={word}"]
+        attributes += [f"lw[{k}]={lower[t + k]}" for k in range(-2, 3) if 0 <= t + k < n]
+        attributes += [f"prefix{k}={lower[t][:k]}" for k in range(1, 5) if len(word) >= k]
+        attributes += [f"suffix{k}={lower[t][-k:]}" for k in range(1, 5) if len(word) >= k]
+        attributes += [name for name, on in (("isupper", word.isupper()),
+                                             ("istitle", word.istitle()),
+                                             ("isdigit", word.isdigit()),
+                                             ("hasdigit", any(c.isdigit() for c in word)),
+                                             ("hyphen", "-" in word)) if on]
+        if t > 0:
+            attributes.append(f"lw[-1]|lw[0]={lower[t - 1]}|{lower[t]}")
+        if t + 1 < n:
+            attributes.append(f"lw[0]|lw[1]={lower[t]}|{lower[t + 1]}")
+        tokens.append(attributes)
+    tokens[0].append("__BOS__")
+    tokens[-1].append("__EOS__")
+    return tokens
+
+
 def _vectorize(sentences, vocabulary, grow):
     rows, columns = [], []
     lengths = []
@@ -146,6 +178,10 @@ def prepare(dataset, data_home, cache):
             if dataset == "conll2000":
                 data = load_conll2000(data_home, subset=name)
                 template = crfsuite_chunking_attributes
+            elif dataset == "conll2000_pos":
+                data = load_conll2000(data_home, subset=name)
+                data.target = [list(tags) for tags in data.pos]
+                template = word_window_attributes
             else:
                 data = load_conll2002(data_home, subset="train" if name == "train"
                                       else "testb", language="esp")
@@ -190,9 +226,10 @@ def _rss_mb():
 def _quality(dataset, y_true, y_pred):
     from sklstruct.metrics import chunk_f1_score, token_accuracy
 
-    if dataset != "ocr":
+    if dataset not in ("ocr", "conll2000_pos"):
         return "chunk_F1", float(chunk_f1_score(y_true, y_pred))
-    return "letter_accuracy", float(token_accuracy(y_true, y_pred))
+    name = "letter_accuracy" if dataset == "ocr" else "token_accuracy"
+    return name, float(token_accuracy(y_true, y_pred))
 
 
 def worker(system, dataset, folder, C, params, curve):
@@ -302,7 +339,8 @@ def run(system, dataset, folder, C, params, curve, timeout):
 
 def main():
     p = parser(__doc__)
-    p.add_argument("--dataset", choices=["conll2000", "conll2002_esp", "ocr"], default="conll2000")
+    p.add_argument("--dataset", choices=["conll2000", "conll2002_esp", "conll2000_pos", "ocr"],
+                   default="conll2000")
     p.add_argument("--systems", nargs="*", default=PEERS[:2] + ESTIMATORS)
     p.add_argument("--C", type=float, default=0.1)
     p.add_argument("--params", default="{}", help="JSON dict of estimator parameters")
@@ -329,7 +367,8 @@ def main():
         if brace:
             rows[-1]["params"] = system_params
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "curve"}), flush=True)
-    quality = "letter_accuracy" if args.dataset == "ocr" else "chunk_F1"
+    quality = {"ocr": "letter_accuracy", "conll2000_pos": "token_accuracy"}.get(args.dataset,
+                                                                                "chunk_F1")
     print_table(rows, ["system", "fit_s", "rss_before_MB", "peak_RSS_MB", quality, "rel_gap",
                        "objective", "n_iter", "error"])
     write_json(args.json, rows, args.run or args.dataset)
