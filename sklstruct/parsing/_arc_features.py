@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ..structures.dependency import DependencyTree
 from . import _arc_features_fast as _fast
 from ._dependency_targets import split_trees
 from ._parts import PartRowsTransformerMixin
@@ -209,7 +210,7 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
         features = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr),
                                  shape=(indptr.shape[0] - 1, self.n_features_out_))
         features.has_sorted_indices = True
-        return features, lengths ** 2
+        return features, DependencyTree.rows_of(lengths)
 
     def get_feature_names_out(self, input_features=None):
         """Names ``arc<hash>`` of the kept features (their hashes in hexadecimal).

@@ -8,6 +8,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._inference.cfg import span_index
+from ..structures.cfg import ConstituencyTree
 from ._grammar import sentence_tokens
 from ._parts import PartRowsTransformerMixin, check_sentences
 
@@ -162,7 +163,7 @@ class SpanFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
             np.zeros(raw.shape[0], dtype=bool)
         n_words = np.array([len(words) for words, _ in tokens], dtype=np.int64)
         return sp.csr_matrix((np.ones(int(known.sum())), (row[known], at[known])),
-                             shape=(n_rows, self.n_features_out_)), n_words * (n_words + 1) // 2
+                             shape=(n_rows, self.n_features_out_)), ConstituencyTree.rows_of(n_words)
 
     def get_feature_names_out(self, input_features=None):
         """Names of the feature columns, such as ``"word=dogs"`` or ``"span.first.tag=DT"``.
