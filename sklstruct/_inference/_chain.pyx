@@ -460,6 +460,11 @@ cdef void _transition_tables(const double* transition, intp_t n, double* tables)
             tables[3 * n + n * n + b * n + a] = exp(transition[a * n + b] - tables[n + a])
 
 
+cdef inline double _exp_or_zero(double x) noexcept nogil:
+    """``exp(x)`` for ``x <= 0``, without the call when it underflows to zero anyway."""
+    return exp(x) if x > -745.2 else 0.0
+
+
 cdef void _forward_backward_sequence(
         const double* unary, intp_t length, intp_t n_states, const double* transition,
         const double* start, const double* end, const double* column_max,
@@ -492,7 +497,7 @@ cdef void _forward_backward_sequence(
         for b in range(n):
             work[b] = 0.0
         for a in range(n):
-            weight = exp(previous[a] - peak)
+            weight = _exp_or_zero(previous[a] - peak)
             next_scaled[a] = weight
             for b in range(n):
                 work[b] += weight * column_exp[a * n + b]
@@ -535,7 +540,7 @@ cdef void _forward_backward_sequence(
         for a in range(n):
             work[a] = 0.0
         for b in range(n):
-            weight = exp(unary[(t + 1) * n + b] + beta[(t + 1) * n + b] - peak)
+            weight = _exp_or_zero(unary[(t + 1) * n + b] + beta[(t + 1) * n + b] - peak)
             for a in range(n):
                 work[a] += weight * row_exp_t[b * n + a]
         for a in range(n):
@@ -565,7 +570,7 @@ cdef void _forward_backward_sequence(
                 peak = alpha[t * n + b] + beta[t * n + b]
         total = 0.0
         for b in range(n):
-            value = exp(alpha[t * n + b] + beta[t * n + b] - peak)
+            value = _exp_or_zero(alpha[t * n + b] + beta[t * n + b] - peak)
             marginals[t * n + b] = value
             total += value
         for b in range(n):
