@@ -17,6 +17,9 @@ class ExcessiveGapRun:
     The structure gives the marginals (its exp-oracle on potentials), the loss-augmented
     decoding for the primal, and the count blocks for renormalising the marginals; the
     geometry keeps the unary part of the weights (explicit, or through a kernel matrix).
+    ``alpha_k`` is kept as node marginals per token and its expected pairwise statistics
+    summed over the examples: ``w(alpha)`` and ``D(alpha)`` are linear in those sums, and the
+    convex combinations of the algorithm carry over to them.
     """
 
     def __init__(self, structure, batch, Y, C, geometry, certificate, n_jobs, init_bias=0.0):
@@ -34,20 +37,22 @@ class ExcessiveGapRun:
         self.prox_node, self.prox_pair, self.log_sizes = self._marginals(
             np.zeros((batch.n_tokens, structure.n_states_)) + self.centre,
             np.zeros(structure.n_pairwise_))
-        self.count_blocks = structure.pairwise_count_blocks(batch)
+        self.count_blocks = [(start, stop, float(np.sum(totals)))
+                             for start, stop, totals in structure.pairwise_count_blocks(batch)]
         self.n_increases = 0
 
     # --------------------------------------------------------------- building blocks
     def _marginals(self, unary, pairwise):
+        """Node marginals, expected pairwise statistics summed over the batch, log Z."""
         self.calls += self.batch.n_sequences
-        node, pair, log_z = self.structure.marginals(self.batch, unary, pairwise,
-                                                     n_jobs=self.n_jobs)
-        return node, np.asarray(pair).reshape(self.batch.n_sequences, -1), log_z
+        node, pair, log_z = self.structure.summed_marginals(self.batch, unary, pairwise,
+                                                            n_jobs=self.n_jobs)
+        return node, np.asarray(pair, dtype=np.float64).ravel(), log_z
 
     def _weights_of(self, node, pair):
         """``w(alpha)``: representation of its unary part and its pairwise part."""
         return (self.geometry.represent(self.true_unary - self.C * node),
-                self.true_pairwise - self.C * pair.sum(axis=0))
+                self.true_pairwise - self.C * pair)
 
     def _flat_weights(self, rep, theta):
         w = np.zeros(self.structure.size_joint_feature_)
@@ -65,20 +70,21 @@ class ExcessiveGapRun:
     def _renormalise(self, node, pair):
         """Remove the rounding drift of the convex combinations; return the drift.
 
-        Every token's marginals sum to one; every count block of the pairwise statistics to
-        its total.
+        Every token's marginals sum to one; every count block of the summed pairwise
+        statistics to its total over the examples. The drift is the largest deviation of a
+        token's sum from one and of a block's sum relative to its total.
         """
         sums = node.sum(axis=1)
         drift = float(np.max(np.abs(sums - 1.0)))
         np.maximum(node, 0.0, out=node)
         node /= node.sum(axis=1, keepdims=True)
-        for start, stop, totals in self.count_blocks:
-            part = pair[:, start:stop]
-            total = part.sum(axis=1)
-            drift = max(drift, float(np.max(np.abs(total - totals), initial=0.0)))
+        for start, stop, total in self.count_blocks:
+            part = pair[start:stop]
+            if total > 0:
+                drift = max(drift, abs(float(part.sum()) - total) / total)
             np.maximum(part, 0.0, out=part)
-            part *= np.divide(totals, part.sum(axis=1), out=np.zeros_like(total),
-                              where=totals > 0)[:, None]
+            summed = float(part.sum())
+            part *= total / summed if summed > 0 else 0.0
         return drift
 
     # --------------------------------------------------------------- the algorithm
@@ -144,8 +150,8 @@ class ExcessiveGapRun:
             mu = curvature
             # alpha_1 = V(alpha_0, -grad D(alpha_0) / mu_1) is alpha_mu1(w_1)
             smoothed, node, pair = self._smoothed_primal(norm_sq, scores, theta, mu)
-            if not adaptive or curvature >= worst or \
-                    self._condition_holds(smoothed, self._dual(node, pair)):
+            dual = self._dual(node, pair) if adaptive else None
+            if not adaptive or curvature >= worst or self._condition_holds(smoothed, dual):
                 break
             curvature = min(4.0 * curvature, worst)
             self.n_increases += 1
@@ -159,20 +165,25 @@ class ExcessiveGapRun:
                                            n_jobs=self.n_jobs, token_loss=token_loss)
             self.calls += self.batch.n_sequences
             primal = 0.5 * norm_sq + C * float(hinge.sum())
-            dual = self._dual(node, pair)
+            if dual is None:  # (else D(alpha_k) from the check of the excessive gap condition)
+                dual = self._dual(node, pair)
             self.w, self.rep, self.norm_sq, self.n_iter, self.mu = w, rep, norm_sq, k, mu
             if self.certificate.check(k, primal, dual, self.calls, w=w, mu=mu,
                                       smoothed_primal=smoothed, drift=drift):
                 break
             if not adaptive:
+                dual = None
                 state, smoothed, drift = self._step(2.0 / (k + 3.0), state)
                 continue
             while True:
                 ratio = mu / curvature
                 tau = 0.5 * (np.sqrt(ratio * ratio + 4.0 * ratio) - ratio)
                 new_state, new_smoothed, new_drift = self._step(tau, state)
-                if curvature >= worst or self._condition_holds(
-                        new_smoothed, self._dual(new_state[3], new_state[4])):
+                dual = None
+                if curvature >= worst:
+                    break
+                dual = self._dual(new_state[3], new_state[4])
+                if self._condition_holds(new_smoothed, dual):
                     break
                 curvature = min(2.0 * curvature, worst)
                 self.n_increases += 1
