@@ -113,6 +113,16 @@ def test_a_sentence_without_a_tree_gets_a_flat_tree(fitted):
         assert untagged.predict([[("Rex", "NNP")]]) == [("S", ("NNP", "Rex"))]
 
 
+def test_empty_sentences_score_with_the_tree_predict_gives(fitted, toy):
+    X, y, _, _ = toy
+    assert fitted.predict([[]]) == [()]
+    assert fitted.score([[], X[0]], [(), y[0]]) == fitted.score([X[0]], [y[0]])
+    assert fitted.score([[], X[0]], ["", y[0]]) == fitted.score([X[0]], [y[0]])
+    # fit names the empty sentence, before looking at its tree
+    with pytest.raises(ValueError, match=r"X\[1\] is empty"):
+        ConstituencyParser().fit([X[0], []], [y[0], ()])
+
+
 def test_trees_that_do_not_fit_are_refused(fitted, toy):
     X, y, X_test, y_test = toy
     parser = ConstituencyParser(learner=StructSVMCuttingPlane())

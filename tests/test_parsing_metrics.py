@@ -79,6 +79,20 @@ def test_attachment_scores_small_cases():
     assert scores == {"uas": 1.0, "las": None, "n_tokens": 1}
 
 
+def test_attachment_scores_take_heads_and_relations_pairs():
+    # the form of DependencyParser's y and of its predictions with relations
+    true = [(np.array([2, 0, 2]), ["nsubj", "root", "obj"]), ([0], ["root"])]
+    pred = [(np.array([2, 0, 1]), ["obj", "root", "obj"]), ([0], ["dep"])]
+    assert attachment_scores(true, pred) == attachment_scores(
+        [[2, 0, 2], [0]], [[2, 0, 1], [0]], [["nsubj", "root", "obj"], ["root"]],
+        [["obj", "root", "obj"], ["dep"]])
+    assert attachment_scores(true, pred)["las"] == pytest.approx(1 / 4)
+    with pytest.raises(ValueError, match="given twice"):
+        attachment_scores(true, pred, [["a", "b", "c"], ["d"]], [["a", "b", "c"], ["d"]])
+    with pytest.raises(ValueError, match="both be head arrays or both"):
+        attachment_scores(true, [[2, 0, 1], [0]])
+
+
 def test_attachment_scores_punctuation_rules():
     forms = [",", "«", "...", "--", "¿", "“", "$", "``", "-LRB-", "a.", "%", "dog"]
     # eval.pl's rule: every character in a Unicode punctuation category (P*); "$" is Sc,
@@ -243,6 +257,16 @@ def test_bracket_scores_conventions_beyond_evalb():
     # an unlabelled outer bracket is not counted, like TOP
     assert _scores(["( (S (NP (NN a)) (VP (VB b))))"], ["(S (NP (NN a)) (VP (VB b)))"]) == {
         "precision": 1.0, "recall": 1.0, "f1": 1.0, "exact_match": 1.0, "n_sentences": 1}
+
+
+def test_bracket_scores_of_empty_sentences():
+    # an empty sentence's tree is (), what the parsers predict for it: no brackets, and a
+    # pair of them is an exact match
+    tree = tree_from_string("(S (NP (NN a)) (VP (VB b)))")
+    assert bracket_scores([(), tree, ()], [(), tree, ()]) == {
+        "precision": 1.0, "recall": 1.0, "f1": 1.0, "exact_match": 1.0, "n_sentences": 3}
+    with pytest.raises(ValueError, match="different words"):
+        bracket_scores([()], [tree])
 
 
 def test_bracket_scores_errors():

@@ -43,9 +43,9 @@ class _TreeParser(BaseEstimator):
         tokens, trees = [], []
         for i, (sentence, tree) in enumerate(zip(X, y)):
             words, tags = sentence_tokens(sentence, f"X[{i}]")
-            tree = as_tree(tree, f"y[{i}]")
             if not words:
                 raise ValueError(f"X[{i}] is empty; every training sentence needs a word.")
+            tree = as_tree(tree, f"y[{i}]")
             if tree_words(tree) != words:
                 raise ValueError(f"y[{i}] does not span the sentence X[{i}]: its words are "
                                  f"{tree_words(tree)!r}, the sentence's {words!r}.")
@@ -102,7 +102,8 @@ class _TreeParser(BaseEstimator):
         ----------
         X : list of list of tokens
         y : list of tuple or str
-            True trees, nested tuples or bracketed strings.
+            True trees, nested tuples or bracketed strings (``()`` or ``""`` for an empty
+            sentence, as ``predict`` gives).
 
         Returns
         -------
@@ -114,7 +115,8 @@ class _TreeParser(BaseEstimator):
             raise ValueError(f"X has {len(X)} sentences and y {len(y)} trees.")
         tokens = [sentence_tokens(sentence, f"X[{i}]") for i, sentence in enumerate(X)]
         predicted = self._parse(X, tokens)
-        return bracket_scores([as_tree(tree, f"y[{i}]") for i, tree in enumerate(y)],
+        return bracket_scores([as_tree(tree, f"y[{i}]", allow_empty=True)
+                               for i, tree in enumerate(y)],
                               predicted)["f1"]
 
     def _warn_fallbacks(self, count):

@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 from sklearn.exceptions import UndefinedMetricWarning
 
-from ._dependency_targets import _as_head_arrays, _as_relation_arrays, split_trees
+from ._dependency_targets import _as_relation_arrays, split_trees
 from ._trees import check_tree, is_preterminal, strip_function_tag
 
 __all__ = ["attachment_scorer", "attachment_scores", "bracket_f1_scorer", "bracket_scores"]
@@ -74,10 +74,13 @@ def attachment_scores(
 
     Parameters
     ----------
-    heads_true : list of array-like of int
-        Per sentence, the true head of each token (1-based, 0 for the root).
-    heads_pred : list of array-like of int
-        Per sentence, the predicted heads, of the same lengths.
+    heads_true : list of array-like of int, or of (heads, relations) pairs
+        Per sentence, the true head of each token (1-based, 0 for the root), or the pair of
+        heads and relations that :class:`DependencyParser` takes as ``y`` (then LAS uses
+        its relations).
+    heads_pred : list of array-like of int, or of (heads, relations) pairs
+        Per sentence, the predicted heads, of the same lengths (pairs when ``heads_true``
+        holds pairs, as ``DependencyParser.predict`` gives them with relations).
     relations_true : list of array-like of str, default=None
         Per sentence, the true relations. LAS needs both relation lists.
     relations_pred : list of array-like of str, default=None
@@ -135,8 +138,20 @@ def attachment_scores(
     ...                   exclude_punctuation=True)
     {'uas': 1.0, 'las': None, 'n_tokens': 2}
     """
-    true = _as_head_arrays(heads_true, "heads_true")
-    pred = _as_head_arrays(heads_pred, "heads_pred")
+    for name, heads in (("heads_true", heads_true), ("heads_pred", heads_pred)):
+        if not isinstance(heads, (list, tuple, np.ndarray)):
+            raise TypeError(f"{name} must be a list of per-sentence head arrays (or of "
+                            f"(heads, relations) pairs); got {type(heads).__name__}.")
+    true, paired_true = split_trees(heads_true, "heads_true")
+    pred, paired_pred = split_trees(heads_pred, "heads_pred")
+    if paired_true is not None or paired_pred is not None:
+        if relations_true is not None or relations_pred is not None:
+            raise ValueError("The relations are given twice: in the (heads, relations) pairs "
+                             "and as relations_true / relations_pred.")
+        if (paired_true is None) != (paired_pred is None):
+            raise ValueError("heads_true and heads_pred must both be head arrays or both "
+                             "(heads, relations) pairs.")
+        relations_true, relations_pred = paired_true, paired_pred
     if len(true) == 0:
         raise ValueError("attachment_scores needs at least one sentence.")
     if len(true) != len(pred):
@@ -228,6 +243,14 @@ def _evalb_brackets(brackets, kept_before):
     return counted
 
 
+def _checked_items(tree, name):
+    """:func:`_evalb_items` of a checked tree; an empty sentence's tree ``()`` has none."""
+    if tree == ():
+        return [], [], []
+    check_tree(tree, name)
+    return _evalb_items(tree)
+
+
 def bracket_scores(trees_true, trees_pred):
     """Labelled bracket precision, recall and F1 with evalb's ``COLLINS.prm`` conventions.
 
@@ -262,7 +285,8 @@ def bracket_scores(trees_true, trees_pred):
     Parameters
     ----------
     trees_true : list of tuple
-        The true trees, as nested tuples ``(label, child, ...)``.
+        The true trees, as nested tuples ``(label, child, ...)``; ``()`` for an empty
+        sentence (no brackets: a pair of empty trees is an exact match).
     trees_pred : list of tuple
         The predicted trees over the same words.
 
@@ -307,10 +331,8 @@ def bracket_scores(trees_true, trees_pred):
         )
     n_true = n_pred = n_match = n_exact = 0
     for i, (tree_true, tree_pred) in enumerate(zip(trees_true, trees_pred)):
-        check_tree(tree_true, f"trees_true[{i}]")
-        check_tree(tree_pred, f"trees_pred[{i}]")
-        words_true, tags_true, brackets_true = _evalb_items(tree_true)
-        words_pred, _, brackets_pred = _evalb_items(tree_pred)
+        words_true, tags_true, brackets_true = _checked_items(tree_true, f"trees_true[{i}]")
+        words_pred, _, brackets_pred = _checked_items(tree_pred, f"trees_pred[{i}]")
         if words_true != words_pred:
             raise ValueError(
                 f"Sentence {i}: the true and predicted trees have different words "
