@@ -76,6 +76,15 @@ def test_empty_sentences(treebank):
         DependencyParser().fit([X[0], []], [y[0], (np.zeros(0, int), np.zeros(0, object))])
 
 
+def test_score_names_a_tree_of_the_wrong_length(treebank):
+    (X, y), _ = treebank
+    parser = _fit(DependencyParser(), X, y)
+    wrong = [y[0], (y[1][0][:-1], y[1][1][:-1])]
+    with pytest.raises(ValueError, match=f"tree 1 of y has {len(X[1]) - 1} heads for a "
+                                         f"sentence of {len(X[1])} tokens"):
+        parser.score(X[:2], wrong)
+
+
 def test_trees_that_are_not_trees_name_their_sentence(treebank):
     (X, y), _ = treebank
     heads = [t[0].copy() for t in y[:3]]

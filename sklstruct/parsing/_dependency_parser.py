@@ -201,6 +201,6 @@ class DependencyParser(PartsParser):
         -------
         uas : float
         """
-        heads_true, _ = split_trees(y)
         heads_pred, _ = split_trees(self.predict(X), name="predictions")
+        heads_true, _ = split_trees(y, lengths=[heads.shape[0] for heads in heads_pred])
         return attachment_scores(heads_true, heads_pred)["uas"]
