@@ -136,7 +136,7 @@ class ExcessiveGapRun:
         excessive gap condition (11) is checked at the new iterate (with the marginals the next
         step needs anyway) and a step that breaks it is redone with ``L_k`` twice as large
         (never beyond the worst case, where the paper's proof guarantees it); an accepted step
-        lowers ``L_k`` by a fifth. The initial ``mu_1 = L_1`` is found the same way (from
+        lowers ``L_k`` by a tenth. The initial ``mu_1 = L_1`` is found the same way (from
         ``4^-8`` times the worst case, four times larger after each failure). So (11), and with it
         ``gap_k <= mu_k D`` (eq. (12)), holds at every iterate.
         """
@@ -188,5 +188,5 @@ class ExcessiveGapRun:
                 curvature = min(2.0 * curvature, worst)
                 self.n_increases += 1
             state, smoothed, drift = new_state, new_smoothed, new_drift
-            curvature *= 0.8
+            curvature *= 0.9
         self.certificate.finish(self.n_iter)
