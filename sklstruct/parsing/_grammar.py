@@ -71,7 +71,8 @@ def as_tree(tree, name, allow_empty=False):
     """A tree given as nested tuples or as a bracketed string, checked; with ``allow_empty``
     the tree of an empty sentence, ``()`` or ``""`` (what ``predict`` returns for one), is
     ``()``."""
-    if allow_empty and (tree == () or (isinstance(tree, str) and not tree.strip())):
+    if allow_empty and (tree == () if isinstance(tree, tuple) else
+                        isinstance(tree, str) and not tree.strip()):
         return ()
     if isinstance(tree, str):
         from ._trees import tree_from_string

@@ -245,7 +245,7 @@ def _evalb_brackets(brackets, kept_before):
 
 def _checked_items(tree, name):
     """:func:`_evalb_items` of a checked tree; an empty sentence's tree ``()`` has none."""
-    if tree == ():
+    if isinstance(tree, tuple) and tree == ():
         return [], [], []
     check_tree(tree, name)
     return _evalb_items(tree)
