@@ -68,8 +68,8 @@ def sentence_chunks(lengths, n_chunks):
 
 def map_sentence_chunks(solve, scores, lengths, offsets, n_jobs, per_row=(), flags=()):
     """Run ``solve(scores, lengths, *per_row, *flags)`` on a batch of sentences, in chunks
-    of :func:`sentence_chunks` on joblib workers (threads unless the active backend says
-    otherwise) when ``n_jobs`` asks for several.
+    of :func:`sentence_chunks` on threads of this process (:func:`run_chunks`) when
+    ``n_jobs`` asks for several.
 
     ``scores`` and every array of ``per_row`` (or None) have the rows ``offsets[i]:
     offsets[i + 1]`` for sentence ``i`` and are cut with the sentences; ``flags`` are
@@ -84,11 +84,10 @@ def map_sentence_chunks(solve, scores, lengths, offsets, n_jobs, per_row=(), fla
     def cut(array, lo, hi):
         return None if array is None else array[offsets[lo]:offsets[hi]]
 
-    pieces = Parallel(n_jobs=n_threads, prefer="threads")(
-        delayed(solve)(cut(scores, lo, hi), lengths[lo:hi],
-                       *[cut(array, lo, hi) for array in per_row], *flags)
-        for lo, hi in chunks
-    )
+    pieces = run_chunks(solve, [
+        (cut(scores, lo, hi), lengths[lo:hi], *[cut(array, lo, hi) for array in per_row],
+         *flags)
+        for lo, hi in chunks], n_threads)
     return tuple(np.concatenate(outputs) for outputs in zip(*pieces))
 
 

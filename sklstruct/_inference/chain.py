@@ -20,7 +20,6 @@ from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import Parallel, delayed
 
 from ..structures._loss import hamming_token_loss
 from . import _chain, _topk
@@ -206,8 +205,9 @@ def _map_chunks(solve, unary, offsets, y, shared, n_jobs, reduction=False):
     ``y`` is a per-token array, a tuple of them, or None.
 
     With several jobs, the sequences are split into contiguous chunks of similar token
-    counts that are solved by joblib workers (threads unless the active joblib backend says
-    otherwise); per-token and per-sequence outputs are then concatenated in order, so the
+    counts that are solved by ``n_jobs`` threads of this process (by joblib's workers when
+    the active joblib backend is one the user chose that is not thread-based, see
+    :func:`~._validation.run_chunks`); per-token and per-sequence outputs are then concatenated in order, so the
     result does not depend on ``n_jobs``. A ``reduction`` (an output summed over the batch,
     one block per chunk, which the caller adds in order) is computed in chunks of about
     ``REDUCTION_CHUNK_TOKENS`` tokens whatever ``n_jobs`` is, so that its sums do not depend
@@ -220,15 +220,10 @@ def _map_chunks(solve, unary, offsets, y, shared, n_jobs, reduction=False):
         chunks = split_into_chunks(offsets, n_threads)
     if len(chunks) <= 1:
         return solve(unary, offsets, y, *shared)
-    pieces = Parallel(n_jobs=min(n_threads, len(chunks)), prefer="threads")(
-        delayed(solve)(
-            unary[offsets[lo] : offsets[hi]],
-            offsets[lo : hi + 1] - offsets[lo],
-            _slice_tokens(y, offsets[lo], offsets[hi]),
-            *shared,
-        )
-        for lo, hi in chunks
-    )
+    pieces = run_chunks(solve, [
+        (unary[offsets[lo] : offsets[hi]], offsets[lo : hi + 1] - offsets[lo],
+         _slice_tokens(y, offsets[lo], offsets[hi]), *shared)
+        for lo, hi in chunks], n_threads)
     return tuple(np.concatenate(outputs) for outputs in zip(*pieces))
 
 

@@ -31,10 +31,10 @@ edges does not change.
 import numbers
 
 import numpy as np
-from joblib import Parallel, delayed
 
 from . import _graph, _graph_kernels
-from ._validation import as_float_array, as_int_array, check_n_jobs, split_into_chunks
+from ._validation import (as_float_array, as_int_array, check_n_jobs, run_chunks,
+                          split_into_chunks)
 
 __all__ = [
     "check_graph",
@@ -252,7 +252,8 @@ def _graph_chunks(node_offsets, edge_offsets, n_chunks):
 
 
 def _map_graphs(solve, unary, node_offsets, edges, edge_offsets, pairwise, shared, n_jobs):
-    """Apply ``solve`` to the batch, in runs of graphs on joblib workers if asked.
+    """Apply ``solve`` to the batch, in runs of graphs on threads if asked
+    (:func:`~._validation.run_chunks`).
 
     Per-node, per-edge and per-graph outputs are concatenated in order, so the result does
     not depend on ``n_jobs``.
@@ -260,17 +261,13 @@ def _map_graphs(solve, unary, node_offsets, edges, edge_offsets, pairwise, share
     chunks = _graph_chunks(node_offsets, edge_offsets, check_n_jobs(n_jobs))
     if len(chunks) <= 1:
         return solve(unary, node_offsets, edges, edge_offsets, pairwise, *shared)
-    pieces = Parallel(n_jobs=len(chunks), prefer="threads")(
-        delayed(solve)(
-            unary[node_offsets[lo] : node_offsets[hi]],
-            node_offsets[lo : hi + 1] - node_offsets[lo],
-            edges[edge_offsets[lo] : edge_offsets[hi]],
-            edge_offsets[lo : hi + 1] - edge_offsets[lo],
-            pairwise[edge_offsets[lo] : edge_offsets[hi]],
-            *shared,
-        )
-        for lo, hi in chunks
-    )
+    pieces = run_chunks(solve, [
+        (unary[node_offsets[lo] : node_offsets[hi]],
+         node_offsets[lo : hi + 1] - node_offsets[lo],
+         edges[edge_offsets[lo] : edge_offsets[hi]],
+         edge_offsets[lo : hi + 1] - edge_offsets[lo],
+         pairwise[edge_offsets[lo] : edge_offsets[hi]], *shared)
+        for lo, hi in chunks], len(chunks))
     return tuple(np.concatenate(outputs) for outputs in zip(*pieces))
 
 
@@ -780,11 +777,9 @@ def grid3d_map(unary, shapes, costs, n_jobs=None):
     chunks = split_into_chunks(offsets, check_n_jobs(n_jobs))
     if len(chunks) <= 1:
         return _solve_grid3d(unary, offsets, shapes, costs)
-    pieces = Parallel(n_jobs=len(chunks), prefer="threads")(
-        delayed(_solve_grid3d)(unary[offsets[lo] : offsets[hi]],
-                               offsets[lo : hi + 1] - offsets[lo], shapes[lo:hi],
-                               costs[offsets[lo] : offsets[hi]])
-        for lo, hi in chunks
-    )
+    pieces = run_chunks(_solve_grid3d, [
+        (unary[offsets[lo] : offsets[hi]], offsets[lo : hi + 1] - offsets[lo], shapes[lo:hi],
+         costs[offsets[lo] : offsets[hi]])
+        for lo, hi in chunks], len(chunks))
     return tuple(np.concatenate(outputs) for outputs in zip(*pieces))
 

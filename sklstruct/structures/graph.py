@@ -4,11 +4,10 @@ import numbers
 from collections import namedtuple
 
 import numpy as np
-from joblib import Parallel, delayed
 
 from .._inference import _graph
 from .._inference._graph_kernels import GraphKernels
-from .._inference._validation import check_n_jobs, split_into_chunks
+from .._inference._validation import check_n_jobs, run_chunks, split_into_chunks
 from ._base import BaseStructure, check_rescale
 
 # per batch: the stacked graphs and their edge features in the kernels' sparse form
@@ -257,8 +256,7 @@ class PairwiseGraphBase(BaseStructure):
             kernels, theta = self._kernels_for(sub, pairwise)
             return solve(kernels, unary[batch.offsets[lo]:batch.offsets[hi]], theta)
 
-        pieces = Parallel(n_jobs=len(chunks), prefer="threads")(
-            delayed(run)(lo, hi) for lo, hi in chunks)
+        pieces = run_chunks(run, chunks, len(chunks))
         return tuple(np.concatenate(outputs) for outputs in zip(*pieces))
 
     def decode_with_bounds(self, batch, unary, pairwise, n_jobs=None):
