@@ -207,11 +207,11 @@ def _map_chunks(solve, unary, offsets, y, shared, n_jobs, reduction=False):
     With several jobs, the sequences are split into contiguous chunks of similar token
     counts that are solved by ``n_jobs`` threads of this process (by joblib's workers when
     the active joblib backend is one the user chose that is not thread-based, see
-    :func:`~._validation.run_chunks`); per-token and per-sequence outputs are then concatenated in order, so the
-    result does not depend on ``n_jobs``. A ``reduction`` (an output summed over the batch,
-    one block per chunk, which the caller adds in order) is computed in chunks of about
-    ``REDUCTION_CHUNK_TOKENS`` tokens whatever ``n_jobs`` is, so that its sums do not depend
-    on it either.
+    :func:`~._validation.run_chunks`); per-token and per-sequence outputs are then
+    concatenated in order, so the result does not depend on ``n_jobs``. A ``reduction`` (an
+    output summed over the batch, one block per chunk, which the caller adds in order) is
+    computed in chunks of about ``REDUCTION_CHUNK_TOKENS`` tokens whatever ``n_jobs`` is, so
+    that its sums do not depend on it either.
     """
     n_threads = check_n_jobs(n_jobs)
     if reduction:

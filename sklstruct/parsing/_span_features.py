@@ -162,8 +162,9 @@ class SpanFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
         known = (raw >= 0) & (self.columns_[at] == raw) if self.n_features_out_ else \
             np.zeros(raw.shape[0], dtype=bool)
         n_words = np.array([len(words) for words, _ in tokens], dtype=np.int64)
-        return sp.csr_matrix((np.ones(int(known.sum())), (row[known], at[known])),
-                             shape=(n_rows, self.n_features_out_)), ConstituencyTree.rows_of(n_words)
+        features = sp.csr_matrix((np.ones(int(known.sum())), (row[known], at[known])),
+                                 shape=(n_rows, self.n_features_out_))
+        return features, ConstituencyTree.rows_of(n_words)
 
     def get_feature_names_out(self, input_features=None):
         """Names of the feature columns, such as ``"word=dogs"`` or ``"span.first.tag=DT"``.
