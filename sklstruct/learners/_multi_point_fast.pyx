@@ -157,6 +157,7 @@ cdef struct _Work:
     int64_t* labels
     int64_t* point_labels
     int32_t* touched
+    intp_t* moved
     double* master
 
 
@@ -265,6 +266,7 @@ cdef class _MultiPoint(DualPass):
         self.w.labels = <int64_t*> malloc(self.max_len * sizeof(int64_t))
         self.w.point_labels = <int64_t*> malloc(self.max_len * sizeof(int64_t))
         self.w.touched = <int32_t*> malloc(self.max_nnz * sizeof(int32_t))
+        self.w.moved = <intp_t*> malloc(S * sizeof(intp_t))
         self.w.master = <double*> malloc((4 * MAX_POINTS * MAX_POINTS + 8 * MAX_POINTS
                                           + 64 * MAX_POINTS + 64) * sizeof(double))
         if (self.w.scores == NULL or self.w.loss == NULL or self.w.zeros == NULL
@@ -274,7 +276,8 @@ cdef class _MultiPoint(DualPass):
                 or self.w.entry_value == NULL or self.w.entry_index == NULL
                 or self.w.entry_count == NULL or self.w.point_score == NULL
                 or self.w.labels == NULL or self.w.point_labels == NULL
-                or self.w.touched == NULL or self.w.master == NULL):
+                or self.w.touched == NULL or self.w.moved == NULL
+                or self.w.master == NULL):
             raise MemoryError("could not allocate the simplicial decomposition workspace")
         memset(self.w.pair_dense, 0, (P + 1) * sizeof(double))
 
@@ -295,6 +298,7 @@ cdef class _MultiPoint(DualPass):
         free(self.w.labels)
         free(self.w.point_labels)
         free(self.w.touched)
+        free(self.w.moved)
         free(self.w.master)
 
     cdef double loss_augmented_oracle(self, intp_t i, intp_t lo, intp_t length,
@@ -813,6 +817,9 @@ cdef class _MultiPoint(DualPass):
         cdef int64_t q
         cdef int32_t j
         cdef double* scores = self.w.scores
+        cdef double* change
+        cdef intp_t* moved = self.w.moved
+        cdef intp_t n_moved, k
         cdef const double* A = self.w.anchor_node
         cdef const double* Ap = self.w.anchor_pair
         cdef double* G = self.w.master
@@ -889,19 +896,31 @@ cdef class _MultiPoint(DualPass):
         if not self.apply_weights(i, m, work, mu_best):
             return 0.0
         for t in range(length):
+            change = scores + t * S
             for s in range(S):
-                scores[t * S + s] = -mass * A[t * S + s]  # the change of x
+                change[s] = -mass * A[t * S + s]  # the change of x
             for pt in range(m):
-                scores[t * S + self.vertex_labels[lo + t, pt]] += work[pt]
+                change[self.vertex_labels[lo + t, pt]] += work[pt]
+            # a token's change is non-zero on the states of its anchor and points only:
+            # when few, the rows of W^T move on those (a zero change leaves an entry's bits)
+            n_moved = 0
+            for s in range(S):
+                if change[s] != 0.0:
+                    moved[n_moved] = s
+                    n_moved += 1
             for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
                 j = self.indices[q]
                 v = C * self.data[q]
                 if scaled:
                     for s in range(S):
-                        self.WT[j, s] -= v * scores[t * S + s] * self.scale2[j * S + s]
+                        self.WT[j, s] -= v * change[s] * self.scale2[j * S + s]
+                elif 4 * n_moved < S:
+                    for k in range(n_moved):
+                        s = moved[k]
+                        self.WT[j, s] -= v * change[s]
                 else:
                     for s in range(S):
-                        self.WT[j, s] -= v * scores[t * S + s]
+                        self.WT[j, s] -= v * change[s]
         for q2 in range(P):
             self.pair_v[q2] += C * mass * Ap[q2] * self.pair_scale(q2)
         for pt in range(m):
