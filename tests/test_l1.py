@@ -78,19 +78,32 @@ def test_lp_backends_agree(backend):
     assert value == pytest.approx(optimum, rel=1e-8)
 
 
-@pytest.mark.parametrize("em_lambda", [0.3, 3.0, 30.0])
-def test_em_fixed_point_solves_p1_at_the_mapped_C(em_lambda):
-    """EM with (lambda, C) stops at a solution of P1 with C_P1 = C K / (4 lambda ||w||_1)."""
-    X, y, batch = _problem(1)
+@pytest.mark.parametrize("em_lambda", [3.0, 30.0])
+@pytest.mark.parametrize("seed", [1, 4])
+def test_em_fixed_point_solves_p1_at_the_mapped_C(em_lambda, seed):
+    """EM with (lambda, C) stops near a solution of P1 with C_P1 = C K / (4 lambda ||w||_1):
+    P1 at that C is closer to its optimum than at half or twice that C, by a factor 5.
+
+    The EM stops on a small change of P1, not on a certificate: on the problems of seeds 1
+    to 8 with lambda 0.3, 3 and 30, its P1 at the mapped C is 1e-6 to 1.4e-2 above the
+    optimum (1e-3 or more on four or five of the 24, whichever solver the M-steps' masters
+    use), so no bound of that order holds for all of them. With lambda = 0.3 these problems
+    are separated and P1's solution is the same for all those C: the ratio says nothing."""
+    X, y, batch = _problem(seed)
     model = L1M3N(ChainStructure(), solver="em", C=1.0, em_lambda=em_lambda, tol=1e-6,
                   max_iter=200).fit(X, y)
     Y = model._encode_known(np.concatenate(y))
     C_p1 = model.history_["C_P1"][-1]
     K = model.w_.size
     assert C_p1 == pytest.approx(1.0 * K / (4 * em_lambda * np.abs(model.w_).sum()))
-    optimum, _ = _exact_p1(model.structure_, batch, Y, C_p1)
-    ours = _p1(model, batch, Y, model.w_, C_p1)
-    assert optimum - 1e-9 <= ours <= optimum * (1 + 1e-3)
+
+    def excess(C):
+        optimum, _ = _exact_p1(model.structure_, batch, Y, C)
+        ours = _p1(model, batch, Y, model.w_, C)
+        assert ours >= optimum - 1e-9
+        return (ours - optimum) / optimum
+
+    assert 5.0 * excess(C_p1) <= min(excess(0.5 * C_p1), excess(2.0 * C_p1))
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -5,6 +5,7 @@ violation``."""
 import numpy as np
 import pytest
 
+from sklstruct._solvers._qp import active_set
 from sklstruct._solvers.qp import solve_capped_simplex_qp
 
 from ._qp_reference import exact_capped_simplex_qp, frank_wolfe_gap, qp_objective
@@ -207,3 +208,43 @@ def test_non_finite_problems_are_refused():
         solve_capped_simplex_qp(np.eye(2), np.array([np.nan, 1.0]), 1.0)
     with pytest.raises(ValueError, match="finite"):
         solve_capped_simplex_qp(np.array([[np.inf, 0.0], [0.0, 1.0]]), np.ones(2), 1.0)
+
+
+# ---------------------------------------------------------------- the active-set solver
+@pytest.mark.parametrize("kind", GRAM_KINDS)
+@pytest.mark.parametrize("seed", range(12))
+def test_active_set_reaches_the_exact_optimum_of_one_capped_simplex(kind, seed):
+    """One group (the masters of the simplicial decomposition), from a random feasible start:
+    the optimum up to the regularisation's bound, the exact gradient at the point, feasible;
+    it gives up (-1) only on a zero Gram matrix, and then not below its start."""
+    G, c, bounds, _ = _problem(seed, kind, max_k=8)
+    rng = np.random.default_rng(100 + seed)
+    k, bound = len(c), float(bounds[0])
+    groups = np.zeros(k, dtype=np.intp)
+    start = rng.random(k) * (rng.random(k) < 0.6)
+    start *= rng.uniform(0.0, bound) / max(start.sum(), 1e-300)
+    a_star, optimum = exact_capped_simplex_qp(G, c, np.array([bound]), groups)
+    value, grad = start.copy(), c - G @ start
+    slack = np.array([bound - start.sum()])
+    n_iter = active_set(np.ascontiguousarray(G), grad, value, slack, 1e-12, 4 * k + 24)
+    _assert_feasible(value, np.array([bound]), groups)
+    assert slack[0] >= 0.0 and abs(slack[0] + value.sum() - bound) <= 1e-12 * (1.0 + bound)
+    np.testing.assert_allclose(grad, c - G @ value, rtol=0, atol=1e-12 * (1 + np.abs(c).max()))
+    assert qp_objective(G, c, value) >= qp_objective(G, c, start) - _rounding(G, c, start)
+    if kind == "zero":
+        assert n_iter == -1
+        return
+    assert 0 <= n_iter <= 4 * k + 24
+    # G + delta I on the faces (delta = 1e-12 max G_jj): the optimum within delta |move|^2
+    allowance = 1e-12 * np.abs(np.diag(G)).max() * 4.0 * bound ** 2 + _rounding(G, c, a_star)
+    assert optimum - allowance <= qp_objective(G, c, value) <= optimum + 1e-9
+
+
+def test_active_set_gives_up_beyond_its_size_and_leaves_the_point():
+    k = 127
+    G = np.eye(k)
+    value = np.full(k, 1.0 / k)
+    grad = np.ones(k) - G @ value
+    slack = np.array([0.0])
+    assert active_set(G, grad, value, slack, 1e-12, 100) == -1
+    np.testing.assert_array_equal(value, np.full(k, 1.0 / k))

@@ -1,6 +1,9 @@
 """Python entry point to the SMO core of :mod:`sklstruct._solvers._smo`."""
 
-from sklstruct._solvers._smo cimport _group_violation, smo_capped_simplices
+import numpy as np
+
+from sklstruct._solvers._smo cimport (_group_violation, active_set_capped_simplex,
+                                      smo_capped_simplices)
 from sklstruct._typedefs cimport float64_t, intp_t
 
 
@@ -23,3 +26,20 @@ def smo(const float64_t[:, ::1] G, float64_t[::1] grad, float64_t[::1] value,
             if violation > worst:
                 worst = violation
     return n_steps, worst
+
+
+def active_set(const float64_t[:, ::1] G, float64_t[::1] grad, float64_t[::1] value,
+               float64_t[::1] slack, double tol, intp_t max_iter):
+    """Run :func:`active_set_capped_simplex` in place (one capped simplex); return its
+    iterations (-1: it gave up)."""
+    cdef intp_t m = value.shape[0], result
+    if G.shape[0] != m or G.shape[1] != m or grad.shape[0] != m or slack.shape[0] != 1:
+        raise ValueError("G must be (m, m), grad (m,) and slack (1,) for m values.")
+    if m < 1:
+        return 0
+    work = np.empty((m + 2) ** 2 + 5 * m + 6)
+    cdef float64_t[::1] w = work
+    with nogil:
+        result = active_set_capped_simplex(&G[0, 0], m, &grad[0], &value[0], &slack[0], tol,
+                                           max_iter, &w[0])
+    return result

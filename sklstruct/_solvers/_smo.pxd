@@ -128,3 +128,165 @@ cdef inline double smo_capped_simplices(
         steps += 1
     n_steps[0] = steps
     return first
+
+
+cdef inline intp_t active_set_capped_simplex(
+        const double* G, intp_t m, double* grad, double* value, double* slack, double tol,
+        intp_t max_iter, double* work) noexcept nogil:
+    """Maximise ``c . a - 1/2 a' G a`` over ``a >= 0`` and ``sum_k a_k <= bound``, one
+    capped simplex of ``m <= 126`` variables, by a primal active-set method (the exact
+    solution on each face from its KKT system), from the point given.
+
+    ``G``, ``grad`` (``c - G a``), ``value`` (``a``) and ``slack`` (``bound - sum a``) are as
+    for :func:`smo_capped_simplices`; the unused capacity is a variable of gradient 0. ``G``
+    is positive semi-definite and often singular (directions that differ in a few tokens),
+    so the faces' systems use ``G + delta I`` with ``delta`` 1e-12 of ``G``'s largest
+    diagonal entry: each face's solution is then unique, and the objective of the result
+    differs from the exact optimum by at most ``delta`` times the squared length of the
+    move. A full step ends on its face's solution, which is then checked directly (the
+    system is not solved again, where rounding would move the point along a nearly flat
+    direction); a variable enters when its gradient exceeds the face's by more than
+    ``tol``. ``work`` holds ``(m + 2)^2 + 5 m + 6`` doubles.
+
+    Returns the number of iterations, or -1 (the point, its gradient and slack then a
+    feasible point at least as good as the start, to be finished by SMO) when ``max_iter``
+    runs out, a face's system is singular, ``G`` is zero or ``m`` is too large.
+    """
+    cdef intp_t n = m + 1, k, a, b, u, l, it, best, block, piv, col
+    cdef intp_t face[128]
+    cdef double* x = work
+    cdef double* x0 = x + n
+    cdef double* g0 = x0 + n
+    cdef double* g = g0 + n
+    cdef double* A = g + n
+    cdef double* rhs = A + (n + 1) * (n + 1)
+    cdef double delta = 0.0, level, top, alpha, t, factor
+    cdef bint on_face = False
+    cdef intp_t result = -1
+    if m < 1 or n > 127:
+        return -1
+    for u in range(m):
+        if G[u * m + u] > delta:
+            delta = G[u * m + u]
+    if not delta > 0.0:
+        return -1
+    delta *= 1e-12
+    for u in range(m):
+        x[u] = value[u]
+        g0[u] = grad[u]
+    x[m] = slack[0] if slack[0] > 0.0 else 0.0
+    g0[m] = 0.0
+    k = 0
+    for u in range(n):
+        x0[u] = x[u]
+        if x[u] > 0.0:
+            face[k] = u
+            k += 1
+    if k == 0:
+        return 0
+    for it in range(max_iter):
+        # the gradient of the regularised objective at x
+        for u in range(n):
+            g[u] = g0[u] - delta * (x[u] - x0[u])
+        for u in range(m):
+            for l in range(m):
+                if x[l] != x0[l]:
+                    g[u] -= G[u * m + l] * (x[l] - x0[l])
+        if not on_face:
+            # the Newton step on the face: [H_FF 1; 1' 0] [p; nu] = [g_F; 0]
+            for a in range(k):
+                for b in range(k):
+                    A[a * (k + 1) + b] = (G[face[a] * m + face[b]]
+                                          if face[a] < m and face[b] < m else 0.0)
+                A[a * (k + 1) + a] += delta
+                A[a * (k + 1) + k] = 1.0
+                A[k * (k + 1) + a] = 1.0
+                rhs[a] = g[face[a]]
+            A[k * (k + 1) + k] = 0.0
+            rhs[k] = 0.0
+            for col in range(k + 1):  # Gaussian elimination, partial pivoting
+                piv = col
+                for a in range(col + 1, k + 1):
+                    if fabs(A[a * (k + 1) + col]) > fabs(A[piv * (k + 1) + col]):
+                        piv = a
+                if A[piv * (k + 1) + col] == 0.0:
+                    break
+                if piv != col:
+                    for b in range(k + 1):
+                        t = A[col * (k + 1) + b]
+                        A[col * (k + 1) + b] = A[piv * (k + 1) + b]
+                        A[piv * (k + 1) + b] = t
+                    t = rhs[col]
+                    rhs[col] = rhs[piv]
+                    rhs[piv] = t
+                for a in range(col + 1, k + 1):
+                    factor = A[a * (k + 1) + col] / A[col * (k + 1) + col]
+                    if factor != 0.0:
+                        for b in range(col, k + 1):
+                            A[a * (k + 1) + b] -= factor * A[col * (k + 1) + b]
+                        rhs[a] -= factor * rhs[col]
+            else:
+                for a in range(k, -1, -1):
+                    t = rhs[a]
+                    for b in range(a + 1, k + 1):
+                        t -= A[a * (k + 1) + b] * rhs[b]
+                    rhs[a] = t / A[a * (k + 1) + a]
+                top = 0.0
+                for a in range(k):
+                    if fabs(rhs[a]) > top:
+                        top = fabs(rhs[a])
+                on_face = top <= 1e-15
+                if not on_face:
+                    # the longest step along p that keeps the face's variables >= 0
+                    alpha = 1.0
+                    block = -1
+                    for a in range(k):
+                        if rhs[a] < 0.0 and -x[face[a]] / rhs[a] < alpha:
+                            alpha = -x[face[a]] / rhs[a]
+                            block = a
+                    for a in range(k):
+                        x[face[a]] += alpha * rhs[a]
+                        if x[face[a]] < 0.0:
+                            x[face[a]] = 0.0
+                    if block >= 0:
+                        x[face[block]] = 0.0
+                        k -= 1
+                        face[block] = face[k]
+                        if k == 0:
+                            break
+                    else:
+                        on_face = True
+                    continue
+                # (p = 0: x is the face's solution)
+            if not on_face:  # a singular system
+                break
+        # x solves its face: done unless a variable off the face gains more than tol
+        on_face = False
+        level = g[face[0]]
+        for a in range(1, k):
+            if g[face[a]] > level:
+                level = g[face[a]]
+        best = -1
+        top = level + tol
+        for u in range(n):
+            if g[u] > top:
+                for a in range(k):
+                    if face[a] == u:
+                        break
+                else:
+                    top = g[u]
+                    best = u
+        if best < 0:
+            result = it + 1
+            break
+        face[k] = best
+        k += 1
+    # the point reached, its exact gradient and slack
+    for u in range(m):
+        value[u] = x[u]
+        grad[u] = g0[u]
+        for l in range(m):
+            if x[l] != x0[l]:
+                grad[u] -= G[u * m + l] * (x[l] - x0[l])
+    slack[0] = x[m]
+    return result
