@@ -1,6 +1,8 @@
-# Sequential minimal optimisation over products of capped simplices: the one QP core of
+# Sequential minimal optimisation over products of capped simplices, the QP core of
 # sklstruct, called by the compiled per-example passes (through this .pxd) and, through
-# sklstruct._solvers.qp.solve_capped_simplex_qp, by the Python solvers.
+# sklstruct._solvers.qp.solve_capped_simplex_qp, by the Python solvers; and an active-set
+# solver of one capped simplex, exact where SMO crawls (singular Gram matrices), for the
+# multi-point masters.
 from libc.math cimport fabs
 
 from sklstruct._typedefs cimport intp_t

@@ -34,7 +34,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     convex hull of at most ``max_points`` extreme points plus one retained iterate per block
     (restricted simplicial decomposition, section 2.1; when a block is full its lowest-weight
     point is dropped and the current iterate is kept instead, the paper's footnote 1). The
-    master QP is solved by the suite's SMO solver. The parameter ``C`` is the paper's ``C``.
+    master QP is solved by the suite's SMO solver (the compiled per-example passes: exactly,
+    by an active-set method, SMO finishing where it gives up). The parameter ``C`` is the
+    paper's ``C``.
 
     With ``blocks="per_example"`` and ``working_set_size=1``, every structure with compiled
     per-example kernels (chains, multiclass, grids; margin rescaling, ``max_points <= 63``)
