@@ -1,4 +1,5 @@
-"""Python entry point to the SMO core of :mod:`sklstruct._solvers._smo`."""
+"""Python entry points to the QP cores of :mod:`sklstruct._solvers._smo` (SMO, and the
+active-set solver of one capped simplex)."""
 
 import numpy as np
 

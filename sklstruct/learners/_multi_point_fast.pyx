@@ -73,7 +73,7 @@ cdef double _solve_master(const double* G, const double* D_k, const double* base
     Maximises ``sum_p mu_p base_p - 1/2 mu' G mu - 1/2 ||[v_K(mu)]_+||^2`` (changes from
     ``mu_old``) over ``mu >= 0, sum mu <= 1``, with ``G`` the Gram matrix of the directions on
     the unconstrained coordinates, ``D_k`` (rows of 64) their constrained coordinates and
-    ``v_K(mu) = v_k + D_k' (mu - mu_old)``. Without constrained coordinates one SMO solve;
+    ``v_K(mu) = v_k + D_k' (mu - mu_old)``. Without constrained coordinates one QP solve;
     with them, active-set rounds on the sign pattern of ``v_K`` (the objective is the QP
     without the clipped coordinates where the pattern holds; a solution that reproduces its
     pattern is optimal), keeping the best tried point that ascends. Each QP is solved by
