@@ -132,6 +132,40 @@ cdef inline double smo_capped_simplices(
     return first
 
 
+cdef inline bint _solve_dense(double* A, double* rhs, intp_t n) noexcept nogil:
+    """Solve ``A x = rhs`` (``n x n``, row-major) by Gaussian elimination with partial
+    pivoting, in place: ``x`` into ``rhs``, ``A`` overwritten. False for a zero pivot."""
+    cdef intp_t col, a, b, piv
+    cdef double t, factor
+    for col in range(n):
+        piv = col
+        for a in range(col + 1, n):
+            if fabs(A[a * n + col]) > fabs(A[piv * n + col]):
+                piv = a
+        if A[piv * n + col] == 0.0:
+            return False
+        if piv != col:
+            for b in range(n):
+                t = A[col * n + b]
+                A[col * n + b] = A[piv * n + b]
+                A[piv * n + b] = t
+            t = rhs[col]
+            rhs[col] = rhs[piv]
+            rhs[piv] = t
+        for a in range(col + 1, n):
+            factor = A[a * n + col] / A[col * n + col]
+            if factor != 0.0:
+                for b in range(col, n):
+                    A[a * n + b] -= factor * A[col * n + b]
+                rhs[a] -= factor * rhs[col]
+    for a in range(n - 1, -1, -1):
+        t = rhs[a]
+        for b in range(a + 1, n):
+            t -= A[a * n + b] * rhs[b]
+        rhs[a] = t / A[a * n + a]
+    return True
+
+
 cdef inline intp_t active_set_capped_simplex(
         const double* G, intp_t m, double* grad, double* value, double* slack, double tol,
         intp_t max_iter, double* work) noexcept nogil:
@@ -154,7 +188,7 @@ cdef inline intp_t active_set_capped_simplex(
     feasible point at least as good as the start, to be finished by SMO) when ``max_iter``
     runs out, a face's system is singular, ``G`` is zero or ``m`` is too large.
     """
-    cdef intp_t n = m + 1, k, a, b, u, l, it, best, block, piv, col
+    cdef intp_t n = m + 1, k, a, b, u, l, it, best, block
     cdef intp_t face[128]
     cdef double* x = work
     cdef double* x0 = x + n
@@ -162,7 +196,7 @@ cdef inline intp_t active_set_capped_simplex(
     cdef double* g = g0 + n
     cdef double* A = g + n
     cdef double* rhs = A + (n + 1) * (n + 1)
-    cdef double delta = 0.0, level, top, alpha, t, factor
+    cdef double delta = 0.0, level, top, alpha
     cdef bint on_face = False
     cdef intp_t result = -1
     if m < 1 or n > 127:
@@ -206,62 +240,34 @@ cdef inline intp_t active_set_capped_simplex(
                 rhs[a] = g[face[a]]
             A[k * (k + 1) + k] = 0.0
             rhs[k] = 0.0
-            for col in range(k + 1):  # Gaussian elimination, partial pivoting
-                piv = col
-                for a in range(col + 1, k + 1):
-                    if fabs(A[a * (k + 1) + col]) > fabs(A[piv * (k + 1) + col]):
-                        piv = a
-                if A[piv * (k + 1) + col] == 0.0:
-                    break
-                if piv != col:
-                    for b in range(k + 1):
-                        t = A[col * (k + 1) + b]
-                        A[col * (k + 1) + b] = A[piv * (k + 1) + b]
-                        A[piv * (k + 1) + b] = t
-                    t = rhs[col]
-                    rhs[col] = rhs[piv]
-                    rhs[piv] = t
-                for a in range(col + 1, k + 1):
-                    factor = A[a * (k + 1) + col] / A[col * (k + 1) + col]
-                    if factor != 0.0:
-                        for b in range(col, k + 1):
-                            A[a * (k + 1) + b] -= factor * A[col * (k + 1) + b]
-                        rhs[a] -= factor * rhs[col]
-            else:
-                for a in range(k, -1, -1):
-                    t = rhs[a]
-                    for b in range(a + 1, k + 1):
-                        t -= A[a * (k + 1) + b] * rhs[b]
-                    rhs[a] = t / A[a * (k + 1) + a]
-                top = 0.0
-                for a in range(k):
-                    if fabs(rhs[a]) > top:
-                        top = fabs(rhs[a])
-                on_face = top <= 1e-15
-                if not on_face:
-                    # the longest step along p that keeps the face's variables >= 0
-                    alpha = 1.0
-                    block = -1
-                    for a in range(k):
-                        if rhs[a] < 0.0 and -x[face[a]] / rhs[a] < alpha:
-                            alpha = -x[face[a]] / rhs[a]
-                            block = a
-                    for a in range(k):
-                        x[face[a]] += alpha * rhs[a]
-                        if x[face[a]] < 0.0:
-                            x[face[a]] = 0.0
-                    if block >= 0:
-                        x[face[block]] = 0.0
-                        k -= 1
-                        face[block] = face[k]
-                        if k == 0:
-                            break
-                    else:
-                        on_face = True
-                    continue
-                # (p = 0: x is the face's solution)
-            if not on_face:  # a singular system
+            if not _solve_dense(A, rhs, k + 1):  # a singular system
                 break
+            top = 0.0
+            for a in range(k):
+                if fabs(rhs[a]) > top:
+                    top = fabs(rhs[a])
+            on_face = top <= 1e-15  # (p = 0: x is the face's solution)
+            if not on_face:
+                # the longest step along p that keeps the face's variables >= 0
+                alpha = 1.0
+                block = -1
+                for a in range(k):
+                    if rhs[a] < 0.0 and -x[face[a]] / rhs[a] < alpha:
+                        alpha = -x[face[a]] / rhs[a]
+                        block = a
+                for a in range(k):
+                    x[face[a]] += alpha * rhs[a]
+                    if x[face[a]] < 0.0:
+                        x[face[a]] = 0.0
+                if block >= 0:
+                    x[face[block]] = 0.0
+                    k -= 1
+                    face[block] = face[k]
+                    if k == 0:
+                        break
+                else:
+                    on_face = True
+                continue
         # x solves its face: done unless a variable off the face gains more than tol
         on_face = False
         level = g[face[0]]

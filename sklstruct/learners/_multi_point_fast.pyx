@@ -77,8 +77,8 @@ cdef double _solve_master(const double* G, const double* D_k, const double* base
     with them, active-set rounds on the sign pattern of ``v_K`` (the objective is the QP
     without the clipped coordinates where the pattern holds; a solution that reproduces its
     pattern is optimal), keeping the best tried point that ascends. Each QP is solved by
-    :func:`active_set_capped_simplex` (SMO alone stopped at its step limit, far from the
-    optimum, on about a quarter of the masters of a CoNLL-2000 fit: their ``G`` is singular).
+    :func:`active_set_capped_simplex`, exact where SMO's pairwise steps crawl (``G`` is
+    often singular: points that differ in a few tokens), and SMO where it gives up.
     ``work`` holds ``2 m^2 + 13 m + 64`` doubles.
     """
     cdef intp_t pt, l, q2, round_, n_steps
