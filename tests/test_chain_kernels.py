@@ -7,7 +7,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from joblib import parallel_config
 
-from sklstruct._inference.chain import forward_backward, loss_augmented_viterbi, viterbi
+import scipy.sparse as sp
+
+from sklstruct._inference.chain import (forward_backward, loss_augmented_viterbi, topk_viterbi,
+                                        viterbi, viterbi_sparse)
 
 from . import _chain_reference as ref
 from ._chain_reference import sequence_scores
@@ -192,6 +195,60 @@ def test_lockstep_references_match_kernels(seed):
     expected = ref.forward_backward_lockstep(unary, offsets, transition, start, end)
     for got, want in zip(result, expected):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def _decoding_case(kind, n_states, rng):
+    """Potentials under which decoding prunes most steps (one state stands out), prunes
+    steps whose bound ties candidates (small integers), keeps every state (weak scores), or
+    handles scores far from 1 in magnitude."""
+    lengths = rng.integers(1, 25, size=60)
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    n = int(offsets[-1])
+    if kind == "one_stands_out":
+        unary = rng.normal(size=(n, n_states))
+        unary[np.arange(n), rng.integers(0, n_states, size=n)] += 12.0
+        transition = rng.normal(size=(n_states, n_states))
+    elif kind == "integer_ties":
+        unary = rng.integers(0, 3, size=(n, n_states)).astype(float)
+        unary[np.arange(n), rng.integers(0, n_states, size=n)] += 3.0
+        transition = rng.integers(0, 2, size=(n_states, n_states)).astype(float)
+    elif kind == "weak":
+        unary = rng.normal(size=(n, n_states))
+        transition = rng.normal(size=(n_states, n_states))
+    else:  # "large", "small"
+        scale = 1e150 if kind == "large" else 1e-150
+        unary = scale * rng.normal(size=(n, n_states))
+        unary[np.arange(n), rng.integers(0, n_states, size=n)] += 8 * scale
+        transition = scale * rng.normal(size=(n_states, n_states))
+    start = rng.integers(-1, 2, size=n_states) * transition.std()
+    end = rng.integers(-1, 2, size=n_states) * transition.std()
+    return unary, offsets, transition, start, end
+
+
+@pytest.mark.parametrize("n_states", [16, 17, 44])
+@pytest.mark.parametrize("kind", ["one_stands_out", "integer_ties", "weak", "large", "small"])
+def test_pruned_decoding_gives_the_bits_of_the_full_recursion(kind, n_states):
+    # decoding leaves out previous states that cannot reach a step's best; the lockstep
+    # reference scans them all with the same sums, ties going to the lower state
+    rng = np.random.default_rng(n_states)
+    unary, offsets, transition, start, end = _decoding_case(kind, n_states, rng)
+    labels_ref, scores_ref = ref.viterbi_lockstep(unary, offsets, transition, start, end)
+    labels, scores = viterbi(unary, offsets, transition, start, end)
+    np.testing.assert_array_equal(labels, labels_ref)
+    np.testing.assert_array_equal(scores, scores_ref)
+    top_labels, top_scores, _ = topk_viterbi(unary, offsets, transition, start, end, k=1)
+    np.testing.assert_array_equal(top_labels[:, 0], labels_ref)
+    np.testing.assert_array_equal(top_scores[:, 0], scores_ref)
+    # the same unary scores formed from token features: identity features
+    features = sp.identity(unary.shape[0], format="csr")
+    labels, scores = viterbi_sparse(features, unary, offsets, transition, start, end, n_jobs=2)
+    np.testing.assert_array_equal(labels, labels_ref)
+    np.testing.assert_array_equal(scores, scores_ref)
+    # the loss-augmented decoder (which does not prune) with zero losses agrees
+    zero_loss = np.zeros_like(unary)
+    augmented, _, _ = loss_augmented_viterbi(unary, offsets, transition, start, end,
+                                             labels_ref, token_loss=zero_loss)
+    np.testing.assert_array_equal(augmented, labels_ref)
 
 
 def test_log_partition_gradient_is_marginals():

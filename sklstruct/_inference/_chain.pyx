@@ -9,7 +9,7 @@ The inputs are validated by the wrappers of :mod:`sklstruct._inference.chain`: s
 every sequence is non-empty, labels lie in ``[0, n_states)`` and all scores are finite. The
 per-sequence routines are shared with other compiled modules through ``_chain.pxd``.
 """
-from libc.math cimport INFINITY, exp, log
+from libc.math cimport INFINITY, exp, fabs, log
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -66,6 +66,15 @@ cdef extern from *:
         const double* weights, intp_t first, intp_t last, intp_t n_states,
         double* out) noexcept nogil
 
+
+# A pruned Viterbi step (_viterbi_decode) needs this many states (on fewer, the scan over all
+# of them costs less than the bound); after a step whose bound keeps too many states, this
+# many steps scan all states; a bound must fall short by _VITERBI_MARGIN, relative to the
+# magnitude of the scores, before a state is left out (the rounding errors of the sums
+# compared are below 1e-15 of it)
+cdef intp_t _VITERBI_PRUNED_STATES = 16
+cdef intp_t _VITERBI_RETRY = 7
+cdef double _VITERBI_MARGIN = 1e-9
 
 # tokens whose unary scores viterbi_csr_batch forms at a time (a longer sequence: its own)
 cdef intp_t _CSR_BLOCK = 4096
@@ -143,27 +152,31 @@ def viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
     cdef intp_t i, lo, length, max_len
     cdef const double* unary_ptr = &unary[0, 0]
     cdef const int64_t* offsets_ptr = &offsets[0]
+    cdef double* column_max
     cdef double* transition_t = NULL
     cdef double* delta = NULL
     cdef int32_t* backpointer = NULL
     cdef bint failed = False
     with nogil:
         max_len = _max_length(offsets_ptr, n_sequences)
-        transition_t = <double*> malloc(n_states * n_states * sizeof(double))
-        delta = <double*> malloc(2 * n_states * sizeof(double))
-        backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
-        if transition_t == NULL or delta == NULL or backpointer == NULL:
+        # transposed transitions (S S), column maxima (S + 1), delta (2 S)
+        transition_t = <double*> malloc((n_states * n_states + 3 * n_states + 1)
+                                        * sizeof(double))
+        backpointer = <int32_t*> malloc((max_len + 1) * n_states * sizeof(int32_t))
+        if transition_t == NULL or backpointer == NULL:
             failed = True
         else:
-            _transpose(&transition[0, 0], n_states, transition_t)
+            column_max = transition_t + n_states * n_states
+            delta = column_max + n_states + 1
+            _viterbi_tables(&transition[0, 0], n_states, transition_t, column_max)
             for i in range(n_sequences):
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
-                scores[i] = _viterbi_sequence(
-                    unary_ptr + lo * n_states, length, n_states, transition_t, &start[0],
-                    &end[0], delta, delta + n_states, backpointer, &labels[lo])
+                scores[i] = _viterbi_decode(
+                    unary_ptr + lo * n_states, length, n_states, transition_t, column_max,
+                    &start[0], &end[0], delta, delta + n_states,
+                    backpointer + max_len * n_states, backpointer, &labels[lo])
         free(transition_t)
-        free(delta)
         free(backpointer)
     if failed:
         raise MemoryError("could not allocate the Viterbi workspace")
@@ -186,6 +199,7 @@ def viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
     cdef intp_t n_states = weights.shape[1]
     cdef intp_t i, block_end, block_lo, lo, length, max_len = 0, room
     cdef const int64_t* offsets_ptr = &offsets[0]
+    cdef double* column_max
     cdef double* transition_t = NULL
     cdef double* unary = NULL
     cdef double* delta = NULL
@@ -198,14 +212,17 @@ def viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
             if offsets_ptr[i + 1] - offsets_ptr[i] > max_len:
                 max_len = offsets_ptr[i + 1] - offsets_ptr[i]
         room = max_len if max_len > _CSR_BLOCK else _CSR_BLOCK
-        transition_t = <double*> malloc(n_states * n_states * sizeof(double))
+        # transposed transitions (S S), column maxima (S + 1), delta (2 S)
+        transition_t = <double*> malloc((n_states * n_states + 3 * n_states + 1)
+                                        * sizeof(double))
         unary = <double*> malloc(room * n_states * sizeof(double))
-        delta = <double*> malloc(2 * n_states * sizeof(double))
-        backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
-        if transition_t == NULL or unary == NULL or delta == NULL or backpointer == NULL:
+        backpointer = <int32_t*> malloc((max_len + 1) * n_states * sizeof(int32_t))
+        if transition_t == NULL or unary == NULL or backpointer == NULL:
             failed = True
         else:
-            _transpose(&transition[0, 0], n_states, transition_t)
+            column_max = transition_t + n_states * n_states
+            delta = column_max + n_states + 1
+            _viterbi_tables(&transition[0, 0], n_states, transition_t, column_max)
             i = first
             while i < last:
                 block_end = i + 1  # the sequences that fit the workspace with sequence i
@@ -218,14 +235,13 @@ def viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
                 while i < block_end:
                     lo = offsets_ptr[i]
                     length = offsets_ptr[i + 1] - lo
-                    scores[i] = _viterbi_sequence(
+                    scores[i] = _viterbi_decode(
                         unary + (lo - block_lo) * n_states, length, n_states, transition_t,
-                        &start[0], &end[0], delta, delta + n_states, backpointer,
-                        &labels[lo])
+                        column_max, &start[0], &end[0], delta, delta + n_states,
+                        backpointer + max_len * n_states, backpointer, &labels[lo])
                     i += 1
         free(transition_t)
         free(unary)
-        free(delta)
         free(backpointer)
     if failed:
         raise MemoryError("could not allocate the Viterbi workspace")
@@ -854,3 +870,148 @@ def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] off
         free(sequence_edges)
     if failed:
         raise MemoryError("could not allocate the forward-backward workspace")
+
+
+cdef void _viterbi_tables(const double* transition, intp_t n, double* transition_t,
+                          double* column_max) noexcept nogil:
+    """The tables :func:`_viterbi_decode` reads: ``transition_t`` (n, n), the transposed
+    transition matrix, and ``column_max`` (n + 1,): the largest transition into each state,
+    then the largest magnitude of any transition."""
+    cdef intp_t a, b
+    cdef double magnitude = 0.0
+    _transpose(transition, n, transition_t)
+    for b in range(n):
+        column_max[b] = transition_t[b * n]
+        for a in range(n):
+            if transition_t[b * n + a] > column_max[b]:
+                column_max[b] = transition_t[b * n + a]
+            if fabs(transition_t[b * n + a]) > magnitude:
+                magnitude = fabs(transition_t[b * n + a])
+    column_max[n] = magnitude
+
+
+cdef inline void _viterbi_step(const double* delta, const double* unary, intp_t n_states,
+                               const double* transition_t, double* delta_next,
+                               int32_t* backpointer) noexcept nogil:
+    """One step of the max-sum recursion over all previous states; ties go to the lower
+    state index. ``unary`` and ``backpointer`` point at the token's row."""
+    cdef intp_t a, b, best_state
+    cdef double best, candidate
+    cdef const double* column
+    for b in range(n_states):
+        column = transition_t + b * n_states
+        best = delta[0] + column[0]
+        best_state = 0
+        for a in range(1, n_states):
+            candidate = delta[a] + column[a]
+            if candidate > best:
+                best = candidate
+                best_state = a
+        delta_next[b] = best + unary[b]
+        backpointer[b] = <int32_t> best_state
+
+
+cdef inline double _viterbi_backtrack(const double* delta, intp_t length, intp_t n_states,
+                                      const double* end, const int32_t* backpointer,
+                                      int64_t* labels) noexcept nogil:
+    """The best final state (ties to the lower index), then the labels back from it;
+    returns the best score."""
+    cdef intp_t t, b, best_state = 0
+    cdef double best = delta[0] + end[0], candidate
+    for b in range(1, n_states):
+        candidate = delta[b] + end[b]
+        if candidate > best:
+            best = candidate
+            best_state = b
+    labels[length - 1] = best_state
+    for t in range(length - 1, 0, -1):
+        labels[t - 1] = backpointer[t * n_states + labels[t]]
+    return best
+
+
+cdef inline intp_t _viterbi_candidates(const double* delta, intp_t n_states,
+                                       const double* transition_t, const double* column_max,
+                                       int32_t* candidates) noexcept nogil:
+    """The previous states that can win or tie a step of the max-sum recursion, in
+    increasing order; returns their number, or 0 when the bound is not finite.
+
+    With ``top`` the state of the largest ``delta``, a state ``a`` can reach the candidate
+    ``delta[top] + T[top, b]`` of a state ``b`` only if ``delta[a] + max_a' T[a', b]`` does,
+    so every ``a`` with ``delta[a] < delta[top] - max_b (max_a' T[a', b] - T[top, b])``, less
+    a margin far above the rounding of these sums, is left out.
+    """
+    cdef intp_t a, b, top = 0, count = 0
+    cdef double spread = 0.0, gap, threshold
+    for a in range(1, n_states):
+        if delta[a] > delta[top]:
+            top = a
+    for b in range(n_states):
+        gap = column_max[b] - transition_t[b * n_states + top]
+        if gap > spread or gap != gap:
+            spread = gap
+    threshold = delta[top] - spread
+    threshold -= _VITERBI_MARGIN * (fabs(delta[top]) + spread + column_max[n_states])
+    if not (threshold > -INFINITY and threshold < INFINITY):  # (also a NaN)
+        return 0
+    for a in range(n_states):  # (without a branch: the test is hard to predict)
+        candidates[count] = <int32_t> a
+        count += delta[a] >= threshold
+    return count
+
+
+cdef double _viterbi_decode(const double* unary, intp_t length, intp_t n_states,
+                            const double* transition_t, const double* column_max,
+                            const double* start, const double* end, double* delta,
+                            double* delta_next, int32_t* candidates, int32_t* backpointer,
+                            int64_t* labels) noexcept nogil:
+    """:func:`_viterbi_sequence` with pruned steps: the same results, bit for bit.
+
+    ``transition_t`` and ``column_max`` are the tables of :func:`_viterbi_tables`;
+    ``candidates`` holds ``n_states`` indices. From ``_VITERBI_PRUNED_STATES`` states on, a
+    step where :func:`_viterbi_candidates` keeps at most half of the previous states scans
+    only those: every candidate is the same sum as in the scan over all states, the others
+    cannot reach the best, and ties go to the lower index. Pruning pays when one state
+    stands out at most tokens, as in decoding with trained weights (loss-augmented scores
+    lower the true state and keep many candidates: their decoding is
+    :func:`_viterbi_sequence`); after a step that keeps too many, the next
+    ``_VITERBI_RETRY`` steps scan all states without computing the bound. Returns the best
+    score.
+    """
+    cdef intp_t t, a, b, k, count, best_state, wait = 0
+    cdef double best, candidate
+    cdef double* swap
+    cdef const double* column
+    if n_states < _VITERBI_PRUNED_STATES:
+        return _viterbi_sequence(unary, length, n_states, transition_t, start, end, delta,
+                                 delta_next, backpointer, labels)
+    for b in range(n_states):
+        delta[b] = start[b] + unary[b]
+    for t in range(1, length):
+        count = 0
+        if wait > 0:
+            wait -= 1
+        else:
+            count = _viterbi_candidates(delta, n_states, transition_t, column_max, candidates)
+            if 2 * count > n_states:
+                count = 0
+                wait = _VITERBI_RETRY
+        if count == 0:
+            _viterbi_step(delta, unary + t * n_states, n_states, transition_t, delta_next,
+                          backpointer + t * n_states)
+        else:
+            for b in range(n_states):
+                column = transition_t + b * n_states
+                best_state = candidates[0]
+                best = delta[best_state] + column[best_state]
+                for k in range(1, count):
+                    a = candidates[k]
+                    candidate = delta[a] + column[a]
+                    if candidate > best:
+                        best = candidate
+                        best_state = a
+                delta_next[b] = best + unary[t * n_states + b]
+                backpointer[t * n_states + b] = <int32_t> best_state
+        swap = delta
+        delta = delta_next
+        delta_next = swap
+    return _viterbi_backtrack(delta, length, n_states, end, backpointer, labels)

@@ -33,7 +33,8 @@ from libc.math cimport exp, log
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
 
-from sklstruct._inference._chain cimport _max_length, _transition_tables, _viterbi_sequence
+from sklstruct._inference._chain cimport (_max_length, _transition_tables, _viterbi_decode,
+                                          _viterbi_tables)
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
 # A rescaled sum of exponentials below this value is recomputed by an exact log-sum-exp.
@@ -430,19 +431,20 @@ def topk_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets
     memset(&lists, 0, sizeof(Lists))
     with nogil:
         max_len = _max_length(offsets_ptr, n_sequences)
-        transition_t = <double*> malloc(n_states * n_states * sizeof(double))
+        # transposed transitions (S S) and, for k == 1, their column maxima (S + 1)
+        transition_t = <double*> malloc((n_states * n_states + n_states + 1) * sizeof(double))
         # Viterbi values per token (two rows at least: the workspace of k == 1)
         lists.delta = <double*> malloc((max_len + 1) * n_states * sizeof(double))
-        lists.pointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
+        # back-pointers per token (and a row of candidates for k == 1)
+        lists.pointer = <int32_t*> malloc((max_len + 1) * n_states * sizeof(int32_t))
         lists.record_of = <int32_t*> malloc((max_len * n_states + 1) * sizeof(int32_t))
         stack = <intp_t*> malloc((max_len + 1) * sizeof(intp_t))
         if (transition_t == NULL or lists.delta == NULL or lists.pointer == NULL
                 or lists.record_of == NULL or stack == NULL):
             failed = True
         else:
-            for a in range(n_states):
-                for b in range(n_states):
-                    transition_t[b * n_states + a] = transition[a, b]
+            _viterbi_tables(&transition[0, 0], n_states, transition_t,
+                            transition_t + n_states * n_states)
             for i in range(max_len * n_states + 1):
                 lists.record_of[i] = -1
             lists.transition_t = transition_t
@@ -455,10 +457,11 @@ def topk_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets
                 lists.unary = unary_ptr + lo * n_states
                 lists.length = offsets_ptr[i + 1] - lo
                 if k == 1:
-                    scores[i, 0] = _viterbi_sequence(
-                        lists.unary, lists.length, n_states, transition_t, &start[0],
-                        &end[0], lists.delta, lists.delta + n_states, lists.pointer,
-                        &labels[lo, 0])
+                    scores[i, 0] = _viterbi_decode(
+                        lists.unary, lists.length, n_states, transition_t,
+                        transition_t + n_states * n_states, &start[0], &end[0],
+                        lists.delta, lists.delta + n_states,
+                        lists.pointer + max_len * n_states, lists.pointer, &labels[lo, 0])
                     counts[i] = 1
                 else:
                     counts[i] = _topk_sequence(&lists, &start[0], &labels[lo, 0],
