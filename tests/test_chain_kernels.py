@@ -251,6 +251,23 @@ def test_pruned_decoding_gives_the_bits_of_the_full_recursion(kind, n_states):
     np.testing.assert_array_equal(augmented, labels_ref)
 
 
+@pytest.mark.parametrize("n_states", [2, 7, 8, 9, 16, 23])
+@pytest.mark.parametrize("kind", ["one_stands_out", "integer_ties", "weak"])
+def test_loss_augmented_decoding_gives_the_labels_of_the_full_recursion(kind, n_states):
+    # the step over all previous states runs eight states at a time in vectors (and the
+    # rest one by one): the same labels as the lockstep reference on the augmented scores
+    rng = np.random.default_rng(100 + n_states)
+    unary, offsets, transition, start, end = _decoding_case(kind, n_states, rng)
+    y = rng.integers(0, n_states, size=unary.shape[0])
+    token_loss = rng.integers(0, 2, size=unary.shape).astype(float)
+    labels_ref, _ = ref.viterbi_lockstep(unary + token_loss, offsets, transition, start, end)
+    labels, _, scores = loss_augmented_viterbi(unary, offsets, transition, start, end, y,
+                                               token_loss=token_loss)
+    np.testing.assert_array_equal(labels, labels_ref)
+    np.testing.assert_allclose(
+        scores, sequence_scores(unary, offsets, transition, start, end, labels), rtol=1e-12)
+
+
 def test_log_partition_gradient_is_marginals():
     rng = np.random.default_rng(42)
     unary, offsets, transition, start, end, _ = _random_batch(rng, 2, 3, max_length=4)

@@ -24,15 +24,15 @@ cdef void _viterbi_tables(const double* transition, intp_t n, double* transition
                           double* column_max) noexcept nogil
 
 cdef double _viterbi_sequence(const double* unary, intp_t length, intp_t n_states,
-                              const double* transition_t, const double* start,
+                              const double* transition, const double* start,
                               const double* end, double* delta, double* delta_next,
                               int32_t* backpointer, int64_t* labels) noexcept nogil
 
 cdef double _viterbi_decode(const double* unary, intp_t length, intp_t n_states,
-                            const double* transition_t, const double* column_max,
-                            const double* start, const double* end, double* delta,
-                            double* delta_next, int32_t* candidates, int32_t* backpointer,
-                            int64_t* labels) noexcept nogil
+                            const double* transition, const double* transition_t,
+                            const double* column_max, const double* start, const double* end,
+                            double* delta, double* delta_next, int32_t* candidates,
+                            int32_t* backpointer, int64_t* labels) noexcept nogil
 
 
 cdef inline intp_t _max_length(const int64_t* offsets, intp_t n_sequences) noexcept nogil:

@@ -67,6 +67,89 @@ cdef extern from *:
         double* out) noexcept nogil
 
 
+cdef extern from *:
+    """
+    /* One step of the max-sum recursion over all previous states:
+       delta_next[b] = max_a (delta[a] + transition[a * n + b]) + unary[b], the first
+       maximising a (the lowest index) into backpointer[b]. With GCC or Clang, eight states
+       b at a time in vectors of two doubles, every candidate the same sum and compared as
+       in the scalar loop (the same bits); compiled for AVX2 as well, chosen at load time,
+       where the compiler and the platform support function clones. */
+    #if defined(__GNUC__) || defined(__clang__)
+    #define SKLSTRUCT_VECTORS 1
+    typedef double sklstruct_v2d __attribute__((vector_size(16)));
+    typedef long long sklstruct_v2i __attribute__((vector_size(16)));
+    typedef double sklstruct_v2d_u __attribute__((vector_size(16), aligned(8)));
+    #define SKLSTRUCT_LOAD(p) (*(const sklstruct_v2d_u *)(p))
+    #define SKLSTRUCT_MAX_STEP(k)                                                         \
+        candidate = d + SKLSTRUCT_LOAD(row + b + 2 * k);                                  \
+        greater = candidate > best##k;                                                    \
+        best##k = (sklstruct_v2d)(((sklstruct_v2i)candidate & greater)                    \
+                                  | ((sklstruct_v2i)best##k & ~greater));                 \
+        index##k = (state & greater) | (index##k & ~greater);
+    #endif
+    #if defined(SKLSTRUCT_VECTORS) && defined(__x86_64__) && defined(__linux__) \
+        && defined(__has_attribute)
+    #if __has_attribute(target_clones)
+    __attribute__((target_clones("avx2", "default")))
+    #endif
+    #endif
+    static void sklstruct_viterbi_step(const double *delta, const double *unary,
+                                       Py_ssize_t n, const double *transition,
+                                       double *delta_next, int32_t *backpointer) {
+        Py_ssize_t a, b = 0;
+    #ifdef SKLSTRUCT_VECTORS
+        for (; b + 8 <= n; b += 8) {
+            sklstruct_v2d d = {delta[0], delta[0]}, candidate;
+            sklstruct_v2i greater, state;
+            sklstruct_v2d best0 = d + SKLSTRUCT_LOAD(transition + b);
+            sklstruct_v2d best1 = d + SKLSTRUCT_LOAD(transition + b + 2);
+            sklstruct_v2d best2 = d + SKLSTRUCT_LOAD(transition + b + 4);
+            sklstruct_v2d best3 = d + SKLSTRUCT_LOAD(transition + b + 6);
+            sklstruct_v2i index0 = {0, 0}, index1 = {0, 0}, index2 = {0, 0}, index3 = {0, 0};
+            for (a = 1; a < n; a++) {
+                const double *row = transition + a * n;
+                d = (sklstruct_v2d){delta[a], delta[a]};
+                state = (sklstruct_v2i){a, a};
+                SKLSTRUCT_MAX_STEP(0) SKLSTRUCT_MAX_STEP(1)
+                SKLSTRUCT_MAX_STEP(2) SKLSTRUCT_MAX_STEP(3)
+            }
+            best0 += SKLSTRUCT_LOAD(unary + b);
+            best1 += SKLSTRUCT_LOAD(unary + b + 2);
+            best2 += SKLSTRUCT_LOAD(unary + b + 4);
+            best3 += SKLSTRUCT_LOAD(unary + b + 6);
+            for (int j = 0; j < 2; j++) {
+                delta_next[b + j] = best0[j];
+                delta_next[b + 2 + j] = best1[j];
+                delta_next[b + 4 + j] = best2[j];
+                delta_next[b + 6 + j] = best3[j];
+                backpointer[b + j] = (int32_t) index0[j];
+                backpointer[b + 2 + j] = (int32_t) index1[j];
+                backpointer[b + 4 + j] = (int32_t) index2[j];
+                backpointer[b + 6 + j] = (int32_t) index3[j];
+            }
+        }
+    #endif
+        for (; b < n; b++) {
+            double best = delta[0] + transition[b], candidate;
+            int32_t best_state = 0;
+            for (a = 1; a < n; a++) {
+                candidate = delta[a] + transition[a * n + b];
+                if (candidate > best) {
+                    best = candidate;
+                    best_state = (int32_t) a;
+                }
+            }
+            delta_next[b] = best + unary[b];
+            backpointer[b] = best_state;
+        }
+    }
+    """
+    void _viterbi_step "sklstruct_viterbi_step"(
+        const double* delta, const double* unary, intp_t n, const double* transition,
+        double* delta_next, int32_t* backpointer) noexcept nogil
+
+
 # A pruned Viterbi step (_viterbi_decode) needs this many states (on fewer, the scan over all
 # of them costs less than the bound); after a step whose bound keeps too many states, this
 # many steps scan all states; a bound must fall short by _VITERBI_MARGIN, relative to the
@@ -101,46 +184,22 @@ cdef double _path_score(const double* unary, intp_t length, intp_t n_states,
 
 
 cdef double _viterbi_sequence(const double* unary, intp_t length, intp_t n_states,
-                              const double* transition_t, const double* start,
+                              const double* transition, const double* start,
                               const double* end, double* delta, double* delta_next,
                               int32_t* backpointer, int64_t* labels) noexcept nogil:
-    """Max-sum recursion on one sequence; ties go to the lower state index.
-
-    ``transition_t`` is the transposed transition matrix, so that the inner loop over the
-    previous state reads contiguous memory. Returns the best score.
-    """
-    cdef intp_t t, a, b, best_state
-    cdef double best, candidate
+    """Max-sum recursion on one sequence (``transition`` row-major); ties go to the lower
+    state index. Returns the best score."""
+    cdef intp_t t, b
     cdef double* swap
-    cdef const double* column
     for b in range(n_states):
         delta[b] = start[b] + unary[b]
     for t in range(1, length):
-        for b in range(n_states):
-            column = transition_t + b * n_states
-            best = delta[0] + column[0]
-            best_state = 0
-            for a in range(1, n_states):
-                candidate = delta[a] + column[a]
-                if candidate > best:
-                    best = candidate
-                    best_state = a
-            delta_next[b] = best + unary[t * n_states + b]
-            backpointer[t * n_states + b] = <int32_t> best_state
+        _viterbi_step(delta, unary + t * n_states, n_states, transition, delta_next,
+                      backpointer + t * n_states)
         swap = delta
         delta = delta_next
         delta_next = swap
-    best = delta[0] + end[0]
-    best_state = 0
-    for b in range(1, n_states):
-        candidate = delta[b] + end[b]
-        if candidate > best:
-            best = candidate
-            best_state = b
-    labels[length - 1] = best_state
-    for t in range(length - 1, 0, -1):
-        labels[t - 1] = backpointer[t * n_states + labels[t]]
-    return best
+    return _viterbi_backtrack(delta, length, n_states, end, backpointer, labels)
 
 
 def viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
@@ -173,8 +232,8 @@ def viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
                 scores[i] = _viterbi_decode(
-                    unary_ptr + lo * n_states, length, n_states, transition_t, column_max,
-                    &start[0], &end[0], delta, delta + n_states,
+                    unary_ptr + lo * n_states, length, n_states, &transition[0, 0],
+                    transition_t, column_max, &start[0], &end[0], delta, delta + n_states,
                     backpointer + max_len * n_states, backpointer, &labels[lo])
         free(transition_t)
         free(backpointer)
@@ -236,8 +295,9 @@ def viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
                     lo = offsets_ptr[i]
                     length = offsets_ptr[i + 1] - lo
                     scores[i] = _viterbi_decode(
-                        unary + (lo - block_lo) * n_states, length, n_states, transition_t,
-                        column_max, &start[0], &end[0], delta, delta + n_states,
+                        unary + (lo - block_lo) * n_states, length, n_states,
+                        &transition[0, 0], transition_t, column_max, &start[0], &end[0],
+                        delta, delta + n_states,
                         backpointer + max_len * n_states, backpointer, &labels[lo])
                     i += 1
         free(transition_t)
@@ -262,32 +322,27 @@ def margin_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offse
     cdef const double* unary_ptr = &unary[0, 0]
     cdef const double* loss_ptr = &token_loss[0, 0]
     cdef const int64_t* offsets_ptr = &offsets[0]
-    cdef double* transition_t = NULL
     cdef double* delta = NULL
     cdef double* augmented = NULL
     cdef int32_t* backpointer = NULL
     cdef bint failed = False
     with nogil:
         max_len = _max_length(offsets_ptr, n_sequences)
-        transition_t = <double*> malloc(n_states * n_states * sizeof(double))
         delta = <double*> malloc(2 * n_states * sizeof(double))
         augmented = <double*> malloc(max_len * n_states * sizeof(double))
         backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
-        if (transition_t == NULL or delta == NULL or augmented == NULL
-                or backpointer == NULL):
+        if delta == NULL or augmented == NULL or backpointer == NULL:
             failed = True
         else:
-            _transpose(&transition[0, 0], n_states, transition_t)
             for i in range(n_sequences):
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
                 for t in range(length * n_states):
                     augmented[t] = unary_ptr[lo * n_states + t] + loss_ptr[lo * n_states + t]
-                _viterbi_sequence(augmented, length, n_states, transition_t, &start[0],
+                _viterbi_sequence(augmented, length, n_states, &transition[0, 0], &start[0],
                                   &end[0], delta, delta + n_states, backpointer, &labels[lo])
                 scores[i] = _path_score(unary_ptr + lo * n_states, length, n_states,
                                         &transition[0, 0], &start[0], &end[0], &labels[lo])
-        free(transition_t)
         free(delta)
         free(augmented)
         free(backpointer)
@@ -890,27 +945,6 @@ cdef void _viterbi_tables(const double* transition, intp_t n, double* transition
     column_max[n] = magnitude
 
 
-cdef inline void _viterbi_step(const double* delta, const double* unary, intp_t n_states,
-                               const double* transition_t, double* delta_next,
-                               int32_t* backpointer) noexcept nogil:
-    """One step of the max-sum recursion over all previous states; ties go to the lower
-    state index. ``unary`` and ``backpointer`` point at the token's row."""
-    cdef intp_t a, b, best_state
-    cdef double best, candidate
-    cdef const double* column
-    for b in range(n_states):
-        column = transition_t + b * n_states
-        best = delta[0] + column[0]
-        best_state = 0
-        for a in range(1, n_states):
-            candidate = delta[a] + column[a]
-            if candidate > best:
-                best = candidate
-                best_state = a
-        delta_next[b] = best + unary[b]
-        backpointer[b] = <int32_t> best_state
-
-
 cdef inline double _viterbi_backtrack(const double* delta, intp_t length, intp_t n_states,
                                       const double* end, const int32_t* backpointer,
                                       int64_t* labels) noexcept nogil:
@@ -960,13 +994,14 @@ cdef inline intp_t _viterbi_candidates(const double* delta, intp_t n_states,
 
 
 cdef double _viterbi_decode(const double* unary, intp_t length, intp_t n_states,
-                            const double* transition_t, const double* column_max,
-                            const double* start, const double* end, double* delta,
-                            double* delta_next, int32_t* candidates, int32_t* backpointer,
-                            int64_t* labels) noexcept nogil:
+                            const double* transition, const double* transition_t,
+                            const double* column_max, const double* start, const double* end,
+                            double* delta, double* delta_next, int32_t* candidates,
+                            int32_t* backpointer, int64_t* labels) noexcept nogil:
     """:func:`_viterbi_sequence` with pruned steps: the same results, bit for bit.
 
-    ``transition_t`` and ``column_max`` are the tables of :func:`_viterbi_tables`;
+    ``transition`` is row-major, ``transition_t`` and ``column_max`` are the tables of
+    :func:`_viterbi_tables`;
     ``candidates`` holds ``n_states`` indices. From ``_VITERBI_PRUNED_STATES`` states on, a
     step where :func:`_viterbi_candidates` keeps at most half of the previous states scans
     only those: every candidate is the same sum as in the scan over all states, the others
@@ -982,7 +1017,7 @@ cdef double _viterbi_decode(const double* unary, intp_t length, intp_t n_states,
     cdef double* swap
     cdef const double* column
     if n_states < _VITERBI_PRUNED_STATES:
-        return _viterbi_sequence(unary, length, n_states, transition_t, start, end, delta,
+        return _viterbi_sequence(unary, length, n_states, transition, start, end, delta,
                                  delta_next, backpointer, labels)
     for b in range(n_states):
         delta[b] = start[b] + unary[b]
@@ -996,7 +1031,7 @@ cdef double _viterbi_decode(const double* unary, intp_t length, intp_t n_states,
                 count = 0
                 wait = _VITERBI_RETRY
         if count == 0:
-            _viterbi_step(delta, unary + t * n_states, n_states, transition_t, delta_next,
+            _viterbi_step(delta, unary + t * n_states, n_states, transition, delta_next,
                           backpointer + t * n_states)
         else:
             for b in range(n_states):

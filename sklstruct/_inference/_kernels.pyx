@@ -137,7 +137,7 @@ cdef class ChainKernels(ExampleKernels):
         self.has_transition = has_transition
         self.has_start_end = has_start_end
         self._max_length = max_length
-        # augmented scores, transposed transitions, zeros, delta; FB tables and buffers
+        # augmented scores, zeros, delta; FB tables and buffers
         self._work = <double*> malloc(self._work_size() * sizeof(double))
         self._backpointer = <int32_t*> malloc(max_length * S * sizeof(int32_t))
         if self._work == NULL or self._backpointer == NULL:
@@ -145,10 +145,10 @@ cdef class ChainKernels(ExampleKernels):
         memset(self._work, 0, self._work_size() * sizeof(double))
 
     cdef intp_t _work_size(self):
-        # augmented scores (L S), transposed transitions (S S), zeros (S S + 2 S), delta (2 S),
+        # augmented scores (L S), zeros (S S + 2 S), delta (2 S),
         # forward-backward tables (3 S + 4 S S) and buffers (4 L S + 2 L), edge-sum scratch (S S)
         cdef intp_t S = self.n_states, L = self._max_length
-        return (L * S + S * S + (S * S + 2 * S) + 2 * S + (3 * S + 4 * S * S)
+        return (L * S + (S * S + 2 * S) + 2 * S + (3 * S + 4 * S * S)
                 + (4 * L * S + 2 * L) + S * S)
 
     def __dealloc__(self):
@@ -158,7 +158,7 @@ cdef class ChainKernels(ExampleKernels):
     cdef const double* _part(self, const double* theta, intp_t which) noexcept nogil:
         """Transitions (0), start (1) or end (2) of ``theta``, or zeros when absent."""
         cdef intp_t S = self.n_states
-        cdef const double* zeros = self._work + self._max_length * S + S * S
+        cdef const double* zeros = self._work + self._max_length * S
         cdef intp_t shift = S * S if self.has_transition else 0
         if which == 0:
             return theta if self.has_transition else zeros
@@ -169,17 +169,12 @@ cdef class ChainKernels(ExampleKernels):
     cdef void max_oracle(self, intp_t i, const double* scores, const double* token_loss,
                          const double* theta, int64_t* labels) noexcept nogil:
         cdef intp_t S = self.n_states, length = self._offsets[i + 1] - self._offsets[i]
-        cdef intp_t t, a, b
+        cdef intp_t t
         cdef double* augmented = self._work
-        cdef double* transition_t = augmented + self._max_length * S
-        cdef double* delta = transition_t + S * S + (S * S + 2 * S)
-        cdef const double* transition = self._part(theta, 0)
+        cdef double* delta = augmented + self._max_length * S + (S * S + 2 * S)
         for t in range(length * S):
             augmented[t] = scores[t] + token_loss[t]
-        for a in range(S):
-            for b in range(S):
-                transition_t[b * S + a] = transition[a * S + b]
-        _viterbi_sequence(augmented, length, S, transition_t, self._part(theta, 1),
+        _viterbi_sequence(augmented, length, S, self._part(theta, 0), self._part(theta, 1),
                           self._part(theta, 2), delta, delta + S, self._backpointer, labels)
 
     cdef intp_t pairwise_entries(self, intp_t i, const int64_t* labels, intp_t* index,
@@ -204,7 +199,7 @@ cdef class ChainKernels(ExampleKernels):
         cdef intp_t S = self.n_states, L = self._max_length
         cdef intp_t length = self._offsets[i + 1] - self._offsets[i], r
         cdef intp_t shift = S * S if self.has_transition else 0
-        cdef double* tables = self._work + L * S + S * S + (S * S + 2 * S) + 2 * S
+        cdef double* tables = self._work + L * S + (S * S + 2 * S) + 2 * S
         cdef double* buffers = tables + 3 * S + 4 * S * S
         cdef double* edge_sums
         cdef double log_z = 0.0, peak, spread

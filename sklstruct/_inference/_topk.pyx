@@ -458,7 +458,7 @@ def topk_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets
                 lists.length = offsets_ptr[i + 1] - lo
                 if k == 1:
                     scores[i, 0] = _viterbi_decode(
-                        lists.unary, lists.length, n_states, transition_t,
+                        lists.unary, lists.length, n_states, &transition[0, 0], transition_t,
                         transition_t + n_states * n_states, &start[0], &end[0],
                         lists.delta, lists.delta + n_states,
                         lists.pointer + max_len * n_states, lists.pointer, &labels[lo, 0])
