@@ -42,7 +42,6 @@ from sklstruct._inference.chain import (  # noqa: E402
     topk_viterbi,
     viterbi,
 )
-from sklstruct._topk import predict_topk, sequence_confidence  # noqa: E402
 
 
 def fitted_model(folder, C, max_iter):
@@ -96,7 +95,7 @@ def main():
 
     predicted = model.predict(X_flat, lengths=lengths)
     for k in args.k:
-        labels, _ = predict_topk(model, X_flat, k=k, lengths=lengths)
+        labels, _ = model.predict_topk(X_flat, k=k, lengths=lengths)
         first = np.concatenate([labelling[0] for labelling in labels])
         assert np.array_equal(first, predicted), f"top-{k} disagrees with predict"
 
@@ -107,10 +106,10 @@ def main():
                    ("kernel", "forward_backward", lambda: forward_backward(*chain)),
                    ("end-to-end", "predict", lambda: model.predict(X_flat, lengths=lengths))]
     operations += [("end-to-end", f"predict_topk k={k}",
-                    lambda k=k: predict_topk(model, X_flat, k=k, lengths=lengths))
+                    lambda k=k: model.predict_topk(X_flat, k=k, lengths=lengths))
                    for k in args.k]
     operations += [("end-to-end", "sequence_confidence",
-                    lambda: sequence_confidence(model, X_flat, lengths=lengths))]
+                    lambda: model.sequence_confidence(X_flat, lengths=lengths))]
     times = {name: np.inf for _, name, _ in operations}
     for _ in range(args.repeats):
         for _, name, function in operations:
