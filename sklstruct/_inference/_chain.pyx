@@ -79,7 +79,7 @@ cdef extern from *:
     #define SKLSTRUCT_VECTORS 1
     typedef double sklstruct_v2d __attribute__((vector_size(16)));
     typedef long long sklstruct_v2i __attribute__((vector_size(16)));
-    typedef double sklstruct_v2d_u __attribute__((vector_size(16), aligned(8)));
+    typedef double sklstruct_v2d_u __attribute__((vector_size(16), aligned(8), may_alias));
     #define SKLSTRUCT_LOAD(p) (*(const sklstruct_v2d_u *)(p))
     #define SKLSTRUCT_MAX_STEP(k)                                                         \
         candidate = d + SKLSTRUCT_LOAD(row + b + 2 * k);                                  \
