@@ -20,8 +20,9 @@ their shrinking sweeps over the visits they make, times the number of sentences.
 The floor is measured at the weights the ``rsd`` fit ends with (after the same number of
 passes), median of five. Its Viterbi is the passes' oracle: loss-augmented (Hamming) decoding
 over all tokens. (Plain decoding with trained weights prunes most previous states and costs
-less; before it did, the two cost the same and the floor used plain decoding.) Each row gives the median time of the passes after the first (the
-first ones run at w = 0 with few points) and its ratio to the floor.
+less; before it did, the two cost the same and the floor used plain decoding.) Each row gives
+the median time of the passes after the first (the first ones run at w = 0 with few points)
+and its ratio to the floor.
 
     python benchmarks/bench_pass_floor.py [--passes 6] [--json out.json]
 """
