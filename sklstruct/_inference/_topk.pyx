@@ -421,7 +421,7 @@ def topk_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets
     """
     cdef intp_t n_states = unary.shape[1]
     cdef intp_t n_sequences = offsets.shape[0] - 1
-    cdef intp_t i, a, b, lo, max_len
+    cdef intp_t i, lo, max_len
     cdef const double* unary_ptr = &unary[0, 0]
     cdef const int64_t* offsets_ptr = &offsets[0]
     cdef double* transition_t = NULL
