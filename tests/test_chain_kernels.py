@@ -5,9 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from joblib import parallel_config
-
 import scipy.sparse as sp
+from joblib import parallel_config
 
 from sklstruct._inference.chain import (forward_backward, loss_augmented_viterbi, topk_viterbi,
                                         viterbi, viterbi_sparse)
@@ -266,6 +265,34 @@ def test_loss_augmented_decoding_gives_the_labels_of_the_full_recursion(kind, n_
     np.testing.assert_array_equal(labels, labels_ref)
     np.testing.assert_allclose(
         scores, sequence_scores(unary, offsets, transition, start, end, labels), rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_states", [9, 23])
+@pytest.mark.parametrize("has_transition, has_start_end",
+                         [(True, True), (False, True), (True, False), (False, False)])
+def test_example_kernels_oracle_and_marginals(n_states, has_transition, has_start_end):
+    # the per-example kernels of the compiled passes: their workspace holds the augmented
+    # scores, zeros for the missing parts, the Viterbi values and the forward-backward tables
+    from sklstruct._inference._kernels import ChainKernels
+
+    rng = np.random.default_rng(n_states)
+    unary, offsets, transition, start, end = _decoding_case("integer_ties", n_states, rng)
+    transition = transition if has_transition else np.zeros_like(transition)
+    start = start if has_start_end else np.zeros(n_states)
+    end = end if has_start_end else np.zeros(n_states)
+    theta = np.concatenate([np.zeros(0)] + ([transition.ravel()] if has_transition else [])
+                           + ([start, end] if has_start_end else []))
+    token_loss = rng.integers(0, 2, size=unary.shape).astype(float)
+    kernels = ChainKernels(offsets, n_states, has_transition, has_start_end)
+    labels_ref, _ = ref.viterbi_lockstep(unary + token_loss, offsets, transition, start, end)
+    node_ref, _, log_partition_ref = forward_backward(unary, offsets, transition, start, end)
+    for i in range(0, offsets.shape[0] - 1, 7):
+        lo, hi = offsets[i], offsets[i + 1]
+        labels = kernels.max_oracle_example(i, unary[lo:hi], token_loss[lo:hi], theta)
+        np.testing.assert_array_equal(labels, labels_ref[lo:hi])
+        node, _, log_partition = kernels.marginals_example(i, unary[lo:hi], theta)
+        np.testing.assert_allclose(node, node_ref[lo:hi], atol=1e-12)
+        assert log_partition == pytest.approx(log_partition_ref[i], rel=1e-12)
 
 
 def test_log_partition_gradient_is_marginals():

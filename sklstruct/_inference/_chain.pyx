@@ -74,7 +74,7 @@ cdef extern from *:
        maximising a (the lowest index) into backpointer[b]. With GCC or Clang, eight states
        b at a time in vectors of two doubles, every candidate the same sum and compared as
        in the scalar loop (the same bits); compiled for AVX2 as well, chosen at load time,
-       where the compiler and the platform support function clones. */
+       where the compiler and the platform support function clones (glibc's ifunc). */
     #if defined(__GNUC__) || defined(__clang__)
     #define SKLSTRUCT_VECTORS 1
     typedef double sklstruct_v2d __attribute__((vector_size(16)));
@@ -89,7 +89,7 @@ cdef extern from *:
         index##k = (state & greater) | (index##k & ~greater);
     #endif
     #if defined(SKLSTRUCT_VECTORS) && defined(__x86_64__) && defined(__linux__) \
-        && defined(__has_attribute)
+        && defined(__GLIBC__) && defined(__has_attribute)
     #if __has_attribute(target_clones)
     __attribute__((target_clones("avx2", "default")))
     #endif
@@ -251,7 +251,7 @@ def viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
     A block of consecutive sequences at a time (about ``_CSR_BLOCK`` tokens), their unary
     scores, their rows of the CSR matrix ``(indptr, indices, data)`` times ``weights``
     (n_features, n_states), are formed by ``sklstruct_csr_rows`` (the doubles of scipy's
-    CSR product) and decoded by :func:`_viterbi_sequence`. ``labels`` (n_tokens,) and
+    CSR product) and decoded by :func:`_viterbi_decode`. ``labels`` (n_tokens,) and
     ``scores`` (n_sequences,) receive the range's results at their places, so that threads
     can decode disjoint ranges into the same outputs.
     """
