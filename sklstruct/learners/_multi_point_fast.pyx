@@ -574,9 +574,13 @@ cdef class _MultiPoint(DualPass):
         it. Kept matrices are their upper triangles, row by row, as bytes or in single
         precision when that is exact (``gram_kind``: small non-negative or small integer
         features).""" 
-        cdef intp_t t, t2, pt, l, s
+        cdef intp_t t, t2, pt, l, s, count
         cdef int64_t q
         cdef double kval, total, C2 = self.C * self.C
+        cdef double sums[MAX_POINTS]
+        cdef int32_t stale[MAX_POINTS]
+        cdef const double* anchor_row
+        cdef const int16_t* point_labels
         cdef bint anchor_ok = self.gram_anchor_ok[i], needed = not anchor_ok
         cdef int64_t e, kept = self.token_gram_ptr[i]
         for pt in range(m):
@@ -628,14 +632,25 @@ cdef class _MultiPoint(DualPass):
                     total += K[t * length + t2] * dot(self.w.anchor_node + t * self.S,
                                                       self.w.anchor_node + t2 * self.S, self.S)
             self.gram_anchor_self[i] = total
+        # <A, Z_pt> under K for the points that need it, all of them in one sweep over the
+        # token pairs (each point's sum runs over the pairs in the same order as alone; the
+        # points' sums are independent additions)
+        count = 0
         for pt in range(m):
             if not anchor_ok or not self.gram_point_ok[i, pt]:
-                total = 0.0
-                for t in range(length):
-                    for t2 in range(length):
-                        total += K[t * length + t2] * \
-                            self.w.anchor_node[t * self.S + self.vertex_labels[lo + t2, pt]]
-                self.gram_anchor[i, pt] = total
+                stale[count] = <int32_t> pt
+                sums[count] = 0.0
+                count += 1
+        if count:
+            for t in range(length):
+                anchor_row = self.w.anchor_node + t * self.S
+                for t2 in range(length):
+                    kval = K[t * length + t2]
+                    point_labels = &self.vertex_labels[lo + t2, 0]
+                    for l in range(count):
+                        sums[l] += kval * anchor_row[point_labels[stale[l]]]
+            for l in range(count):
+                self.gram_anchor[i, stale[l]] = sums[l]
         for pt in range(m):
             if self.gram_point_ok[i, pt]:
                 continue
