@@ -429,6 +429,45 @@ def test_forward_backward_on_both_sides_of_the_scaled_range(spreads):
         np.testing.assert_allclose(k_pairwise[12:], node_ref[-1], atol=1e-12)
 
 
+# transitions spanning at most 300 nats keep the scaled recursion exact whatever the tokens'
+# potentials span (states far below a token's best underflow to zero): wide tokens, a state
+# the forward mass avoids but the next tokens favour, transitions on either side of the limit
+@pytest.mark.parametrize("transition_spread", [1.0, 150.0, 290.0, 310.0])
+@pytest.mark.parametrize("token_spread", [700.0, 5e3, 1e6])
+def test_forward_backward_with_wide_tokens_and_bounded_transitions(transition_spread,
+                                                                  token_spread):
+    from sklstruct._inference._kernels import ChainKernels
+
+    rng = np.random.default_rng(int(transition_spread) + int(np.log(token_spread)))
+    n_states, length = 4, 6
+    transition = rng.uniform(0.0, transition_spread, size=(n_states, n_states))
+    transition[0] = 0.0  # leaving state 0 costs the most ...
+    transition[1:, 0] = transition_spread  # ... and entering it pays the most
+    unary = rng.uniform(-1.0, 0.0, size=(3, length, n_states)) * token_spread
+    unary[1, :3, 0] = 0.0  # the first tokens sure of state 0, the last ones far from it
+    unary[1, 3:, 0] = -token_spread
+    unary[2] = np.round(unary[2] / token_spread) * token_spread  # ties at both ends
+    unary = unary.reshape(-1, n_states) + rng.normal(size=(1, n_states)) * token_spread
+    offsets = np.arange(4) * length
+    start = rng.normal(size=n_states) * token_spread
+    end = rng.normal(size=n_states)
+    node, edges, log_partition = forward_backward(unary, offsets, transition, start, end)
+    kernels = ChainKernels(offsets, n_states, True, True)
+    pairwise = np.concatenate([transition.ravel(), start, end])
+    for i in range(3):
+        u = unary[offsets[i]:offsets[i + 1]]
+        node_ref, edges_ref, log_partition_ref = ref.brute_force_marginals(
+            u, transition, start, end
+        )
+        assert log_partition[i] == pytest.approx(log_partition_ref, rel=1e-13)
+        np.testing.assert_allclose(node[offsets[i]:offsets[i + 1]], node_ref, atol=1e-12)
+        np.testing.assert_allclose(edges[i], edges_ref, atol=1e-12)
+        k_node, k_pairwise, k_log_partition = kernels.marginals_example(i, u, pairwise)
+        assert k_log_partition == pytest.approx(log_partition_ref, rel=1e-13)
+        np.testing.assert_allclose(k_node, node_ref, atol=1e-12)
+        np.testing.assert_allclose(k_pairwise[:16].reshape(4, 4), edges_ref, atol=1e-12)
+
+
 def test_sequence_scores_and_integer_dtypes():
     rng = np.random.default_rng(5)
     unary, offsets, transition, start, end, y = _random_batch(rng, 6, 3, max_length=5)
