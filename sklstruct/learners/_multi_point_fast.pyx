@@ -576,7 +576,8 @@ cdef class _MultiPoint(DualPass):
         features).""" 
         cdef intp_t t, t2, pt, l, s, count
         cdef int64_t q
-        cdef double kval, total, C2 = self.C * self.C
+        cdef double kval, total, C2 = self.C * self.C, s0, s1, s2, s3
+        cdef int32_t p0, p1, p2, p3
         cdef double sums[MAX_POINTS]
         cdef int32_t stale[MAX_POINTS]
         cdef const double* anchor_row
@@ -632,25 +633,38 @@ cdef class _MultiPoint(DualPass):
                     total += K[t * length + t2] * dot(self.w.anchor_node + t * self.S,
                                                       self.w.anchor_node + t2 * self.S, self.S)
             self.gram_anchor_self[i] = total
-        # <A, Z_pt> under K for the points that need it, all of them in one sweep over the
-        # token pairs (each point's sum runs over the pairs in the same order as alone; the
-        # points' sums are independent additions)
+        # <A, Z_pt> under K for the points that need it, several in one sweep over the token
+        # pairs (each point's sum runs over the pairs in the same order as alone; the points'
+        # sums are independent additions)
         count = 0
         for pt in range(m):
             if not anchor_ok or not self.gram_point_ok[i, pt]:
                 stale[count] = <int32_t> pt
-                sums[count] = 0.0
                 count += 1
-        if count:
+        # (four points at a time in registers, the rest one by one)
+        for l in range(0, count - count % 4, 4):
+            p0, p1, p2, p3 = stale[l], stale[l + 1], stale[l + 2], stale[l + 3]
+            s0 = s1 = s2 = s3 = 0.0
             for t in range(length):
                 anchor_row = self.w.anchor_node + t * self.S
                 for t2 in range(length):
                     kval = K[t * length + t2]
                     point_labels = &self.vertex_labels[lo + t2, 0]
-                    for l in range(count):
-                        sums[l] += kval * anchor_row[point_labels[stale[l]]]
-            for l in range(count):
-                self.gram_anchor[i, stale[l]] = sums[l]
+                    s0 += kval * anchor_row[point_labels[p0]]
+                    s1 += kval * anchor_row[point_labels[p1]]
+                    s2 += kval * anchor_row[point_labels[p2]]
+                    s3 += kval * anchor_row[point_labels[p3]]
+            sums[l], sums[l + 1], sums[l + 2], sums[l + 3] = s0, s1, s2, s3
+        for l in range(count - count % 4, count):
+            p0 = stale[l]
+            s0 = 0.0
+            for t in range(length):
+                anchor_row = self.w.anchor_node + t * self.S
+                for t2 in range(length):
+                    s0 += K[t * length + t2] * anchor_row[self.vertex_labels[lo + t2, p0]]
+            sums[l] = s0
+        for l in range(count):
+            self.gram_anchor[i, stale[l]] = sums[l]
         for pt in range(m):
             if self.gram_point_ok[i, pt]:
                 continue
