@@ -48,6 +48,24 @@ def test_certificate_gaps_sum_to_the_duality_gap(structure):
             state.run_pass()
 
 
+@pytest.mark.parametrize("n_jobs", [2, 3, -1])
+def test_certificates_on_threads_give_the_same_arrays(n_jobs):
+    # the examples are split among the threads, each pass with its own oracle workspace:
+    # every example's hinge and gap the same bits as on one thread
+    X, y = make_chain_data(n_sequences=40, n_states=4, n_features=5, max_length=9, seed=11)
+    bound, batch, Y = _bound(ChainStructure(), X, y)
+    for state in _states(bound, batch, Y, 0.5):
+        for _ in range(3):
+            state.run_pass()
+            hinge, gaps = state._passes.certificate_pass(state, 1)
+            primal, _ = state.primal_and_gaps()
+            threaded_primal, threaded_gaps = state.primal_and_gaps(n_jobs)
+            assert threaded_primal == primal
+            assert np.array_equal(threaded_gaps, gaps)
+            threaded_hinge, _ = state._passes.certificate_pass(state, abs(n_jobs))
+            assert np.array_equal(threaded_hinge, hinge)
+
+
 def test_sweeps_visit_only_the_active_examples_within_the_budget():
     X, y = make_chain_data(n_sequences=12, n_states=3, n_features=3, max_length=5, seed=3)
     bound, batch, Y = _bound(ChainStructure(), X, y)

@@ -4,7 +4,11 @@
 passes the states compute their weights and primal objective with.
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
+
+from sklstruct._inference._validation import split_into_chunks
 
 from cpython.exc cimport PyErr_CheckSignals
 from libc.string cimport memset
@@ -60,6 +64,13 @@ cdef class DualPass:
                        &max_len, &max_nnz)
         self.max_len = max_len
         self.max_nnz = max_nnz
+
+    def own_workspace(self, state):
+        """Give this pass its own oracle kernels and feature slots, so that it can certify
+        examples on one thread while other passes bound to ``state`` do on others (their
+        ``gap_and_hinge`` writes nothing else that is shared)."""
+        self.kernels = state.structure.example_kernels(state.batch)
+        self.slot = np.full(self.slot.shape[0], -1, dtype=np.int32)
 
     cdef void fill_loss(self, intp_t lo, intp_t length, double* out) noexcept nogil:
         """The loss rows ``L[t, s]`` of tokens ``lo .. lo + length``: the state's
@@ -226,17 +237,36 @@ cdef tuple sweep_active(DualPass p, int64_t[::1] active, double threshold, doubl
     return sweeps, visits, gain
 
 
-cdef tuple certify_examples(DualPass p):
-    """Every example's structured hinge ``H_i`` and Frank-Wolfe gap at the weights of ``p``,
-    one example at a time (an oracle call each, no step); returns ``(hinge, gaps)``."""
-    cdef intp_t n = p.offsets.shape[0] - 1, i, since_check = 0
-    hinge_array = np.zeros(n)
-    gaps_array = np.zeros(n)
-    cdef float64_t[::1] hinge = hinge_array, gaps = gaps_array
+cdef tuple certify_examples(list passes):
+    """Every example's structured hinge ``H_i`` and Frank-Wolfe gap at the weights of the
+    passes (bound to one state), one example at a time (an oracle call each, no step);
+    returns ``(hinge, gaps)``. With several passes (each with its own workspace, see
+    :meth:`DualPass.own_workspace`) the examples are split into as many runs of consecutive
+    examples of about equal token counts, one per thread: every example's terms are
+    computed as on one thread, so the arrays do not depend on the number of threads."""
+    cdef DualPass first = passes[0]
+    cdef intp_t n = first.offsets.shape[0] - 1
+    hinge = np.zeros(n)
+    gaps = np.zeros(n)
+    chunks = split_into_chunks(np.asarray(first.offsets), len(passes))
+    if len(chunks) == 1:
+        _certify_run(first, 0, n, hinge, gaps)
+        return hinge, gaps
+    with ThreadPoolExecutor(len(chunks)) as threads:
+        runs = [threads.submit(_certify_run, p, lo, hi, hinge, gaps)
+                for p, (lo, hi) in zip(passes, chunks)]
+        for run in runs:
+            run.result()
+    return hinge, gaps
+
+
+def _certify_run(DualPass p, intp_t first, intp_t last, float64_t[::1] hinge,
+                 float64_t[::1] gaps):
+    """The terms of :func:`certify_examples` for examples ``first .. last - 1``."""
+    cdef intp_t i, since_check = 0
     with nogil:
-        for i in range(n):
+        for i in range(first, last):
             if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
                 with gil:
                     PyErr_CheckSignals()
             p.gap_and_hinge(i, &gaps[i], &hinge[i])
-    return hinge_array, gaps_array

@@ -11,6 +11,7 @@ max-oracle call on the example and touches only the weights of its features.
 
 import numpy as np
 
+from .._inference._validation import check_n_jobs
 from ..structures._base import BaseStructure
 from ..structures._loss import hamming_max_loss
 from ._factored_dual import DualWeights, FactoredDualState
@@ -41,11 +42,12 @@ class _Shrinking:
     """Certificates with every example's gap, and sweeps over the examples whose gaps stay
     above a threshold (shrinking)."""
 
-    def primal_and_gaps(self):
+    def primal_and_gaps(self, n_jobs=None):
         """The primal objective at the state's weights and every example's Frank-Wolfe gap
         there (they sum to the duality gap at an exact certificate's weights), from one
-        oracle call per example (the passes' ``certificate_pass``)."""
-        hinge, gaps = self._passes.certificate_pass(self)
+        oracle call per example (the passes' ``certificate_pass``), on the threads
+        ``n_jobs`` asks for (the same values on any number of them)."""
+        hinge, gaps = self._passes.certificate_pass(self, check_n_jobs(n_jobs))
         return 0.5 * float(self.statistic_weights @ self.w) + self.C * float(hinge.sum()), gaps
 
     def run_active(self, active, threshold, stop_gap, max_visits, seed, target_gap=-1.0,

@@ -1205,9 +1205,14 @@ def active_sweeps(state, int64_t[::1] active, double threshold, double stop_gap,
                           seed)
 
 
-def certificate_pass(state):
+def certificate_pass(state, n_threads=1):
     """Every example's structured hinge ``H_i`` and Frank-Wolfe gap at the state's weights
     (``WT`` and ``theta``), one example at a time (an oracle call each, no step): at one
-    ``w = w(alpha)`` the gaps sum to the duality gap ``P(w) - D(alpha)``. Returns
-    ``(hinge, gaps)``."""
-    return certify_examples(_MultiPoint(state))
+    ``w = w(alpha)`` the gaps sum to the duality gap ``P(w) - D(alpha)``. On ``n_threads``
+    threads, with the same arrays (``certify_examples``). Returns ``(hinge, gaps)``."""
+    passes = [_MultiPoint(state)]
+    for _ in range(1, n_threads):
+        extra = _MultiPoint(state)
+        extra.own_workspace(state)
+        passes.append(extra)
+    return certify_examples(passes)

@@ -95,7 +95,7 @@ def solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rng
     calls, passes = 0, 0
     common = (certificate, structure, batch, Y, C, "margin", n_jobs)
     if shrinking:  # every pass starts from a certificate with the examples' gaps
-        primal, gaps = state.primal_and_gaps()
+        primal, gaps = state.primal_and_gaps(n_jobs)
         stops, calls = _check(*common, w, dual, 0, calls + n, np.nan, primal=primal)
     elif not np.any(w):  # w = 0: the primal is the largest loss, C sum_t max_s L[t, s]
         stops, calls = _check(*common, w, dual, 0, calls, np.nan, primal=C * state.max_loss())
@@ -125,7 +125,7 @@ def solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rng
             # every fifth certificate also removes the passes' rounding drift
             w, dual = state.certificate(exact=len(certificate.rows["primal"]) % 5 == 0)
             if shrinking:
-                primal, gaps = state.primal_and_gaps()
+                primal, gaps = state.primal_and_gaps(n_jobs)
             else:
                 primal = state.primal()
             stops, calls = _check(*common, w, dual, passes, calls + n, fw_gap, primal=primal)
