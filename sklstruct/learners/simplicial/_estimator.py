@@ -133,7 +133,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     random_state : int, RandomState instance or None, default=None
         Order of the examples in every pass (and the partition for ``blocks="single"``).
     n_jobs : int, default=None
-        Threads for the batched decoding.
+        Threads for the batched decoding, for the compiled passes' certificates (every
+        example's oracle call at fixed weights; the same values on any number of threads)
+        and for ``predict``. The passes themselves run on one thread.
     verbose : int, default=0
         Print one line per certificate (pass, primal, dual, gap, time, oracle calls).
     callback : callable, default=None
