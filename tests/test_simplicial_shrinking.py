@@ -51,8 +51,9 @@ def test_certificate_gaps_sum_to_the_duality_gap(structure):
 @pytest.mark.parametrize("n_jobs", [2, 3, -1])
 def test_certificates_on_threads_give_the_same_arrays(n_jobs):
     # the examples are split among the threads, each pass with its own oracle workspace:
-    # every example's hinge and gap the same bits as on one thread
-    X, y = make_chain_data(n_sequences=40, n_states=4, n_features=5, max_length=9, seed=11)
+    # every example's hinge and gap the same bits as on one thread (130 examples: up to
+    # two threads for primal_and_gaps, one per 64 examples)
+    X, y = make_chain_data(n_sequences=130, n_states=4, n_features=5, max_length=9, seed=11)
     bound, batch, Y = _bound(ChainStructure(), X, y)
     for state in _states(bound, batch, Y, 0.5):
         for _ in range(3):

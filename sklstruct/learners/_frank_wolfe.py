@@ -38,6 +38,10 @@ def supports_multi_point(structure, batch):
             and structure.n_pairwise_ < np.iinfo(np.int32).max)
 
 
+# the threads of a certificate (primal_and_gaps) at most
+MAX_CERTIFICATE_THREADS = 8
+
+
 class _Shrinking:
     """Certificates with every example's gap, and sweeps over the examples whose gaps stay
     above a threshold (shrinking)."""
@@ -47,7 +51,11 @@ class _Shrinking:
         there (they sum to the duality gap at an exact certificate's weights), from one
         oracle call per example (the passes' ``certificate_pass``), on the threads
         ``n_jobs`` asks for (the same values on any number of them)."""
-        hinge, gaps = self._passes.certificate_pass(self, check_n_jobs(n_jobs))
+        # (each extra thread keeps a slot per feature: at most MAX_CERTIFICATE_THREADS, and
+        # one per 64 examples)
+        threads = min(check_n_jobs(n_jobs), MAX_CERTIFICATE_THREADS,
+                      max(1, self.batch.n_sequences // 64))
+        hinge, gaps = self._passes.certificate_pass(self, threads)
         return 0.5 * float(self.statistic_weights @ self.w) + self.C * float(hinge.sum()), gaps
 
     def run_active(self, active, threshold, stop_gap, max_visits, seed, target_gap=-1.0,
