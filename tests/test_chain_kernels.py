@@ -400,19 +400,17 @@ def _spread_batch(rng, spreads, n_states=3, length=4):
     return np.vstack(unary), np.array(offsets), transition, start, end
 
 
-# the scaled (probability-space) recursion runs while a token's potentials and the transitions
-# span at most 600 nats together, the log-domain one beyond: both sides, and a batch of both
-@pytest.mark.parametrize("spreads", [[1.0], [400.0], [495.0], [510.0], [3000.0],
-                                     [1.0, 3000.0, 480.0, 520.0, 2.0]])
-def test_forward_backward_on_both_sides_of_the_scaled_range(spreads):
+def _check_marginals_against_enumeration(unary, offsets, transition, start, end):
+    """forward_backward and the per-example kernels (online exponentiated gradient) against
+    enumeration on every sequence of the batch."""
     from sklstruct._inference._kernels import ChainKernels
 
-    rng = np.random.default_rng(len(spreads) + int(spreads[0]))
-    unary, offsets, transition, start, end = _spread_batch(rng, spreads)
+    n_states = transition.shape[0]
     node, edges, log_partition = forward_backward(unary, offsets, transition, start, end)
-    kernels = ChainKernels(offsets, 3, True, True)
+    kernels = ChainKernels(offsets, n_states, True, True)
     pairwise = np.concatenate([transition.ravel(), start, end])
-    for i in range(len(spreads)):
+    n_edges = n_states * n_states
+    for i in range(offsets.shape[0] - 1):
         u = unary[offsets[i]:offsets[i + 1]]
         node_ref, edges_ref, log_partition_ref = ref.brute_force_marginals(
             u, transition, start, end
@@ -420,13 +418,23 @@ def test_forward_backward_on_both_sides_of_the_scaled_range(spreads):
         assert log_partition[i] == pytest.approx(log_partition_ref, rel=1e-13)
         np.testing.assert_allclose(node[offsets[i]:offsets[i + 1]], node_ref, atol=1e-12)
         np.testing.assert_allclose(edges[i], edges_ref, atol=1e-12)
-        # the per-example kernels (online exponentiated gradient) agree
         k_node, k_pairwise, k_log_partition = kernels.marginals_example(i, u, pairwise)
         assert k_log_partition == pytest.approx(log_partition_ref, rel=1e-13)
         np.testing.assert_allclose(k_node, node_ref, atol=1e-12)
-        np.testing.assert_allclose(k_pairwise[:9].reshape(3, 3), edges_ref, atol=1e-12)
-        np.testing.assert_allclose(k_pairwise[9:12], node_ref[0], atol=1e-12)
-        np.testing.assert_allclose(k_pairwise[12:], node_ref[-1], atol=1e-12)
+        np.testing.assert_allclose(k_pairwise[:n_edges].reshape(n_states, n_states),
+                                   edges_ref, atol=1e-12)
+        np.testing.assert_allclose(k_pairwise[n_edges:n_edges + n_states], node_ref[0],
+                                   atol=1e-12)
+        np.testing.assert_allclose(k_pairwise[n_edges + n_states:], node_ref[-1], atol=1e-12)
+
+
+# the scaled (probability-space) recursion runs while a token's potentials and the transitions
+# span at most 600 nats together, the log-domain one beyond: both sides, and a batch of both
+@pytest.mark.parametrize("spreads", [[1.0], [400.0], [495.0], [510.0], [3000.0],
+                                     [1.0, 3000.0, 480.0, 520.0, 2.0]])
+def test_forward_backward_on_both_sides_of_the_scaled_range(spreads):
+    rng = np.random.default_rng(len(spreads) + int(spreads[0]))
+    _check_marginals_against_enumeration(*_spread_batch(rng, spreads))
 
 
 # transitions spanning at most 300 nats keep the scaled recursion exact whatever the tokens'
@@ -436,8 +444,6 @@ def test_forward_backward_on_both_sides_of_the_scaled_range(spreads):
 @pytest.mark.parametrize("token_spread", [700.0, 5e3, 1e6])
 def test_forward_backward_with_wide_tokens_and_bounded_transitions(transition_spread,
                                                                   token_spread):
-    from sklstruct._inference._kernels import ChainKernels
-
     rng = np.random.default_rng(int(transition_spread) + int(np.log(token_spread)))
     n_states, length = 4, 6
     transition = rng.uniform(0.0, transition_spread, size=(n_states, n_states))
@@ -451,21 +457,7 @@ def test_forward_backward_with_wide_tokens_and_bounded_transitions(transition_sp
     offsets = np.arange(4) * length
     start = rng.normal(size=n_states) * token_spread
     end = rng.normal(size=n_states)
-    node, edges, log_partition = forward_backward(unary, offsets, transition, start, end)
-    kernels = ChainKernels(offsets, n_states, True, True)
-    pairwise = np.concatenate([transition.ravel(), start, end])
-    for i in range(3):
-        u = unary[offsets[i]:offsets[i + 1]]
-        node_ref, edges_ref, log_partition_ref = ref.brute_force_marginals(
-            u, transition, start, end
-        )
-        assert log_partition[i] == pytest.approx(log_partition_ref, rel=1e-13)
-        np.testing.assert_allclose(node[offsets[i]:offsets[i + 1]], node_ref, atol=1e-12)
-        np.testing.assert_allclose(edges[i], edges_ref, atol=1e-12)
-        k_node, k_pairwise, k_log_partition = kernels.marginals_example(i, u, pairwise)
-        assert k_log_partition == pytest.approx(log_partition_ref, rel=1e-13)
-        np.testing.assert_allclose(k_node, node_ref, atol=1e-12)
-        np.testing.assert_allclose(k_pairwise[:16].reshape(4, 4), edges_ref, atol=1e-12)
+    _check_marginals_against_enumeration(unary, offsets, transition, start, end)
 
 
 def test_sequence_scores_and_integer_dtypes():

@@ -58,4 +58,4 @@ cdef tuple sweep_active(DualPass p, int64_t[::1] active, double threshold, doubl
                         intp_t max_visits, double target_gap, intp_t min_visits,
                         uint64_t seed)
 
-cdef tuple certify_examples(list passes)
+cdef tuple certify_examples(type pass_type, state, intp_t n_threads)

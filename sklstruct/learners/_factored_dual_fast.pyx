@@ -237,21 +237,27 @@ cdef tuple sweep_active(DualPass p, int64_t[::1] active, double threshold, doubl
     return sweeps, visits, gain
 
 
-cdef tuple certify_examples(list passes):
-    """Every example's structured hinge ``H_i`` and Frank-Wolfe gap at the weights of the
-    passes (bound to one state), one example at a time (an oracle call each, no step);
-    returns ``(hinge, gaps)``. With several passes (each with its own workspace, see
-    :meth:`DualPass.own_workspace`) the examples are split into as many runs of consecutive
-    examples of about equal token counts, one per thread: every example's terms are
-    computed as on one thread, so the arrays do not depend on the number of threads."""
-    cdef DualPass first = passes[0]
+cdef tuple certify_examples(type pass_type, state, intp_t n_threads):
+    """Every example's structured hinge ``H_i`` and Frank-Wolfe gap at the weights of
+    ``state``, one example at a time (an oracle call each, no step) by passes of
+    ``pass_type`` (a :class:`DualPass`); returns ``(hinge, gaps)``. On several threads the
+    examples are split into runs of consecutive examples of about equal token counts, one
+    per thread, each run's pass with its own workspace (:meth:`DualPass.own_workspace`):
+    every example's terms are computed as on one thread, so the arrays do not depend on the
+    number of threads."""
+    cdef DualPass first = pass_type(state)
     cdef intp_t n = first.offsets.shape[0] - 1
     hinge = np.zeros(n)
     gaps = np.zeros(n)
-    chunks = split_into_chunks(np.asarray(first.offsets), len(passes))
+    chunks = split_into_chunks(np.asarray(first.offsets), n_threads)
     if len(chunks) == 1:
         _certify_run(first, 0, n, hinge, gaps)
         return hinge, gaps
+    passes = [first]
+    for _ in range(1, len(chunks)):
+        extra = pass_type(state)
+        extra.own_workspace(state)
+        passes.append(extra)
     with ThreadPoolExecutor(len(chunks)) as threads:
         runs = [threads.submit(_certify_run, p, lo, hi, hinge, gaps)
                 for p, (lo, hi) in zip(passes, chunks)]

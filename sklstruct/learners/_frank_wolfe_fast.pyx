@@ -290,9 +290,4 @@ def certificate_pass(state, n_threads=1):
     (``WT`` and ``theta``), one example at a time (an oracle call each, no step): at one
     ``w = w(alpha)`` the gaps sum to the duality gap ``P(w) - D(alpha)``. On ``n_threads``
     threads, with the same arrays (``certify_examples``). Returns ``(hinge, gaps)``."""
-    passes = [_BlockFrankWolfe(state)]
-    for _ in range(1, n_threads):
-        extra = _BlockFrankWolfe(state)
-        extra.own_workspace(state)
-        passes.append(extra)
-    return certify_examples(passes)
+    return certify_examples(_BlockFrankWolfe, state, n_threads)

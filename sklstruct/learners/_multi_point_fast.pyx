@@ -1210,9 +1210,4 @@ def certificate_pass(state, n_threads=1):
     (``WT`` and ``theta``), one example at a time (an oracle call each, no step): at one
     ``w = w(alpha)`` the gaps sum to the duality gap ``P(w) - D(alpha)``. On ``n_threads``
     threads, with the same arrays (``certify_examples``). Returns ``(hinge, gaps)``."""
-    passes = [_MultiPoint(state)]
-    for _ in range(1, n_threads):
-        extra = _MultiPoint(state)
-        extra.own_workspace(state)
-        passes.append(extra)
-    return certify_examples(passes)
+    return certify_examples(_MultiPoint, state, n_threads)
