@@ -12,6 +12,7 @@ from sklstruct import ChainStructure, M3NSimplicialDecomposition, MultiClass
 from sklstruct.learners._frank_wolfe import (BlockFrankWolfeState,
                                                        MultiPointFrankWolfeState)
 from sklstruct.learners._factored_dual_fast import structured_hinge_pass
+from sklstruct.structures._base import primal_objective as viterbi_primal
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
 
 from ._enumeration import exact_optimum, primal_objective
@@ -169,3 +170,60 @@ def test_certificate_pass_matches_the_hinge_pass_on_multiclass():
     hinge = structured_hinge_pass(state, state.Y)
     assert primal == pytest.approx(0.5 * w @ w + hinge.sum(), rel=1e-12)
     assert gaps.sum() == pytest.approx(primal - dual, rel=1e-10)
+
+
+def _sparse_chains(n_sequences, seed):
+    """Chains whose tokens have a few features among many, some of them frequent: the
+    features an example shares with the one visited before it vary."""
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for _ in range(n_sequences):
+        length = int(rng.integers(1, 30))
+        labels = rng.integers(0, 5, size=length)
+        rows = np.zeros((length, 120))
+        for t in range(length):
+            rows[t, rng.integers(0, 8)] = 1.0  # (frequent)
+            rows[t, 8 + 20 * labels[t] + rng.integers(0, 20, size=3)] += rng.normal(1.0, 0.3)
+        X.append(rows)
+        y.append(labels)
+    return X, y
+
+
+def _state_arrays(state):
+    return [np.array(a, copy=True) for a in (state.WT, state.pair_v, state.vertex_weight,
+                                             state.vertex_labels, state.block_gap,
+                                             state.expected_loss)]
+
+
+def test_pipelined_visits_do_not_depend_on_the_threads():
+    # the uncached multi-point visits run in two stages, on two threads when asked: every
+    # array of the state the same bits as on one thread, after full passes and after
+    # shrinking sweeps that stop mid-sweep at the target gap
+    X, y = _sparse_chains(150, seed=5)
+    bound, batch, Y = _bound(ChainStructure(), X, y)
+    states = [MultiPointFrankWolfeState(bound, batch, Y, 0.3, 3, cached=False)
+              for _ in range(2)]
+    order = np.random.default_rng(0).permutation(150)
+    gaps = [state.run_pass(order, n_jobs=n_jobs) for state, n_jobs in zip(states, (1, 2))]
+    assert gaps[0] == gaps[1] and gaps[0] > 0
+    assert states[0].last_gain == states[1].last_gain > 0
+    for _ in range(2):
+        for state, n_jobs in zip(states, (1, -1)):
+            state.run_pass(order[::-1], n_jobs=n_jobs)
+    for one, two in zip(_state_arrays(states[0]), _state_arrays(states[1])):
+        assert np.array_equal(one, two)
+    _, gaps = states[0].primal_and_gaps()
+    target = 0.5 * gaps.sum()
+    visits = [state.run_active(np.arange(150), 0.0, 0.0, 1000, seed=3, target_gap=target,
+                               min_visits=40, n_jobs=n_jobs)
+              for state, n_jobs in zip(states, (1, 2))]
+    assert visits[0] == visits[1] and 40 <= visits[0] < 1000
+    for one, two in zip(_state_arrays(states[0]), _state_arrays(states[1])):
+        assert np.array_equal(one, two)
+    # the visits ascend the dual and keep its certificate consistent
+    w, dual = states[1].certificate()
+    primal, gaps = states[1].primal_and_gaps(2)
+    np.testing.assert_allclose(gaps.sum(), primal - dual, rtol=1e-10)
+    assert dual > 0
+    np.testing.assert_allclose(primal, viterbi_primal(bound, batch, Y, w, 0.3, "margin")[0],
+                               rtol=1e-12)

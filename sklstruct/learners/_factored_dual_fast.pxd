@@ -4,6 +4,32 @@ from sklstruct._inference._kernels cimport ExampleKernels
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t, uint8_t, uint64_t
 
 
+cdef struct Progress:
+    # the bookkeeping of a run of visits (DualPass.visit_sequence)
+    double estimate  # the examples' summed positive gaps at their last visit
+    double total_gap  # the positive gaps of the run's visits
+    double gain  # the dual's increase (where tracked)
+    double target_gap  # the run stops once estimate is at most this ...
+    intp_t min_visits  # ... after at least this many visits
+    intp_t visits
+    intp_t since_check  # tokens since the last check for Ctrl-C
+    bint done  # the target was reached
+
+
+cdef inline bint record_visit(Progress* progress, double before, double gap) noexcept nogil:
+    """Count a visit whose example had gap ``before`` and now ``gap``; true once the
+    estimate reaches the target."""
+    if before > 0.0:
+        progress.estimate -= before
+    if gap > 0.0:
+        progress.estimate += gap
+        progress.total_gap += gap
+    progress.visits += 1
+    if progress.visits >= progress.min_visits and progress.estimate <= progress.target_gap:
+        progress.done = True
+    return progress.done
+
+
 cdef class DualPass:
     cdef const int64_t[::1] indptr, offsets, Y
     cdef const int32_t[::1] indices
@@ -21,6 +47,8 @@ cdef class DualPass:
     cdef void fill_loss(self, intp_t lo, intp_t length, double* out) noexcept nogil
     cdef int visit(self, intp_t i, double* gap_out, double* gain) except -1 nogil
     cdef int gap_and_hinge(self, intp_t i, double* gap, double* hinge) except -1 nogil
+    cdef intp_t visit_sequence(self, const int64_t* sequence, intp_t n,
+                               Progress* progress) except -1 nogil
 
     cdef inline const int32_t* indices_ptr(self) noexcept nogil:
         return &self.indices[0] if self.indices.shape[0] > 0 else NULL

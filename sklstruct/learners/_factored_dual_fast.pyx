@@ -99,6 +99,24 @@ cdef class DualPass:
         weights, without a step (the passes' subclasses)."""
         return 0
 
+    cdef intp_t visit_sequence(self, const int64_t* sequence, intp_t n,
+                               Progress* progress) except -1 nogil:
+        """Visit the examples ``sequence[0 .. n - 1]`` in turn, each visit recorded on
+        ``progress`` (:func:`record_visit`), until its target is reached; returns the
+        visits made."""
+        cdef intp_t k, i
+        cdef double gap = 0.0, before
+        for k in range(n):
+            i = sequence[k]
+            if signal_check_due(&progress.since_check, self.offsets[i + 1] - self.offsets[i]):
+                with gil:
+                    PyErr_CheckSignals()
+            before = self.block_gap[i]
+            self.visit(i, &gap, &progress.gain)
+            if record_visit(progress, before, gap):
+                return k + 1
+        return n
+
 
 def marginal_weights(state):
     """Set ``state.WT`` to ``v``'s unary block ``C X^T (onehot(Y) - node_marg)`` of a state
@@ -191,37 +209,27 @@ cdef tuple sweep_active(DualPass p, int64_t[::1] active, double threshold, doubl
     """Sweeps of ``p``'s visits over the examples of ``active`` (shrinking; see
     the passes' ``active_sweeps``); returns ``(sweeps, visits, gain)``."""
     cdef intp_t n_active = active.shape[0], n = p.offsets.shape[0] - 1, k, kept
-    cdef intp_t sweeps = 0, visits = 0, since_check = 0
-    cdef int64_t i, swap
+    cdef intp_t sweeps = 0
+    cdef int64_t swap
     cdef uint64_t rng = seed | 1  # (a non-zero state)
-    cdef double gap = 0.0, gain = 0.0, total, estimate = 0.0
-    cdef bint done = False
+    cdef double total
+    cdef Progress progress
+    memset(&progress, 0, sizeof(Progress))
+    progress.target_gap = target_gap
+    progress.min_visits = min_visits
     with nogil:
         for k in range(n):
             if p.block_gap[k] > 0.0:
-                estimate += p.block_gap[k]
-        while n_active > 0 and visits < max_visits and not done:
+                progress.estimate += p.block_gap[k]
+        while n_active > 0 and progress.visits < max_visits and not progress.done:
             for k in range(n_active - 1, 0, -1):  # Fisher-Yates shuffle
                 kept = <intp_t> (_next_random(&rng) % <uint64_t> (k + 1))
                 swap = active[k]
                 active[k] = active[kept]
                 active[kept] = swap
-            for k in range(n_active):
-                if visits == max_visits:  # (the last sweep is cut short)
-                    break
-                i = active[k]
-                if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
-                    with gil:
-                        PyErr_CheckSignals()
-                if p.block_gap[i] > 0.0:
-                    estimate -= p.block_gap[i]
-                p.visit(i, &gap, &gain)
-                if gap > 0.0:
-                    estimate += gap
-                visits += 1
-                if visits >= min_visits and estimate <= target_gap:
-                    done = True
-                    break
+            # (the last sweep is cut short at max_visits)
+            p.visit_sequence(&active[0], min(n_active, max_visits - progress.visits),
+                             &progress)
             sweeps += 1
             # keep the examples whose gap at this visit exceeds the threshold
             kept = 0
@@ -234,7 +242,7 @@ cdef tuple sweep_active(DualPass p, int64_t[::1] active, double threshold, doubl
             n_active = kept
             if total <= stop_gap:
                 break
-    return sweeps, visits, gain
+    return sweeps, progress.visits, progress.gain
 
 
 cdef tuple certify_examples(type pass_type, state, intp_t n_threads):

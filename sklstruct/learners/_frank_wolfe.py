@@ -59,16 +59,18 @@ class _Shrinking:
         return 0.5 * float(self.statistic_weights @ self.w) + self.C * float(hinge.sum()), gaps
 
     def run_active(self, active, threshold, stop_gap, max_visits, seed, target_gap=-1.0,
-                   min_visits=0):
+                   min_visits=0, n_jobs=None):
         """Visit the examples of ``active`` in sweeps, each dropping those whose gap at the
         visit is at most ``threshold``, until the remaining gaps sum to at most ``stop_gap``,
         after ``max_visits`` visits, or once (after ``min_visits``) the summed gaps of all
         examples at their last visit (``block_gap``) are at most ``target_gap``
-        (the passes' ``active_sweeps``); returns the visits. ``last_gain`` receives the
-        dual's increase (multi-point masters only)."""
+        (the passes' ``active_sweeps``, on the threads ``n_jobs`` asks for where the pass
+        has several stages, with the same iterates on any number); returns the visits.
+        ``last_gain`` receives the dual's increase (multi-point masters only)."""
         _, visits, self.last_gain = self._passes.active_sweeps(
             self, np.array(active, dtype=np.int64), float(threshold), float(stop_gap),
-            int(max_visits), float(target_gap), int(min_visits), int(seed))
+            int(max_visits), float(target_gap), int(min_visits), int(seed),
+            check_n_jobs(n_jobs))
         return visits
 
 
@@ -81,8 +83,9 @@ class BlockFrankWolfeState(_Shrinking, FactoredDualState):
         super().__init__(structure, batch, Y, C, structure.onehot(Y),
                          structure.pairwise_statistics(batch, Y, per_sequence=True), scale2)
 
-    def run_pass(self, order=None):
-        """One pass over the examples (in ``order``); returns the sum of their FW gaps."""
+    def run_pass(self, order=None, n_jobs=None):
+        """One pass over the examples (in ``order``, on one thread whatever ``n_jobs``);
+        returns the sum of their FW gaps."""
         order = self.order if order is None else np.ascontiguousarray(order, dtype=np.int64)
         return _frank_wolfe_fast.frank_wolfe_pass(self, order)
 
@@ -354,11 +357,13 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
         self.cache = np.zeros(int(self.cache_ptr[-1]))
         self.cache_ready = np.zeros(batch.n_sequences, dtype=np.uint8)
 
-    def run_pass(self, order=None):
+    def run_pass(self, order=None, n_jobs=None):
         """One oracle pass; returns the sum of the Frank-Wolfe gaps (``last_gain``: the
-        dual's increase)."""
+        dual's increase). The uncached mode's visits run in two stages on two threads when
+        ``n_jobs`` asks for several, with the same iterates."""
         order = self.order if order is None else np.ascontiguousarray(order, dtype=np.int64)
-        gap, self.last_gain = _multi_point_fast.multi_point_pass(self, order)
+        gap, self.last_gain = _multi_point_fast.multi_point_pass(self, order,
+                                                                 check_n_jobs(n_jobs))
         return gap
 
     def run_sweep(self, order=None):

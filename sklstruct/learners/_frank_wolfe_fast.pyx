@@ -259,7 +259,8 @@ def frank_wolfe_pass(state, const int64_t[::1] order):
 
 
 def active_sweeps(state, int64_t[::1] active, double threshold, double stop_gap,
-                  intp_t max_visits, double target_gap, intp_t min_visits, uint64_t seed):
+                  intp_t max_visits, double target_gap, intp_t min_visits, uint64_t seed,
+                  n_threads=1):
     """Sweeps over the examples of ``active`` (overwritten), each visit an oracle call and a
     step of the state's pass (:class:`~._frank_wolfe.BlockFrankWolfeState`: Frank-Wolfe with
     line search; :class:`~._frank_wolfe.MultiPointFrankWolfeState`: the master over its
@@ -272,7 +273,8 @@ def active_sweeps(state, int64_t[::1] active, double threshold, double stop_gap,
     below: the sum over all examples of ``state.block_gap`` (their gaps at their last visit,
     or as the caller set them), kept up to date visit by visit. Returns
     ``(sweeps, visits, gain)``, ``gain`` the dual's increase (0 for the Frank-Wolfe steps,
-    which do not track it)."""
+    which do not track it). The block Frank-Wolfe visits run on one thread whatever
+    ``n_threads`` (the multi-point pass's signature)."""
     cdef DualPass p
     if max_visits < 0 or min_visits < 0:
         raise ValueError("max_visits and min_visits must be non-negative.")

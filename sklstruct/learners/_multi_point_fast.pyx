@@ -30,22 +30,30 @@ consistent up to the examples visited).
 
 :func:`active_sweeps` and :func:`certificate_pass` run the shrinking sweeps and the
 per-example certificate of :mod:`sklstruct.learners._factored_dual_fast` on these visits.
+
+In the uncached mode the visits run in two stages (:class:`_Pipeline`): the token scores over
+the stored entries whose features the example visited before does not have, which a second
+thread sums for the example after next while this one solves the next master; then the other
+entries, the oracle and the master. The sums are the same on one thread and on two, so the
+iterates do not depend on the number of threads.
 """
+
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from cpython.exc cimport PyErr_CheckSignals
-from libc.math cimport fabs
+from libc.math cimport INFINITY, fabs
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
 
 from sklstruct._solvers._smo cimport active_set_capped_simplex, smo_capped_simplices
 from sklstruct._typedefs cimport (float64_t, int16_t, int32_t, int64_t, intp_t, uint8_t,
                                   uint64_t)
-from sklstruct.learners._example_rows cimport (dot, release, signal_check_due,
-                                               token_scores)
-from sklstruct.learners._factored_dual_fast cimport (DualPass, certify_examples,
-                                                     sweep_active)
+from sklstruct.learners._example_rows cimport (PREFETCH_FEATURES, SKS_PREFETCH, dot, release,
+                                               signal_check_due, token_scores)
+from sklstruct.learners._factored_dual_fast cimport (DualPass, Progress, certify_examples,
+                                                     record_visit, sweep_active)
 
 
 cdef inline intp_t _pair(intp_t a, intp_t b) noexcept nogil:
@@ -62,6 +70,53 @@ cdef enum:
     MAX_POINTS = 63
 
 TOKEN_GRAM_ENTRIES = TOKEN_GRAM_CAP  # (for the state's kept token Gram matrices)
+
+
+cdef extern from *:
+    """
+    #include <sched.h>
+    static inline long long sks_load_acquire(const long long* p) {
+        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    }
+    static inline void sks_store_release(long long* p, long long v) {
+        __atomic_store_n(p, v, __ATOMIC_RELEASE);
+    }
+    static inline void sks_pause(void) {
+    #if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+    #endif
+    }
+    """
+    long long sks_load_acquire(const long long* p) noexcept nogil
+    void sks_store_release(long long* p, long long v) noexcept nogil
+    void sks_pause() noexcept nogil
+    int sched_yield() noexcept nogil
+
+
+cdef enum:
+    # busy-wait rounds of a pipelined pass's thread before it yields its core between checks
+    SPIN_ROUNDS = 4096
+
+
+cdef inline void _wait_until(int64_t* counter, int64_t target) noexcept nogil:
+    """Wait until another thread's release store takes ``counter`` to ``target`` or above
+    (acquire: its writes before that store are visible after this returns)."""
+    cdef intp_t rounds = 0
+    while sks_load_acquire(<long long*> counter) < target:
+        rounds += 1
+        if rounds < SPIN_ROUNDS:
+            sks_pause()
+        else:
+            sched_yield()
+
+
+cdef struct _Handoff:
+    # one example's token scores in a pipelined pass (_Pipeline), in two parts
+    double* partial  # the sums over the stored entries not shared with the example before
+    int32_t* touched  # the example's distinct features
+    int64_t* shared  # its stored entries whose feature the example before has ...
+    int32_t* shared_token  # ... and their tokens
+    intp_t n_touched, n_shared
 
 
 cdef double _solve_master(const double* G, const double* D_k, const double* base,
@@ -166,6 +221,9 @@ cdef struct _Work:
     double* master
 
 
+cdef class _Pipeline
+
+
 cdef class _MultiPoint(DualPass):
     """The multi-point pass's steps on one example (see the module doc).
 
@@ -206,6 +264,10 @@ cdef class _MultiPoint(DualPass):
     cdef const int32_t[::1] cache_features
     cdef float64_t[::1] cache
     cdef uint8_t[::1] cache_ready
+    # pipelined visits (_Pipeline): bit 1 marks the features of the example before the one
+    # whose scores are summed, bit 2 those of that example already listed
+    cdef uint8_t[::1] mark
+    cdef _Pipeline pipeline  # the uncached mode's visits (None: plain visits)
 
     def __init__(self, state):
         super().__init__(state, False)
@@ -973,17 +1035,25 @@ cdef class _MultiPoint(DualPass):
         returns the example's Frank-Wolfe gap at its point ``x``. ``n_touched`` receives the
         number of its distinct features (listed in ``w.touched``), ``loss_bar`` the
         labelling's loss and ``hinge`` (when not NULL) the structured hinge ``H_i``."""
+        n_touched[0] = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
+                                    self.WT_ptr(), self.S, lo, length, self.w.scores,
+                                    &self.slot[0], self.w.touched)
+        release(&self.slot[0], self.w.touched, n_touched[0])
+        loss_bar[0] = self.loss_augmented_oracle(i, lo, length, self.w.scores, self.w.labels)
+        return self.gap_at_scores(i, lo, length, self.w.labels, loss_bar[0], hinge)
+
+    cdef double gap_at_scores(self, intp_t i, intp_t lo, intp_t length,
+                              const int64_t* labels, double loss_bar,
+                              double* hinge) noexcept nogil:
+        """The scores of the anchor and the points of example ``i`` from the token scores in
+        ``w.scores``, and the example's Frank-Wolfe gap at its point ``x`` towards
+        ``labels`` (of loss ``loss_bar``); ``hinge`` (when not NULL) receives the structured
+        hinge ``H_i`` (``labels`` then the most violating labelling at those scores)."""
         cdef intp_t S = self.S, t, pt, e
         cdef intp_t* index = self.w.entry_index + self.r * self.stride
         cdef double* value = self.w.entry_value + self.r * self.stride
         cdef double total = 0.0, x_score, truth
         cdef double* scores = self.w.scores
-        cdef int64_t* labels = self.w.labels
-        n_touched[0] = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
-                                    self.WT_ptr(), S, lo, length, scores, &self.slot[0],
-                                    self.w.touched)
-        release(&self.slot[0], self.w.touched, n_touched[0])
-        loss_bar[0] = self.loss_augmented_oracle(i, lo, length, scores, labels)
         # the scores of the anchor and the points, and of x, their mixture: from the cached
         # rows once the example has them, else from the unpacked anchor and the labels
         if self.cached and self.cache_ready[i]:
@@ -1015,8 +1085,8 @@ cdef class _MultiPoint(DualPass):
                 truth += scores[t * S + self.Y[lo + t]]
             for e in range(self.kernels.pairwise_entries(i, &self.Y[lo], index, value)):
                 truth += self.theta[index[e]] * value[e]
-            hinge[0] = loss_bar[0] + total - truth
-        return self.C * (loss_bar[0] - self.expected_loss[i] + total - x_score)
+            hinge[0] = loss_bar + total - truth
+        return self.C * (loss_bar - self.expected_loss[i] + total - x_score)
 
     cdef int gap_and_hinge(self, intp_t i, double* gap, double* hinge) except -1 nogil:
         cdef intp_t n_touched
@@ -1028,12 +1098,21 @@ cdef class _MultiPoint(DualPass):
     cdef int visit(self, intp_t i, double* gap_out, double* gain) except -1 nogil:
         """One oracle call and master on example ``i``; its Frank-Wolfe gap into
         ``gap_out``, the master's gain added to ``gain``."""
-        cdef intp_t lo = self.offsets[i], slot, K
-        cdef intp_t length = self.offsets[i + 1] - lo, n_touched
+        cdef intp_t lo = self.offsets[i], n_touched
         cdef double loss_bar, gap
-        cdef int64_t* labels = self.w.labels
+        gap = self.score_example(i, lo, self.offsets[i + 1] - lo, &n_touched, &loss_bar, NULL)
+        return self.take_step(i, self.w.labels, loss_bar, n_touched, gap, gap_out, gain)
+
+    cdef int take_step(self, intp_t i, const int64_t* labels, double loss_bar,
+                       intp_t n_touched, double gap, double* gap_out,
+                       double* gain) except -1 nogil:
+        """The step of a visit of example ``i`` once its token scores (``w.scores``), the
+        scores of its anchor and points and its gap ``gap`` towards the oracle's
+        ``labels`` (of loss ``loss_bar``) are known: keep the labelling as a point and
+        solve the master (``n_touched`` distinct features, listed in ``w.touched``)."""
+        cdef intp_t lo = self.offsets[i], slot, K
+        cdef intp_t length = self.offsets[i + 1] - lo
         cdef bint folded
-        gap = self.score_example(i, lo, length, &n_touched, &loss_bar, NULL)
         self.block_gap[i] = gap
         gap_out[0] = gap
         folded = self.n_vertices[i] == self.r
@@ -1059,6 +1138,103 @@ cdef class _MultiPoint(DualPass):
         if folded and not self.cached:  # (the cached rows hold the anchor)
             self.store_anchor(i, length)
         return 0
+
+    cdef intp_t visit_sequence(self, const int64_t* sequence, intp_t n,
+                               Progress* progress) except -1 nogil:
+        """Visit ``sequence`` in turn: pipelined visits (:class:`_Pipeline`) in the
+        uncached mode, otherwise one visit after the other."""
+        if self.pipeline is not None:
+            return self.pipeline.run(self, sequence, n, progress)
+        return DualPass.visit_sequence(self, sequence, n, progress)
+
+    # --------------------------------------------------------------- pipelined visits
+    cdef void partial_stage(self, intp_t i, const _Handoff* before,
+                            _Handoff* h) noexcept nogil:
+        """The first stage of a pipelined visit of example ``i`` (see :class:`_Pipeline`):
+        its token scores over the stored entries whose feature the example before
+        (``before``; NULL when none) does not have, in their order (``h.partial``), the
+        others listed (``h.shared``) and its distinct features. Reads the rows of ``W^T``
+        of those features only, and this pass's own ``mark``."""
+        cdef intp_t S = self.S, lo = self.offsets[i], length = self.offsets[i + 1] - lo
+        cdef intp_t t, s, k, n_touched = 0, n_shared = 0
+        cdef int64_t q, end = self.indptr[lo + length]
+        cdef int32_t j
+        cdef uint8_t flags
+        cdef double v
+        cdef const double* WT = self.WT_ptr()
+        cdef const double* row
+        cdef double* partial = h.partial
+        cdef uint8_t* mark = &self.mark[0]
+        for t in range(length):
+            for s in range(S):
+                partial[t * S + s] = 0.0
+            for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
+                if q + PREFETCH_FEATURES < end:
+                    row = WT + self.indices[q + PREFETCH_FEATURES] * S
+                    for s in range(0, S, 8):
+                        SKS_PREFETCH(row + s)
+                    SKS_PREFETCH(row + S - 1)
+                j = self.indices[q]
+                flags = mark[j]
+                if not flags & 2:
+                    mark[j] = flags | 2
+                    h.touched[n_touched] = j
+                    n_touched += 1
+                if flags & 1:
+                    h.shared[n_shared] = q
+                    h.shared_token[n_shared] = <int32_t> t
+                    n_shared += 1
+                    continue
+                v = self.data[q]
+                for s in range(S):
+                    partial[t * S + s] += v * WT[j * S + s]
+        h.n_touched = n_touched
+        h.n_shared = n_shared
+        # bit 1 moves from the example before's features to this one's
+        if before != NULL:
+            for k in range(before.n_touched):
+                mark[before.touched[k]] &= ~1
+        for k in range(n_touched):
+            mark[h.touched[k]] = 1
+
+    cdef void clear_marks(self, const _Handoff* h) noexcept nogil:
+        """Unmark the features of ``h``'s example (the last oracle of a pipelined run)."""
+        cdef intp_t k
+        for k in range(h.n_touched):
+            self.mark[h.touched[k]] = 0
+
+    cdef int master_stage(self, intp_t i, _Handoff* h, double* gap_out,
+                          double* gain) except -1 nogil:
+        """The second stage of a pipelined visit of example ``i`` after
+        :meth:`partial_stage` (``h``), once the example before's master wrote the weights:
+        the token scores (``h.partial``, completed in place by the shared entries in their
+        order; the visit's ``w.scores`` meanwhile), the oracle, and the step (as
+        :meth:`visit`)."""
+        cdef intp_t S = self.S, lo = self.offsets[i], length = self.offsets[i + 1] - lo
+        cdef intp_t t, s, k
+        cdef int64_t q
+        cdef int32_t j
+        cdef double v, gap, loss_bar
+        cdef const double* WT = self.WT_ptr()
+        cdef double* scores = h.partial  # (the visit's token scores, completed in place)
+        cdef double* own_scores = self.w.scores
+        for k in range(h.n_shared):
+            q = h.shared[k]
+            t = h.shared_token[k]
+            j = self.indices[q]
+            v = self.data[q]
+            for s in range(S):
+                scores[t * S + s] += v * WT[j * S + s]
+        for k in range(h.n_touched):
+            self.w.touched[k] = h.touched[k]
+        self.w.scores = scores
+        try:
+            loss_bar = self.loss_augmented_oracle(i, lo, length, scores, self.w.labels)
+            gap = self.gap_at_scores(i, lo, length, self.w.labels, loss_bar, NULL)
+            return self.take_step(i, self.w.labels, loss_bar, h.n_touched, gap, gap_out,
+                                  gain)
+        finally:
+            self.w.scores = own_scores
 
     cdef double add_statistics(self, intp_t i, double* pair_sum) noexcept nogil:
         """Add ``C X_i^T (onehot(y_i) - x_i)`` to ``W^T`` and ``x_i``'s pairwise statistics
@@ -1121,22 +1297,193 @@ cdef class _MultiPoint(DualPass):
         return loss
 
 
-def multi_point_pass(state, const int64_t[::1] order):
-    """Visit the examples of ``order`` in turn (restricted simplicial decomposition with one
-    simplex per example); return the sum of their Frank-Wolfe gaps and the dual's increase."""
-    cdef _MultiPoint p = _MultiPoint(state)
-    cdef intp_t k, i, since_check = 0
-    cdef double gap = 0.0, total_gap = 0.0, gain = 0.0
-    with nogil:
-        for k in range(order.shape[0]):
-            i = order[k]
-            if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
+cdef enum:
+    # shorter runs of visits take the pipelined visits' steps on one thread (the same
+    # arithmetic: starting the oracle's thread would cost more than it saves)
+    PIPELINE_MIN_VISITS = 32
+
+
+cdef class _Pipeline:
+    """Visits of the uncached multi-point pass in two stages: on a second thread, the
+    :meth:`_MultiPoint.partial_stage` of the example after next beside this thread's
+    :meth:`_MultiPoint.master_stage` of the next one.
+
+    Example ``k``'s token scores are summed first over its stored entries whose features
+    example ``k - 1`` does not have (about three quarters of them on CoNLL-2000): example
+    ``k - 1``'s master moves only the rows of ``W^T`` of its own features, so that part
+    can be summed once example ``k - 2``'s master is done. The master stage adds the other
+    entries, in their order, at the current weights, then runs the oracle and the step. On
+    one thread the two stages run one after the other with the same sums, so the iterates
+    do not depend on the number of threads (and are those of one visit after the other up
+    to the order of the score sums)."""
+    cdef _MultiPoint scorer
+    cdef _Handoff h[2]
+    cdef int64_t go, done, stop  # (shared by the threads: atomic loads and stores)
+    cdef const int64_t* sequence
+    cdef intp_t length
+    cdef object threads, worker
+
+    def __init__(self, _MultiPoint master, state, intp_t n_threads):
+        """Stages for the visits of ``master`` (bound to ``state``, uncached) on
+        ``n_threads`` threads (1 or 2)."""
+        cdef intp_t k, size = master.max_len * master.S
+        if master.cached:
+            raise ValueError("pipelined visits need the uncached mode.")
+        if n_threads > 1:
+            self.threads = ThreadPoolExecutor(1)
+        self.scorer = master
+        master.mark = np.zeros(master.WT.shape[0], dtype=np.uint8)
+        for k in range(2):
+            self.h[k].partial = <double*> malloc(size * sizeof(double))
+            self.h[k].touched = <int32_t*> malloc(master.max_nnz * sizeof(int32_t))
+            self.h[k].shared = <int64_t*> malloc(master.max_nnz * sizeof(int64_t))
+            self.h[k].shared_token = <int32_t*> malloc(master.max_nnz * sizeof(int32_t))
+            self.h[k].n_touched = 0
+            if (self.h[k].partial == NULL or self.h[k].touched == NULL
+                    or self.h[k].shared == NULL or self.h[k].shared_token == NULL):
+                raise MemoryError("could not allocate the pipelined visits' workspace")
+
+    def __dealloc__(self):
+        cdef intp_t k
+        for k in range(2):
+            free(self.h[k].partial)
+            free(self.h[k].touched)
+            free(self.h[k].shared)
+            free(self.h[k].shared_token)
+
+    def close(self):
+        """Stop the second thread; drop the reference to the pass."""
+        if self.threads is not None:
+            self.threads.shutdown()
+            self.threads = None
+        self.scorer = None
+
+    cdef intp_t run(self, _MultiPoint master, const int64_t* sequence, intp_t n,
+                    Progress* progress) except -1 nogil:
+        """Visit ``sequence[0 .. n - 1]`` in turn (as ``DualPass.visit_sequence``);
+        returns the visits made."""
+        cdef intp_t made = 0
+        if n == 0:
+            return 0
+        self.sequence = sequence
+        self.length = n
+        if self.threads is None or n < PIPELINE_MIN_VISITS:
+            return self.run_serial(master, progress)
+        sks_store_release(<long long*> &self.go, 2)
+        sks_store_release(<long long*> &self.done, 0)
+        sks_store_release(<long long*> &self.stop, 0)
+        with gil:
+            self.worker = self.threads.submit(_serve_partials, self)
+        try:
+            made = self.run_master(master, progress)
+        finally:
+            sks_store_release(<long long*> &self.stop, 1)
+            with gil:
+                self.worker.result()
+                self.worker = None
+            if self.done > 0:
+                self.scorer.clear_marks(&self.h[(self.done - 1) % 2])
+        return made
+
+    cdef intp_t run_serial(self, _MultiPoint master, Progress* progress) except -1 nogil:
+        """Both stages on this thread, one example after the other."""
+        cdef intp_t k, i, n = self.length
+        cdef double gap = 0.0, before
+        try:
+            for k in range(n):
+                i = self.sequence[k]
+                if signal_check_due(&progress.since_check,
+                                    master.offsets[i + 1] - master.offsets[i]):
+                    with gil:
+                        PyErr_CheckSignals()
+                self.scorer.partial_stage(i, &self.h[(k + 1) % 2] if k > 0 else NULL,
+                                          &self.h[k % 2])
+                before = master.block_gap[i]
+                master.master_stage(i, &self.h[k % 2], &gap, &progress.gain)
+                if record_visit(progress, before, gap):
+                    return k + 1
+            return n
+        finally:
+            self.scorer.clear_marks(&self.h[k % 2])
+
+    cdef intp_t run_master(self, _MultiPoint master, Progress* progress) except -1 nogil:
+        """This thread's master stages while :meth:`serve` runs the first stages."""
+        cdef intp_t k, i, n = self.length
+        cdef double gap = 0.0, before
+        for k in range(n):
+            i = self.sequence[k]
+            if signal_check_due(&progress.since_check,
+                                master.offsets[i + 1] - master.offsets[i]):
                 with gil:
                     PyErr_CheckSignals()
-            p.visit(i, &gap, &gain)
-            if gap > 0.0:
-                total_gap += gap
-    return total_gap, gain
+            _wait_until(&self.done, k + 1)
+            before = master.block_gap[i]
+            master.master_stage(i, &self.h[k % 2], &gap, &progress.gain)
+            if record_visit(progress, before, gap):
+                return k + 1
+            sks_store_release(<long long*> &self.go, k + 3)
+        return n
+
+    cdef void serve(self) noexcept nogil:
+        """The first stages, example ``k``'s once the master of example ``k - 2`` is
+        done."""
+        cdef intp_t k, rounds
+        for k in range(self.length):
+            rounds = 0
+            while sks_load_acquire(<long long*> &self.go) <= k:
+                if sks_load_acquire(<long long*> &self.stop):
+                    return
+                rounds += 1
+                if rounds < SPIN_ROUNDS:
+                    sks_pause()
+                else:
+                    sched_yield()
+            if sks_load_acquire(<long long*> &self.stop):
+                return
+            self.scorer.partial_stage(self.sequence[k],
+                                      &self.h[(k + 1) % 2] if k > 0 else NULL,
+                                      &self.h[k % 2])
+            sks_store_release(<long long*> &self.done, k + 1)
+
+
+def _serve_partials(_Pipeline pipeline):
+    """The second thread of a pipelined run (:meth:`_Pipeline.serve`)."""
+    with nogil:
+        pipeline.serve()
+
+
+cdef _MultiPoint _bind(state, n_threads):
+    """A multi-point pass over ``state``: pipelined visits on ``n_threads`` (1 or 2) threads
+    in the uncached mode."""
+    cdef _MultiPoint p = _MultiPoint(state)
+    if not p.cached:
+        p.pipeline = _Pipeline(p, state, min(max(int(n_threads), 1), 2))
+    return p
+
+
+cdef void _unbind(_MultiPoint p):
+    """Stop a pass's pipeline (its thread; the reference cycle through the pass)."""
+    if p.pipeline is not None:
+        p.pipeline.close()
+        p.pipeline = None
+
+
+def multi_point_pass(state, const int64_t[::1] order, n_threads=1):
+    """Visit the examples of ``order`` in turn (restricted simplicial decomposition with one
+    simplex per example; in the uncached mode pipelined on ``n_threads`` threads, at most 2,
+    with the same iterates on any number: :class:`_Pipeline`); return the sum of their
+    Frank-Wolfe gaps and the dual's increase."""
+    cdef _MultiPoint p = _bind(state, n_threads)
+    cdef Progress progress
+    memset(&progress, 0, sizeof(Progress))
+    progress.target_gap = -INFINITY
+    try:
+        if order.shape[0]:
+            with nogil:
+                p.visit_sequence(&order[0], order.shape[0], &progress)
+    finally:
+        _unbind(p)
+    return progress.total_gap, progress.gain
 
 
 def master_sweep(state, const int64_t[::1] order):
@@ -1179,7 +1526,8 @@ def statistics_weights(state):
 
 
 def active_sweeps(state, int64_t[::1] active, double threshold, double stop_gap,
-                  intp_t max_visits, double target_gap, intp_t min_visits, uint64_t seed):
+                  intp_t max_visits, double target_gap, intp_t min_visits, uint64_t seed,
+                  n_threads=1):
     """Sweeps over the examples of ``active`` (overwritten), each visit an oracle call and a
     step of the state's pass (:class:`~._frank_wolfe.BlockFrankWolfeState`: Frank-Wolfe with
     line search; :class:`~._frank_wolfe.MultiPointFrankWolfeState`: the master over its
@@ -1192,17 +1540,21 @@ def active_sweeps(state, int64_t[::1] active, double threshold, double stop_gap,
     below: the sum over all examples of ``state.block_gap`` (their gaps at their last visit,
     or as the caller set them), kept up to date visit by visit. Returns
     ``(sweeps, visits, gain)``, ``gain`` the dual's increase (0 for the Frank-Wolfe steps,
-    which do not track it)."""
+    which do not track it). The uncached mode's visits are pipelined on ``n_threads``
+    threads (at most 2; the same iterates on any number: :class:`_Pipeline`)."""
     cdef DualPass p
     if max_visits < 0 or min_visits < 0:
         raise ValueError("max_visits and min_visits must be non-negative.")
-    p = _MultiPoint(state)
     n = state.batch.n_sequences
     if active.shape[0] and (np.min(np.asarray(active)) < 0
                              or np.max(np.asarray(active)) >= n):
         raise ValueError(f"active holds examples outside 0 .. {n - 1}.")
-    return sweep_active(p, active, threshold, stop_gap, max_visits, target_gap, min_visits,
-                          seed)
+    p = _bind(state, n_threads)
+    try:
+        return sweep_active(p, active, threshold, stop_gap, max_visits, target_gap,
+                            min_visits, seed)
+    finally:
+        _unbind(<_MultiPoint> p)
 
 
 def certificate_pass(state, n_threads=1):

@@ -8,6 +8,7 @@ them.
 """
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..._progress import PRECISION_LOST, BestCertified, CheckSchedule
 from ...structures._base import primal_objective
@@ -41,7 +42,7 @@ SHRINK_SHARE = 0.03
 SHRINK_VISITS = 10
 
 
-def _active_sweeps(state, rng, tol, primal, gaps, budget):
+def _active_sweeps(state, rng, tol, primal, gaps, budget, n_jobs):
     """The sweeps of one pass of shrinking, over the examples whose gap at the last
     certificate exceeds ``SHRINK_SHARE`` times their share of the target gap,
     ``tol * primal / n_samples``, each sweep dropping those whose gap fell to it, until the
@@ -55,11 +56,22 @@ def _active_sweeps(state, rng, tol, primal, gaps, budget):
     return state.run_active(np.flatnonzero(gaps > threshold), threshold,
                             SHRINK_FRACTION * float(gaps.sum()),
                             min(SHRINK_VISITS * n, budget), rng.randint(2**62),
-                            target_gap=tol * primal, min_visits=n)
+                            target_gap=tol * primal, min_visits=n, n_jobs=n_jobs)
 
 
 def solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rng, n_jobs,
                    certificate):
+    """:func:`_solve_compiled` with BLAS on one thread: after each of the few vector
+    products between passes its threads would spin for a while beside the passes' and the
+    certificates' threads (and one thread is as fast on those products)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _solve_compiled(state, structure, batch, Y, C=C, shrinking=shrinking,
+                               check_every=check_every, rng=rng, n_jobs=n_jobs,
+                               certificate=certificate)
+
+
+def _solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rng, n_jobs,
+                    certificate):
     """Passes of a compiled per-example state (:class:`~.._frank_wolfe.BlockFrankWolfeState`
     or :class:`~.._frank_wolfe.MultiPointFrankWolfeState`); margin rescaling.
 
@@ -108,7 +120,8 @@ def solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rng
     max_visits = certificate.max_iter * n
     while not stops and (visits < max_visits if shrinking else passes < certificate.max_iter):
         if shrinking:
-            new = _active_sweeps(state, rng, certificate.tol, primal, gaps, max_visits - visits)
+            new = _active_sweeps(state, rng, certificate.tol, primal, gaps, max_visits - visits,
+                                 n_jobs)
             if new == 0:  # no example above the threshold (rounding): nothing to do
                 break
             visits += new
@@ -116,7 +129,7 @@ def solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rng
             passes = -(-visits // n)
             fw_gap = float(np.maximum(state.block_gap, 0.0).sum())
         else:
-            fw_gap = state.run_pass(rng.permutation(n))
+            fw_gap = state.run_pass(rng.permutation(n), n_jobs)
             calls += n
             passes += 1
         if getattr(state, "cached", False):
@@ -153,7 +166,7 @@ def solve_general(state, structure, batch, Y, *, C, rescale, check_every, n_jobs
     ----------
     state : SimplicialDecompositionState
     structure, batch, Y, C, check_every, n_jobs, certificate
-        As for :func:`solve_compiled`.
+        As for :func:`_solve_compiled`.
     rescale : {"margin", "slack"}
 
     Returns
