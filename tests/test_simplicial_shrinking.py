@@ -11,6 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklstruct import ChainStructure, M3NSimplicialDecomposition, MultiClass
 from sklstruct.learners._frank_wolfe import (BlockFrankWolfeState,
                                                        MultiPointFrankWolfeState)
+from sklstruct.learners import _multi_point_fast
 from sklstruct.learners._factored_dual_fast import structured_hinge_pass
 from sklstruct.structures._base import primal_objective as viterbi_primal
 from sklstruct.utils._sequences import SequenceBatch, offsets_from_lengths
@@ -180,10 +181,10 @@ def _sparse_chains(n_sequences, seed):
     for _ in range(n_sequences):
         length = int(rng.integers(1, 30))
         labels = rng.integers(0, 5, size=length)
-        rows = np.zeros((length, 120))
+        rows = np.zeros((length, 408))
         for t in range(length):
             rows[t, rng.integers(0, 8)] = 1.0  # (frequent)
-            rows[t, 8 + 20 * labels[t] + rng.integers(0, 20, size=3)] += rng.normal(1.0, 0.3)
+            rows[t, 8 + 80 * labels[t] + rng.integers(0, 80, size=3)] += rng.normal(1.0, 0.3)
         X.append(rows)
         y.append(labels)
     return X, y
@@ -203,6 +204,7 @@ def test_pipelined_visits_do_not_depend_on_the_threads():
     bound, batch, Y = _bound(ChainStructure(), X, y)
     states = [MultiPointFrankWolfeState(bound, batch, Y, 0.3, 3, cached=False)
               for _ in range(2)]
+    assert states[0].two_stage
     order = np.random.default_rng(0).permutation(150)
     gaps = [state.run_pass(order, n_jobs=n_jobs) for state, n_jobs in zip(states, (1, 2))]
     assert gaps[0] == gaps[1] and gaps[0] > 0
@@ -227,3 +229,24 @@ def test_pipelined_visits_do_not_depend_on_the_threads():
     assert dual > 0
     np.testing.assert_allclose(primal, viterbi_primal(bound, batch, Y, w, 0.3, "margin")[0],
                                rtol=1e-12)
+
+
+def test_two_stage_visits_where_examples_share_few_features():
+    # the two stages pay where most of an example's stored entries have features the
+    # example before lacks: not with a few dense features, which every example has
+    X, y = _sparse_chains(40, seed=2)
+    bound, batch, Y = _bound(ChainStructure(), X, y)
+    share = _multi_point_fast.shared_entry_fraction(batch, 408)
+    # against a direct count over the same pairs of examples (k, k + 20)
+    features = [set(np.flatnonzero(x.any(axis=0))) for x in X]
+    expected = [np.isin(np.nonzero(X[k + 20])[1], list(features[k])).mean()
+                for k in range(20)]
+    counts = [np.count_nonzero(X[k + 20]) for k in range(20)]
+    np.testing.assert_allclose(share, np.average(expected, weights=counts))
+    assert MultiPointFrankWolfeState(bound, batch, Y, 0.3, 3, cached=False).two_stage
+    X, y = make_chain_data(n_sequences=40, n_states=3, n_features=5, max_length=6, seed=1)
+    bound, batch, Y = _bound(ChainStructure(), X, y)
+    assert _multi_point_fast.shared_entry_fraction(batch, 5) == 1.0
+    assert not MultiPointFrankWolfeState(bound, batch, Y, 0.3, 3, cached=False).two_stage
+    with pytest.raises(ValueError, match="outside"):
+        _multi_point_fast.shared_entry_fraction(batch, 4)

@@ -41,6 +41,10 @@ def supports_multi_point(structure, batch):
 # the threads of a certificate (primal_and_gaps) at most
 MAX_CERTIFICATE_THREADS = 8
 
+# the largest share of stored entries an example shares (by feature) with another for
+# which MultiPointFrankWolfeState visits in two stages (0.23 on CoNLL-2000, 1.0 on OCR)
+TWO_STAGE_MAX_SHARED = 0.5
+
 
 class _Shrinking:
     """Certificates with every example's gap, and sweeps over the examples whose gaps stay
@@ -224,6 +228,11 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
         self._set_up_token_grams(keep=not self.cached and scale2 is None)
         # (the cached rows hold the anchors in the cached mode)
         self.anchors = AnchorStore(n, 0 if self.cached else batch.n_tokens)
+        # the uncached visits in two stages (_multi_point_fast._Pipeline) where most stored
+        # entries' features are new to the example visited before; elsewhere (pixels, a few
+        # dense features: OCR letters) the split costs more than a second thread saves
+        self.two_stage = not self.cached and _multi_point_fast.shared_entry_fraction(
+            batch, structure.n_features_) <= TWO_STAGE_MAX_SHARED
         self.last_gain = 0.0
         # how the uncached masters get their Gram matrices: "auto" (the cheaper per example),
         # "tokens" (where possible) or "features"

@@ -31,7 +31,8 @@ consistent up to the examples visited).
 :func:`active_sweeps` and :func:`certificate_pass` run the shrinking sweeps and the
 per-example certificate of :mod:`sklstruct.learners._factored_dual_fast` on these visits.
 
-In the uncached mode the visits run in two stages (:class:`_Pipeline`): the token scores over
+In the uncached mode the visits run in two stages (:class:`_Pipeline`) when the examples share
+few of their stored entries' features (``state.two_stage``): the token scores over
 the stored entries whose features the example visited before does not have, which a second
 thread sums for the example after next while this one solves the next master; then the other
 entries, the oracle and the master. The sums are the same on one thread and on two, so the
@@ -1170,10 +1171,12 @@ cdef class _MultiPoint(DualPass):
                 partial[t * S + s] = 0.0
             for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
                 if q + PREFETCH_FEATURES < end:
-                    row = WT + self.indices[q + PREFETCH_FEATURES] * S
+                    j = self.indices[q + PREFETCH_FEATURES]
+                    row = WT + j * S
                     for s in range(0, S, 8):
                         SKS_PREFETCH(row + s)
                     SKS_PREFETCH(row + S - 1)
+                    SKS_PREFETCH(mark + j)
                 j = self.indices[q]
                 flags = mark[j]
                 if not flags & 2:
@@ -1454,9 +1457,9 @@ def _serve_partials(_Pipeline pipeline):
 
 cdef _MultiPoint _bind(state, n_threads):
     """A multi-point pass over ``state``: pipelined visits on ``n_threads`` (1 or 2) threads
-    in the uncached mode."""
+    when the state takes them (``state.two_stage``: uncached mode)."""
     cdef _MultiPoint p = _MultiPoint(state)
-    if not p.cached:
+    if state.two_stage:
         p.pipeline = _Pipeline(p, state, min(max(int(n_threads), 1), 2))
     return p
 
@@ -1466,6 +1469,35 @@ cdef void _unbind(_MultiPoint p):
     if p.pipeline is not None:
         p.pipeline.close()
         p.pipeline = None
+
+
+def shared_entry_fraction(batch, intp_t n_features, intp_t max_pairs=512):
+    """The fraction of the stored entries of example ``k + n // 2`` whose feature example
+    ``k`` has, over ``k < min(n // 2, max_pairs)`` (``n`` examples; 1.0 for fewer than
+    two): about the share of a visit's token scores that the example visited before leaves
+    to the second stage of the pipelined visits (:class:`_Pipeline`) in a random order."""
+    cdef const int64_t[::1] indptr, offsets = batch.offsets
+    cdef const int32_t[::1] indices
+    cdef intp_t n = offsets.shape[0] - 1, half = n // 2, pairs = min(n // 2, max_pairs), k
+    cdef int64_t q, shared = 0, total = 0
+    indptr, indices, _ = batch.csr_arrays
+    if pairs == 0:
+        return 1.0
+    if indices.shape[0] and (np.min(np.asarray(indices)) < 0
+                             or np.max(np.asarray(indices)) >= n_features):
+        raise ValueError("the batch's features are outside 0 .. n_features - 1.")
+    mark_array = np.zeros(n_features, dtype=np.uint8)
+    cdef uint8_t[::1] mark = mark_array
+    with nogil:
+        for k in range(pairs):
+            for q in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
+                mark[indices[q]] = 1
+            for q in range(indptr[offsets[k + half]], indptr[offsets[k + half + 1]]):
+                shared += mark[indices[q]]
+                total += 1
+            for q in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
+                mark[indices[q]] = 0
+    return <double> shared / total if total else 1.0
 
 
 def multi_point_pass(state, const int64_t[::1] order, n_threads=1):

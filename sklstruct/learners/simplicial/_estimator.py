@@ -134,8 +134,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         Order of the examples in every pass (and the partition for ``blocks="single"``).
     n_jobs : int, default=None
         Threads for the batched decoding, for the compiled passes' certificates (every
-        example's oracle call at fixed weights; the same values on any number of threads)
-        and for ``predict``. The passes themselves run on one thread.
+        example's oracle call at fixed weights), for the passes of the uncached mode (two
+        stages, on at most two threads; see the user guide's Parallelism page) and for
+        ``predict``. The weights are the same bits on any number of threads.
     verbose : int, default=0
         Print one line per certificate (pass, primal, dual, gap, time, oracle calls).
     callback : callable, default=None
