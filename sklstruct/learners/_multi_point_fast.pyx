@@ -1390,7 +1390,7 @@ cdef class _Pipeline:
 
     cdef intp_t run_serial(self, _MultiPoint master, Progress* progress) except -1 nogil:
         """Both stages on this thread, one example after the other."""
-        cdef intp_t k, i, n = self.length
+        cdef intp_t k, i, n = self.length, summed = 0
         cdef double gap = 0.0, before
         try:
             for k in range(n):
@@ -1401,13 +1401,15 @@ cdef class _Pipeline:
                         PyErr_CheckSignals()
                 self.scorer.partial_stage(i, &self.h[(k + 1) % 2] if k > 0 else NULL,
                                           &self.h[k % 2])
+                summed = k + 1
                 before = master.block_gap[i]
                 master.master_stage(i, &self.h[k % 2], &gap, &progress.gain)
                 if record_visit(progress, before, gap):
                     return k + 1
             return n
         finally:
-            self.scorer.clear_marks(&self.h[k % 2])
+            if summed > 0:
+                self.scorer.clear_marks(&self.h[(summed - 1) % 2])
 
     cdef intp_t run_master(self, _MultiPoint master, Progress* progress) except -1 nogil:
         """This thread's master stages while :meth:`serve` runs the first stages."""
