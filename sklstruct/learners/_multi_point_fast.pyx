@@ -1365,54 +1365,32 @@ cdef class _Pipeline:
                     Progress* progress) except -1 nogil:
         """Visit ``sequence[0 .. n - 1]`` in turn (as ``DualPass.visit_sequence``);
         returns the visits made."""
-        cdef intp_t made = 0
+        cdef bint threaded = self.threads is not None and n >= PIPELINE_MIN_VISITS
         if n == 0:
             return 0
         self.sequence = sequence
         self.length = n
-        if self.threads is None or n < PIPELINE_MIN_VISITS:
-            return self.run_serial(master, progress)
-        sks_store_release(<long long*> &self.go, 2)
         sks_store_release(<long long*> &self.done, 0)
-        sks_store_release(<long long*> &self.stop, 0)
-        with gil:
-            self.worker = self.threads.submit(_serve_partials, self)
-        try:
-            made = self.run_master(master, progress)
-        finally:
-            sks_store_release(<long long*> &self.stop, 1)
+        if threaded:
+            sks_store_release(<long long*> &self.go, 2)
+            sks_store_release(<long long*> &self.stop, 0)
             with gil:
-                self.worker.result()
-                self.worker = None
-            if self.done > 0:
-                self.scorer.clear_marks(&self.h[(self.done - 1) % 2])
-        return made
-
-    cdef intp_t run_serial(self, _MultiPoint master, Progress* progress) except -1 nogil:
-        """Both stages on this thread, one example after the other."""
-        cdef intp_t k, i, n = self.length, summed = 0
-        cdef double gap = 0.0, before
+                self.worker = self.threads.submit(_serve_partials, self)
         try:
-            for k in range(n):
-                i = self.sequence[k]
-                if signal_check_due(&progress.since_check,
-                                    master.offsets[i + 1] - master.offsets[i]):
-                    with gil:
-                        PyErr_CheckSignals()
-                self.scorer.partial_stage(i, &self.h[(k + 1) % 2] if k > 0 else NULL,
-                                          &self.h[k % 2])
-                summed = k + 1
-                before = master.block_gap[i]
-                master.master_stage(i, &self.h[k % 2], &gap, &progress.gain)
-                if record_visit(progress, before, gap):
-                    return k + 1
-            return n
+            return self.run_visits(master, progress, threaded)
         finally:
-            if summed > 0:
-                self.scorer.clear_marks(&self.h[(summed - 1) % 2])
+            if threaded:
+                sks_store_release(<long long*> &self.stop, 1)
+                with gil:
+                    self.worker.result()
+                    self.worker = None
+            if self.done > 0:  # (the marks hold the last summed example's features)
+                self.scorer.clear_marks(&self.h[(self.done - 1) % 2])
 
-    cdef intp_t run_master(self, _MultiPoint master, Progress* progress) except -1 nogil:
-        """This thread's master stages while :meth:`serve` runs the first stages."""
+    cdef intp_t run_visits(self, _MultiPoint master, Progress* progress,
+                           bint threaded) except -1 nogil:
+        """The master stages, each after its example's first stage: summed by
+        :meth:`serve` on the other thread when ``threaded``, else here just before."""
         cdef intp_t k, i, n = self.length
         cdef double gap = 0.0, before
         for k in range(n):
@@ -1421,12 +1399,18 @@ cdef class _Pipeline:
                                 master.offsets[i + 1] - master.offsets[i]):
                 with gil:
                     PyErr_CheckSignals()
-            _wait_until(&self.done, k + 1)
+            if threaded:
+                _wait_until(&self.done, k + 1)
+            else:
+                self.scorer.partial_stage(i, &self.h[(k + 1) % 2] if k > 0 else NULL,
+                                          &self.h[k % 2])
+                self.done = k + 1
             before = master.block_gap[i]
             master.master_stage(i, &self.h[k % 2], &gap, &progress.gain)
             if record_visit(progress, before, gap):
                 return k + 1
-            sks_store_release(<long long*> &self.go, k + 3)
+            if threaded:
+                sks_store_release(<long long*> &self.go, k + 3)
         return n
 
     cdef void serve(self) noexcept nogil:
