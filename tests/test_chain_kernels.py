@@ -250,11 +250,12 @@ def test_pruned_decoding_gives_the_bits_of_the_full_recursion(kind, n_states):
     np.testing.assert_array_equal(augmented, labels_ref)
 
 
-@pytest.mark.parametrize("n_states", [2, 7, 8, 9, 16, 23])
+@pytest.mark.parametrize("n_states", [1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 20, 23, 44])
 @pytest.mark.parametrize("kind", ["one_stands_out", "integer_ties", "weak"])
 def test_loss_augmented_decoding_gives_the_labels_of_the_full_recursion(kind, n_states):
-    # the step over all previous states runs eight states at a time in vectors (and the
-    # rest one by one): the same labels as the lockstep reference on the augmented scores
+    # the step over all previous states runs 16, 8 or 4 states at a time in vectors, the
+    # last n_states % 4 as the four states that end the row (fewer than four states one by
+    # one): the same labels as the lockstep reference on the augmented scores
     rng = np.random.default_rng(100 + n_states)
     unary, offsets, transition, start, end = _decoding_case(kind, n_states, rng)
     y = rng.integers(0, n_states, size=unary.shape[0])

@@ -71,22 +71,49 @@ cdef extern from *:
     """
     /* One step of the max-sum recursion over all previous states:
        delta_next[b] = max_a (delta[a] + transition[a * n + b]) + unary[b], the first
-       maximising a (the lowest index) into backpointer[b]. With GCC or Clang, eight states
-       b at a time in vectors of two doubles, every candidate the same sum and compared as
-       in the scalar loop (the same bits); compiled for AVX2 as well, chosen at load time,
-       where the compiler and the platform support function clones (glibc's ifunc). */
+       maximising a (the lowest index) into backpointer[b]. With GCC or Clang, 16, 8 or 4
+       states b at a time in registers of four doubles (two of two doubles for the baseline
+       target), compiled for AVX2 as well, chosen at load time, where the compiler and the
+       platform support function clones (glibc's ifunc); the last n % 4 states (n >= 4) as
+       the four states that end the row, some of them computed twice. Every candidate is the
+       same sum, compared as in the scalar loop, so every state gets the same bits. */
     #if defined(__GNUC__) || defined(__clang__)
     #define SKLSTRUCT_VECTORS 1
-    typedef double sklstruct_v2d __attribute__((vector_size(16)));
-    typedef long long sklstruct_v2i __attribute__((vector_size(16)));
-    typedef double sklstruct_v2d_u __attribute__((vector_size(16), aligned(8), may_alias));
-    #define SKLSTRUCT_LOAD(p) (*(const sklstruct_v2d_u *)(p))
-    #define SKLSTRUCT_MAX_STEP(k)                                                         \
-        candidate = d + SKLSTRUCT_LOAD(row + b + 2 * k);                                  \
-        greater = candidate > best##k;                                                    \
-        best##k = (sklstruct_v2d)(((sklstruct_v2i)candidate & greater)                    \
-                                  | ((sklstruct_v2i)best##k & ~greater));                 \
-        index##k = (state & greater) | (index##k & ~greater);
+    typedef double sklstruct_v4d __attribute__((vector_size(32)));
+    typedef long long sklstruct_v4i __attribute__((vector_size(32)));
+    typedef double sklstruct_v4d_u __attribute__((vector_size(32), aligned(8), may_alias));
+    #define SKLSTRUCT_LOAD4(p) (*(const sklstruct_v4d_u *)(p))
+    #define SKLSTRUCT_STORE4(p, v) (*(sklstruct_v4d_u *)(p) = (v))
+    #define SKLSTRUCT_MAX_CHUNK(width, first)                                             \
+        {                                                                                 \
+            const Py_ssize_t b0 = (first);                                                \
+            sklstruct_v4d best[width / 4], candidate;                                     \
+            sklstruct_v4i index[width / 4], greater;                                      \
+            sklstruct_v4d d = {delta[0], delta[0], delta[0], delta[0]};                   \
+            for (int j = 0; j < width / 4; j++) {                                         \
+                best[j] = d + SKLSTRUCT_LOAD4(transition + b0 + 4 * j);                   \
+                index[j] = (sklstruct_v4i){0, 0, 0, 0};                                   \
+            }                                                                             \
+            for (Py_ssize_t prev = 1; prev < n; prev++) {                                 \
+                const double *row = transition + prev * n + b0;                           \
+                const sklstruct_v4i state = {prev, prev, prev, prev};                     \
+                d = (sklstruct_v4d){delta[prev], delta[prev], delta[prev], delta[prev]};  \
+                for (int j = 0; j < width / 4; j++) {                                     \
+                    candidate = d + SKLSTRUCT_LOAD4(row + 4 * j);                         \
+                    greater = candidate > best[j];                                        \
+                    best[j] = (sklstruct_v4d)(((sklstruct_v4i)candidate & greater)        \
+                                              | ((sklstruct_v4i)best[j] & ~greater));     \
+                    index[j] = (state & greater) | (index[j] & ~greater);                 \
+                }                                                                         \
+            }                                                                             \
+            for (int j = 0; j < width / 4; j++) {                                         \
+                SKLSTRUCT_STORE4(delta_next + b0 + 4 * j,                                 \
+                                 best[j] + SKLSTRUCT_LOAD4(unary + b0 + 4 * j));          \
+                for (int l = 0; l < 4; l++) {                                             \
+                    backpointer[b0 + 4 * j + l] = (int32_t) index[j][l];                  \
+                }                                                                         \
+            }                                                                             \
+        }
     #endif
     #if defined(SKLSTRUCT_VECTORS) && defined(__x86_64__) && defined(__linux__) \
         && defined(__GLIBC__) && defined(__has_attribute)
@@ -99,35 +126,12 @@ cdef extern from *:
                                        double *delta_next, int32_t *backpointer) {
         Py_ssize_t a, b = 0;
     #ifdef SKLSTRUCT_VECTORS
-        for (; b + 8 <= n; b += 8) {
-            sklstruct_v2d d = {delta[0], delta[0]}, candidate;
-            sklstruct_v2i greater, state;
-            sklstruct_v2d best0 = d + SKLSTRUCT_LOAD(transition + b);
-            sklstruct_v2d best1 = d + SKLSTRUCT_LOAD(transition + b + 2);
-            sklstruct_v2d best2 = d + SKLSTRUCT_LOAD(transition + b + 4);
-            sklstruct_v2d best3 = d + SKLSTRUCT_LOAD(transition + b + 6);
-            sklstruct_v2i index0 = {0, 0}, index1 = {0, 0}, index2 = {0, 0}, index3 = {0, 0};
-            for (a = 1; a < n; a++) {
-                const double *row = transition + a * n;
-                d = (sklstruct_v2d){delta[a], delta[a]};
-                state = (sklstruct_v2i){a, a};
-                SKLSTRUCT_MAX_STEP(0) SKLSTRUCT_MAX_STEP(1)
-                SKLSTRUCT_MAX_STEP(2) SKLSTRUCT_MAX_STEP(3)
-            }
-            best0 += SKLSTRUCT_LOAD(unary + b);
-            best1 += SKLSTRUCT_LOAD(unary + b + 2);
-            best2 += SKLSTRUCT_LOAD(unary + b + 4);
-            best3 += SKLSTRUCT_LOAD(unary + b + 6);
-            for (int j = 0; j < 2; j++) {
-                delta_next[b + j] = best0[j];
-                delta_next[b + 2 + j] = best1[j];
-                delta_next[b + 4 + j] = best2[j];
-                delta_next[b + 6 + j] = best3[j];
-                backpointer[b + j] = (int32_t) index0[j];
-                backpointer[b + 2 + j] = (int32_t) index1[j];
-                backpointer[b + 4 + j] = (int32_t) index2[j];
-                backpointer[b + 6 + j] = (int32_t) index3[j];
-            }
+        for (; b + 16 <= n; b += 16) SKLSTRUCT_MAX_CHUNK(16, b)
+        for (; b + 8 <= n; b += 8) SKLSTRUCT_MAX_CHUNK(8, b)
+        for (; b + 4 <= n; b += 4) SKLSTRUCT_MAX_CHUNK(4, b)
+        if (b < n && n >= 4) {
+            SKLSTRUCT_MAX_CHUNK(4, n - 4)
+            b = n;
         }
     #endif
         for (; b < n; b++) {
@@ -160,10 +164,6 @@ cdef extern from *:
        four doubles (two of two doubles for the baseline target), compiled for AVX2 as well
        where function clones are supported. */
     #if defined(__GNUC__) || defined(__clang__)
-    typedef double sklstruct_v4d __attribute__((vector_size(32)));
-    typedef double sklstruct_v4d_u __attribute__((vector_size(32), aligned(8), may_alias));
-    #define SKLSTRUCT_LOAD4(p) (*(const sklstruct_v4d_u *)(p))
-    #define SKLSTRUCT_STORE4(p, v) (*(sklstruct_v4d_u *)(p) = (v))
     #define SKLSTRUCT_WEIGHTED_CHUNK(width)                                               \
         for (; b + width <= n; b += width) {                                              \
             sklstruct_v4d acc[width / 4];                                                 \
@@ -223,7 +223,6 @@ cdef extern from *:
        doubles in the AVX2 clone, without FMA: the same doubles from both); the last n % 4
        through a padded vector, so every element takes the same operations. */
     #if defined(__GNUC__) || defined(__clang__)
-    typedef long long sklstruct_v4i __attribute__((vector_size(32)));
     #define SKLSTRUCT_EXP_SHIFTER 0x1.8p52
     #endif
     #if defined(SKLSTRUCT_VECTORS) && defined(__x86_64__) && defined(__linux__) \
