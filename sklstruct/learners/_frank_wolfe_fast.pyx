@@ -27,7 +27,6 @@ import numpy as np
 
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport free, malloc
-from libc.string cimport memset
 
 from sklstruct._typedefs cimport int32_t, int64_t, intp_t, uint64_t
 from sklstruct.learners._example_rows cimport (dot, release, signal_check_due,
@@ -164,6 +163,9 @@ cdef class _BlockFrankWolfe(DualPass):
         cdef double d_k[64]
         cdef double v_k[64]
         cdef double* scores = self.scores
+        cdef double* row
+        cdef const double* marg
+        cdef intp_t n_rows = 0  # (the rows of scratch set so far: slots 0 .. n_rows - 1)
         cdef int64_t* labels = self.labels
         n_touched = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
                                  self.WT_ptr(), S, lo, length, scores, &self.slot[0],
@@ -186,9 +188,16 @@ cdef class _BlockFrankWolfe(DualPass):
             for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
                 j = self.slot[self.indices[q]]
                 v = C * self.data[q]
-                for s in range(S):
-                    self.scratch[j, s] -= v * self.node_marg[lo + t, s]
-                self.scratch[j, labels[t]] += v
+                row = &self.scratch[j, 0]
+                marg = &self.node_marg[lo + t, 0]
+                if j == n_rows:  # (the feature's first entry: its row is set, from zero)
+                    n_rows += 1
+                    for s in range(S):
+                        row[s] = 0.0 - v * marg[s]
+                else:
+                    for s in range(S):
+                        row[s] -= v * marg[s]
+                row[labels[t]] += v
         norm = 0.0
         for r in range(P):
             dp = self.vertex_pair[r] - self.pair_marg[i, r]
@@ -216,7 +225,6 @@ cdef class _BlockFrankWolfe(DualPass):
                 for s in range(S):
                     self.WT[j, s] -= gamma * self.scratch[k2, s] * (
                         self.scale2[j * S + s] if scaled else 1.0)
-            memset(&self.scratch[k2, 0], 0, S * sizeof(double))
         release(&self.slot[0], self.touched, n_touched)
         if gamma > 0.0:
             for r in range(P):
