@@ -23,6 +23,7 @@ The pass checks for Ctrl-C every few thousand tokens.
 from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport fabs
 from libc.stdlib cimport free, malloc
+from libc.string cimport memset
 
 from sklstruct._inference._kernels cimport ExampleKernels
 from sklstruct._typedefs cimport float64_t, int8_t, int32_t, int64_t, intp_t
@@ -51,8 +52,7 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
     cdef intp_t S = node_pot.shape[1]
     cdef intp_t P = pair_pot.shape[1]
     cdef intp_t n_sequences = offsets.shape[0] - 1
-    cdef intp_t i, k, k2, t, s, r, lo, length, n_touched, n_rows, max_len, max_nnz
-    cdef intp_t since_check = 0
+    cdef intp_t i, k, k2, t, s, r, lo, length, n_touched, max_len, max_nnz, since_check = 0
     cdef int64_t q
     cdef int32_t j
     cdef int halvings
@@ -140,8 +140,6 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                     # exact dual change: C dE[loss] - w . dw - 1/2 ||dw||^2
                     new_loss = 0.0
                     wdot = 0.0
-                    n_rows = 0  # (rows of scratch set so far: a feature's first entry sets
-                    # its row, from zero; slots come in order of first appearance)
                     for t in range(length):
                         for s in range(S):
                             new_loss += node_loss[lo + t, s] * new_marg[t * S + s]
@@ -150,15 +148,8 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                         for q in range(indptr[lo + t], indptr[lo + t + 1]):
                             j = slot[indices[q]]
                             v = -C * data[q]
-                            if j == n_rows:
-                                n_rows += 1
-                                for s in range(S):
-                                    scratch[j, s] = 0.0 + v * (new_marg[t * S + s]
-                                                               - node_marg[lo + t, s])
-                            else:
-                                for s in range(S):
-                                    scratch[j, s] += v * (new_marg[t * S + s]
-                                                          - node_marg[lo + t, s])
+                            for s in range(S):
+                                scratch[j, s] += v * (new_marg[t * S + s] - node_marg[lo + t, s])
                     sq_pair = 0.0
                     for r in range(P):
                         dm = new_pair_marg[r] - pair_marg[i, r]
@@ -174,6 +165,8 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                     # sufficient increase: at least half the first-order gain, i.e. the step
                     # does not overshoot the maximum along its path (gain >= 1/2 ||dw||^2)
                     if adaptive and gain < 0.5 * norm - rounding:
+                        for k2 in range(n_touched):
+                            memset(&scratch[k2, 0], 0, S * sizeof(double))
                         if halvings < max_halvings:
                             halvings += 1
                             probing[i] = 0
@@ -185,6 +178,7 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                         j = touched[k2]
                         for s in range(S):
                             WT[j, s] += scratch[k2, s]
+                        memset(&scratch[k2, 0], 0, S * sizeof(double))
                     for r in range(P):
                         theta[r] -= C * (new_pair_marg[r] - pair_marg[i, r])
                         pair_pot[i, r] = new_pair_pot[r]
