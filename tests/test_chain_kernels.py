@@ -296,6 +296,40 @@ def test_example_kernels_oracle_and_marginals(n_states, has_transition, has_star
         assert log_partition == pytest.approx(log_partition_ref[i], rel=1e-12)
 
 
+@pytest.mark.parametrize("n_states", [3, 7, 8, 9, 16, 23, 44, 50])
+@pytest.mark.parametrize("kind", ["one_stands_out", "weak", "large", "small"])
+def test_candidate_oracle_is_within_float_rounding_of_the_best(kind, n_states):
+    # the passes' candidate labellings: Viterbi in single precision from 8 states on (the
+    # exact decoder below 8 states, and where the magnitudes are far from 1), every
+    # labelling's exact score within the rounding of float sums of the best; the same
+    # labels where the best is ahead by more
+    from sklstruct._inference._kernels import ChainKernels
+
+    rng = np.random.default_rng(200 + n_states)
+    unary, offsets, transition, start, end = _decoding_case(kind, n_states, rng)
+    token_loss = rng.integers(0, 2, size=unary.shape).astype(float)
+    theta = np.concatenate([transition.ravel(), start, end])
+    kernels = ChainKernels(offsets, n_states, True, True)
+    augmented = unary + token_loss
+    labels_ref, best = ref.viterbi_lockstep(augmented, offsets, transition, start, end)
+    same = 0
+    for i in range(offsets.shape[0] - 1):
+        lo, hi = offsets[i], offsets[i + 1]
+        labels = kernels.max_oracle_example(i, unary[lo:hi], token_loss[lo:hi], theta,
+                                            candidate=True)
+        assert labels.min() >= 0 and labels.max() < n_states
+        exact = kernels.max_oracle_example(i, unary[lo:hi], token_loss[lo:hi], theta)
+        np.testing.assert_array_equal(exact, labels_ref[lo:hi])
+        if n_states < 8 or kind in ("large", "small"):
+            np.testing.assert_array_equal(labels, exact)
+        score = sequence_scores(augmented[lo:hi], np.array([0, hi - lo]), transition, start,
+                                end, labels)[0]
+        magnitude = (hi - lo) * (np.abs(augmented[lo:hi]).max() + np.abs(theta).max())
+        assert best[i] - 1e-6 * magnitude <= score <= best[i] + 1e-12 * magnitude
+        same += np.array_equal(labels, exact)
+    assert same >= 0.9 * (offsets.shape[0] - 1)
+
+
 def test_log_partition_gradient_is_marginals():
     rng = np.random.default_rng(42)
     unary, offsets, transition, start, end, _ = _random_batch(rng, 2, 3, max_length=4)

@@ -28,6 +28,11 @@ cdef double _viterbi_sequence(const double* unary, intp_t length, intp_t n_state
                               const double* end, double* delta, double* delta_next,
                               int32_t* backpointer, int64_t* labels) noexcept nogil
 
+cdef void _viterbi_candidate(const float* unary, intp_t length, intp_t n_states,
+                             const float* transition, const float* start, const float* end,
+                             float* delta, float* delta_next, int32_t* backpointer,
+                             int64_t* labels) noexcept nogil
+
 cdef double _viterbi_decode(const double* unary, intp_t length, intp_t n_states,
                             const double* transition, const double* transition_t,
                             const double* column_max, const double* start, const double* end,

@@ -156,6 +156,91 @@ cdef extern from *:
 
 cdef extern from *:
     """
+    /* sklstruct_viterbi_step in single precision, for the candidate labellings of the
+       learners' passes (_viterbi_candidate): 32, 16 or 8 states b at a time in registers of
+       eight floats (two of four for the baseline target; compiled for AVX2 as well), the last
+       n % 8 states (n >= 8) as the eight that end the row; ties to the lower index. */
+    #if defined(__GNUC__) || defined(__clang__)
+    typedef float sklstruct_v8f __attribute__((vector_size(32)));
+    typedef int sklstruct_v8i __attribute__((vector_size(32)));
+    typedef float sklstruct_v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+    #define SKLSTRUCT_LOAD8F(p) (*(const sklstruct_v8f_u *)(p))
+    #define SKLSTRUCT_STORE8F(p, v) (*(sklstruct_v8f_u *)(p) = (v))
+    #define SKLSTRUCT_MAX_CHUNK32(width, first)                                           \
+        {                                                                                 \
+            const Py_ssize_t b0 = (first);                                                \
+            sklstruct_v8f best[width / 8], candidate;                                     \
+            sklstruct_v8i index[width / 8], greater;                                      \
+            sklstruct_v8f d = {delta[0], delta[0], delta[0], delta[0],                    \
+                               delta[0], delta[0], delta[0], delta[0]};                   \
+            for (int j = 0; j < width / 8; j++) {                                         \
+                best[j] = d + SKLSTRUCT_LOAD8F(transition + b0 + 8 * j);                  \
+                index[j] = (sklstruct_v8i){0, 0, 0, 0, 0, 0, 0, 0};                       \
+            }                                                                             \
+            for (Py_ssize_t prev = 1; prev < n; prev++) {                                 \
+                const float *row = transition + prev * n + b0;                            \
+                const int p = (int) prev;                                                 \
+                const sklstruct_v8i state = {p, p, p, p, p, p, p, p};                     \
+                const float x = delta[prev];                                              \
+                d = (sklstruct_v8f){x, x, x, x, x, x, x, x};                              \
+                for (int j = 0; j < width / 8; j++) {                                     \
+                    candidate = d + SKLSTRUCT_LOAD8F(row + 8 * j);                        \
+                    greater = candidate > best[j];                                        \
+                    best[j] = (sklstruct_v8f)(((sklstruct_v8i)candidate & greater)        \
+                                              | ((sklstruct_v8i)best[j] & ~greater));     \
+                    index[j] = (state & greater) | (index[j] & ~greater);                 \
+                }                                                                         \
+            }                                                                             \
+            for (int j = 0; j < width / 8; j++) {                                         \
+                SKLSTRUCT_STORE8F(delta_next + b0 + 8 * j,                                \
+                                  best[j] + SKLSTRUCT_LOAD8F(unary + b0 + 8 * j));        \
+                for (int l = 0; l < 8; l++) {                                             \
+                    backpointer[b0 + 8 * j + l] = (int32_t) index[j][l];                  \
+                }                                                                         \
+            }                                                                             \
+        }
+    #endif
+    #if defined(SKLSTRUCT_VECTORS) && defined(__x86_64__) && defined(__linux__) \
+        && defined(__GLIBC__) && defined(__has_attribute)
+    #if __has_attribute(target_clones)
+    __attribute__((target_clones("avx2", "default")))
+    #endif
+    #endif
+    static void sklstruct_viterbi_step32(const float *delta, const float *unary,
+                                         Py_ssize_t n, const float *transition,
+                                         float *delta_next, int32_t *backpointer) {
+        Py_ssize_t a, b = 0;
+    #ifdef SKLSTRUCT_VECTORS
+        for (; b + 32 <= n; b += 32) SKLSTRUCT_MAX_CHUNK32(32, b)
+        for (; b + 16 <= n; b += 16) SKLSTRUCT_MAX_CHUNK32(16, b)
+        for (; b + 8 <= n; b += 8) SKLSTRUCT_MAX_CHUNK32(8, b)
+        if (b < n && n >= 8) {
+            SKLSTRUCT_MAX_CHUNK32(8, n - 8)
+            b = n;
+        }
+    #endif
+        for (; b < n; b++) {
+            float best = delta[0] + transition[b], candidate;
+            int32_t best_state = 0;
+            for (a = 1; a < n; a++) {
+                candidate = delta[a] + transition[a * n + b];
+                if (candidate > best) {
+                    best = candidate;
+                    best_state = (int32_t) a;
+                }
+            }
+            delta_next[b] = best + unary[b];
+            backpointer[b] = best_state;
+        }
+    }
+    """
+    void _viterbi_step32 "sklstruct_viterbi_step32"(
+        const float* delta, const float* unary, intp_t n, const float* transition,
+        float* delta_next, int32_t* backpointer) noexcept nogil
+
+
+cdef extern from *:
+    """
     /* out[b] += sum_k weights[k * weight_stride] * rows[k * row_stride + b] for b < n, every
        out[b] summed over k in increasing order with a product and an addition per term, as
        the scalar loop sums it (the same doubles: no fused multiply-add is formed, the AVX2
@@ -337,6 +422,36 @@ cdef double _viterbi_sequence(const double* unary, intp_t length, intp_t n_state
         delta = delta_next
         delta_next = swap
     return _viterbi_backtrack(delta, length, n_states, end, backpointer, labels)
+
+
+cdef void _viterbi_candidate(const float* unary, intp_t length, intp_t n_states,
+                             const float* transition, const float* start, const float* end,
+                             float* delta, float* delta_next, int32_t* backpointer,
+                             int64_t* labels) noexcept nogil:
+    """:func:`_viterbi_sequence` in single precision (inputs and sums): a labelling whose
+    score is within the rounding of those sums of the best (the same labels wherever the
+    best is ahead by more), for the learners' passes, whose steps take any labelling
+    (their certificates decode in double precision)."""
+    cdef intp_t t, b, best_state = 0
+    cdef float* swap
+    cdef float best, candidate
+    for b in range(n_states):
+        delta[b] = start[b] + unary[b]
+    for t in range(1, length):
+        _viterbi_step32(delta, unary + t * n_states, n_states, transition, delta_next,
+                        backpointer + t * n_states)
+        swap = delta
+        delta = delta_next
+        delta_next = swap
+    best = delta[0] + end[0]
+    for b in range(1, n_states):
+        candidate = delta[b] + end[b]
+        if candidate > best:
+            best = candidate
+            best_state = b
+    labels[length - 1] = best_state
+    for t in range(length - 1, 0, -1):
+        labels[t - 1] = backpointer[t * n_states + labels[t]]
 
 
 def viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,

@@ -16,6 +16,9 @@ cdef class ExampleKernels:
 
     cdef void max_oracle(self, intp_t i, const double* scores, const double* token_loss,
                          const double* theta, int64_t* labels) noexcept nogil
+    cdef void max_oracle_candidate(self, intp_t i, const double* scores,
+                                   const double* token_loss, const double* theta,
+                                   int64_t* labels) noexcept nogil
     cdef intp_t pairwise_entries(self, intp_t i, const int64_t* labels, intp_t* index,
                                  double* value) noexcept nogil
     cdef double marginals(self, intp_t i, const double* node_pot, const double* pair_pot,
@@ -25,6 +28,7 @@ cdef class ExampleKernels:
 cdef class ChainKernels(ExampleKernels):
     cdef bint has_transition, has_start_end
     cdef double* _work
+    cdef float* _work32
     cdef int32_t* _backpointer
     cdef intp_t _max_length
 

@@ -7,6 +7,10 @@ An :class:`ExampleKernels` object is made by a bound structure for one batch
   of ``sum_t (scores[t, y_t] + token_loss[t, y_t]) + theta . pairwise(y)``, from token scores,
   the per-token loss matrix and the pairwise parameters ``theta`` (the structure's pairwise
   block of ``w``);
+- ``max_oracle_candidate``: a labelling for a learner's step, the most violating one or one
+  within rounding of it (``max_oracle`` unless the structure has a cheaper decoder: chains of
+  at least ``CANDIDATE_MIN_STATES`` states decode in single precision); the learners'
+  certificates call ``max_oracle``;
 - ``pairwise_entries``: the pairwise statistics of a labelling as sparse entries
   ``(index, value)`` into the pairwise block (an index may repeat; values add up);
 - ``marginals`` (when ``has_marginals``): node marginals, the expected pairwise statistics
@@ -20,13 +24,51 @@ kernels for Python callers (tests compare them with the structures' batched orac
 
 import numpy as np
 
+from libc.math cimport fabs
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 from sklstruct._inference._chain cimport (_exp_transitions, _forward_backward,
-                                          _viterbi_sequence)
+                                          _viterbi_candidate, _viterbi_sequence)
 from sklstruct._inference._mincut cimport grid_image_cut, mincut_arcs, mincut_int_work
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
+
+
+# chains of at least this many states take single-precision candidate labellings (on fewer,
+# a vector of eight floats is not filled) where the summed magnitudes of the augmented scores
+# and the pairwise parameters, times the length, lie between these bounds (far from the
+# floats' overflow and underflow) or are zero
+cdef intp_t CANDIDATE_MIN_STATES = 8
+cdef double CANDIDATE_MIN_MAGNITUDE = 1e-30
+cdef double CANDIDATE_MAX_MAGNITUDE = 1e30
+
+
+cdef inline double _to_floats(const double* a, const double* b, intp_t n,
+                              float* out) noexcept nogil:
+    """``out = a + b`` (``b`` NULL: ``a``) rounded to floats; returns the summed magnitudes
+    of the doubles (four partial sums: independent additions pipeline)."""
+    cdef intp_t k = 0
+    cdef double x0, x1, x2, x3, s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
+    while k + 4 <= n:
+        x0 = a[k] + (b[k] if b != NULL else 0.0)
+        x1 = a[k + 1] + (b[k + 1] if b != NULL else 0.0)
+        x2 = a[k + 2] + (b[k + 2] if b != NULL else 0.0)
+        x3 = a[k + 3] + (b[k + 3] if b != NULL else 0.0)
+        out[k] = <float> x0
+        out[k + 1] = <float> x1
+        out[k + 2] = <float> x2
+        out[k + 3] = <float> x3
+        s0 += fabs(x0)
+        s1 += fabs(x1)
+        s2 += fabs(x2)
+        s3 += fabs(x3)
+        k += 4
+    while k < n:
+        x0 = a[k] + (b[k] if b != NULL else 0.0)
+        out[k] = <float> x0
+        s0 += fabs(x0)
+        k += 1
+    return (s0 + s1) + (s2 + s3)
 
 
 cdef class ExampleKernels:
@@ -52,6 +94,11 @@ cdef class ExampleKernels:
                          const double* theta, int64_t* labels) noexcept nogil:
         pass
 
+    cdef void max_oracle_candidate(self, intp_t i, const double* scores,
+                                   const double* token_loss, const double* theta,
+                                   int64_t* labels) noexcept nogil:
+        self.max_oracle(i, scores, token_loss, theta, labels)
+
     cdef intp_t pairwise_entries(self, intp_t i, const int64_t* labels, intp_t* index,
                                  double* value) noexcept nogil:
         return 0
@@ -66,8 +113,9 @@ cdef class ExampleKernels:
             raise IndexError(f"example {i} is not in the batch ({self.n_examples} examples).")
         return self.offsets[i], self.offsets[i + 1] - self.offsets[i]
 
-    def max_oracle_example(self, intp_t i, scores, token_loss, theta):
-        """Labels of ``max_oracle`` for example ``i`` (arrays of that example's rows)."""
+    def max_oracle_example(self, intp_t i, scores, token_loss, theta, bint candidate=False):
+        """Labels of ``max_oracle`` (``max_oracle_candidate`` with ``candidate``) for example
+        ``i`` (arrays of that example's rows)."""
         lo, length = self._example(i)
         cdef const float64_t[:, ::1] s = np.ascontiguousarray(scores, dtype=np.float64)
         cdef const float64_t[:, ::1] loss = np.ascontiguousarray(token_loss, dtype=np.float64)
@@ -77,8 +125,12 @@ cdef class ExampleKernels:
             raise ValueError("arrays do not match the example.")
         labels = np.zeros(length, dtype=np.int64)
         cdef int64_t[::1] out = labels
-        self.max_oracle(i, &s[0, 0], &loss[0, 0], &th[0] if self.n_pairwise else NULL,
-                        &out[0])
+        if candidate:
+            self.max_oracle_candidate(i, &s[0, 0], &loss[0, 0],
+                                      &th[0] if self.n_pairwise else NULL, &out[0])
+        else:
+            self.max_oracle(i, &s[0, 0], &loss[0, 0], &th[0] if self.n_pairwise else NULL,
+                            &out[0])
         return labels
 
     def pairwise_statistics_example(self, intp_t i, labels):
@@ -124,6 +176,7 @@ cdef class ChainKernels(ExampleKernels):
 
     def __cinit__(self, *args, **kwargs):
         self._work = NULL
+        self._work32 = NULL
         self._backpointer = NULL
 
     def __init__(self, offsets, intp_t n_states, bint has_transition, bint has_start_end):
@@ -140,7 +193,9 @@ cdef class ChainKernels(ExampleKernels):
         # augmented scores, zeros, delta; FB tables and buffers
         self._work = <double*> malloc(self._work_size() * sizeof(double))
         self._backpointer = <int32_t*> malloc(max_length * S * sizeof(int32_t))
-        if self._work == NULL or self._backpointer == NULL:
+        # single-precision augmented scores (L S), transitions (S S), start, end, delta (4 S)
+        self._work32 = <float*> malloc((max_length * S + S * S + 4 * S) * sizeof(float))
+        if self._work == NULL or self._backpointer == NULL or self._work32 == NULL:
             raise MemoryError("could not allocate the chain kernels' workspace")
         memset(self._work, 0, self._work_size() * sizeof(double))
 
@@ -153,6 +208,7 @@ cdef class ChainKernels(ExampleKernels):
 
     def __dealloc__(self):
         free(self._work)
+        free(self._work32)
         free(self._backpointer)
 
     cdef const double* _part(self, const double* theta, intp_t which) noexcept nogil:
@@ -176,6 +232,35 @@ cdef class ChainKernels(ExampleKernels):
             augmented[t] = scores[t] + token_loss[t]
         _viterbi_sequence(augmented, length, S, self._part(theta, 0), self._part(theta, 1),
                           self._part(theta, 2), delta, delta + S, self._backpointer, labels)
+
+    cdef void max_oracle_candidate(self, intp_t i, const double* scores,
+                                   const double* token_loss, const double* theta,
+                                   int64_t* labels) noexcept nogil:
+        """Viterbi in single precision on the augmented scores rounded to floats (from
+        ``CANDIDATE_MIN_STATES`` states on, between ``CANDIDATE_MIN_MAGNITUDE`` and
+        ``CANDIDATE_MAX_MAGNITUDE``; else :meth:`max_oracle`): twice the states per vector
+        register. Its labelling's score is within the rounding of the float sums of the
+        best."""
+        cdef intp_t S = self.n_states, length = self._offsets[i + 1] - self._offsets[i]
+        cdef double total
+        cdef float* augmented = self._work32
+        cdef float* transition = augmented + self._max_length * S
+        cdef float* start = transition + S * S
+        cdef float* end = start + S
+        cdef float* delta = end + S
+        if S < CANDIDATE_MIN_STATES:
+            self.max_oracle(i, scores, token_loss, theta, labels)
+            return
+        total = (_to_floats(scores, token_loss, length * S, augmented)
+                 + _to_floats(self._part(theta, 0), NULL, S * S, transition)
+                 + _to_floats(self._part(theta, 1), NULL, S, start)
+                 + _to_floats(self._part(theta, 2), NULL, S, end)) * length
+        if not (total <= CANDIDATE_MAX_MAGNITUDE  # (also a NaN)
+                and (total >= CANDIDATE_MIN_MAGNITUDE or total == 0.0)):
+            self.max_oracle(i, scores, token_loss, theta, labels)
+            return
+        _viterbi_candidate(augmented, length, S, transition, start, end, delta, delta + S,
+                           self._backpointer, labels)
 
     cdef intp_t pairwise_entries(self, intp_t i, const int64_t* labels, intp_t* index,
                                  double* value) noexcept nogil:

@@ -10,7 +10,9 @@ non-negative, where ``w = [v]_+``. Everything about the structure comes from its
 kernels (``state.kernels``).
 
 :func:`frank_wolfe_pass`: visiting example ``i``, the max-oracle at the current ``w`` gives the
-vertex ``ybar``; with ``d = C (Psi(ybar) - E_i[Psi])`` the block's Frank-Wolfe gap is
+vertex ``ybar`` (the kernels' ``max_oracle_candidate``: for chains of 8 states or more the
+best labelling or one within the rounding of single-precision sums of it; the certificate
+decodes exactly); with ``d = C (Psi(ybar) - E_i[Psi])`` the block's Frank-Wolfe gap is
 ``g = C (Delta(ybar) - E_i[Delta]) + w . d``, and the exact line search over
 ``(1 - gamma) alpha_i + gamma delta_ybar`` (piecewise quadratic where weights are clipped at
 zero) moves the statistics and ``v`` (only the rows of ``W^T`` of the example's features).
@@ -170,7 +172,8 @@ cdef class _BlockFrankWolfe(DualPass):
         n_touched = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
                                  self.WT_ptr(), S, lo, length, scores, &self.slot[0],
                                  self.touched)
-        self.kernels.max_oracle(i, scores, &self.token_loss[lo, 0], self.theta_ptr(), labels)
+        self.kernels.max_oracle_candidate(i, scores, &self.token_loss[lo, 0], self.theta_ptr(),
+                                          labels)
         for r in range(P):
             self.vertex_pair[r] = 0.0
         n_entries = self.kernels.pairwise_entries(i, labels, self.entry_index,

@@ -25,6 +25,11 @@ coordinates the master is solved by active-set rounds on the sign pattern of ``v
 The loss is the state's ``token_loss`` matrix when it has one, else the weighted Hamming loss
 computed from ``Y`` and ``loss_weights`` for the visited example.
 
+A visit's labelling is the kernels' ``max_oracle_candidate`` (for chains of 8 states or more,
+Viterbi in single precision: the best labelling, or one within the rounding of float sums of
+it), which the master takes as any other point; the certificate (:func:`certificate_pass`)
+calls the exact ``max_oracle``, so the certified gap does not depend on it.
+
 Both passes check for Ctrl-C every few thousand tokens (KeyboardInterrupt; the state is then
 consistent up to the examples visited).
 
@@ -370,18 +375,24 @@ cdef class _MultiPoint(DualPass):
         free(self.w.master)
 
     cdef double loss_augmented_oracle(self, intp_t i, intp_t lo, intp_t length,
-                                      double* scores, int64_t* labels) noexcept nogil:
+                                      double* scores, int64_t* labels,
+                                      bint exact) noexcept nogil:
         """The most violating labelling of example ``i`` at the token scores into
-        ``labels``; returns its loss. The weighted Hamming loss ``c_t [s != y_t]`` is
-        ``c_t - c_t [s = y_t]``, so the oracle runs on the scores with ``c_t`` taken from the
-        true states (restored afterwards) and a zero loss matrix: no loss matrix is
-        formed."""
+        ``labels`` (``exact``: the kernels' ``max_oracle``; else their
+        ``max_oracle_candidate``, which a step can take); returns its loss. The weighted
+        Hamming loss ``c_t [s != y_t]`` is ``c_t - c_t [s = y_t]``, so the oracle runs on the
+        scores with ``c_t`` taken from the true states (restored afterwards) and a zero loss
+        matrix: no loss matrix is formed."""
         cdef intp_t S = self.S, t
         cdef int64_t y
         cdef double loss = 0.0
         if self.token_loss.shape[0]:
             self.fill_loss(lo, length, self.w.loss)
-            self.kernels.max_oracle(i, scores, self.w.loss, self.theta_ptr(), labels)
+            if exact:
+                self.kernels.max_oracle(i, scores, self.w.loss, self.theta_ptr(), labels)
+            else:
+                self.kernels.max_oracle_candidate(i, scores, self.w.loss, self.theta_ptr(),
+                                                  labels)
             for t in range(length):
                 loss += self.w.loss[t * S + labels[t]]
             return loss
@@ -389,7 +400,11 @@ cdef class _MultiPoint(DualPass):
             y = self.Y[lo + t]
             self.w.saved[t] = scores[t * S + y]
             scores[t * S + y] -= self.loss_weights[y]
-        self.kernels.max_oracle(i, scores, self.w.zeros, self.theta_ptr(), labels)
+        if exact:
+            self.kernels.max_oracle(i, scores, self.w.zeros, self.theta_ptr(), labels)
+        else:
+            self.kernels.max_oracle_candidate(i, scores, self.w.zeros, self.theta_ptr(),
+                                              labels)
         for t in range(length):
             y = self.Y[lo + t]
             scores[t * S + y] = self.w.saved[t]
@@ -1035,12 +1050,15 @@ cdef class _MultiPoint(DualPass):
         the scores of the anchor and the points of example ``i`` at the current weights;
         returns the example's Frank-Wolfe gap at its point ``x``. ``n_touched`` receives the
         number of its distinct features (listed in ``w.touched``), ``loss_bar`` the
-        labelling's loss and ``hinge`` (when not NULL) the structured hinge ``H_i``."""
+        labelling's loss and ``hinge`` (when not NULL: a certificate's call, with the exact
+        oracle) the structured hinge ``H_i``; without ``hinge`` (a visit) the labelling is
+        the kernels' candidate."""
         n_touched[0] = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
                                     self.WT_ptr(), self.S, lo, length, self.w.scores,
                                     &self.slot[0], self.w.touched)
         release(&self.slot[0], self.w.touched, n_touched[0])
-        loss_bar[0] = self.loss_augmented_oracle(i, lo, length, self.w.scores, self.w.labels)
+        loss_bar[0] = self.loss_augmented_oracle(i, lo, length, self.w.scores, self.w.labels,
+                                                 hinge != NULL)
         return self.gap_at_scores(i, lo, length, self.w.labels, loss_bar[0], hinge)
 
     cdef double gap_at_scores(self, intp_t i, intp_t lo, intp_t length,
@@ -1232,7 +1250,8 @@ cdef class _MultiPoint(DualPass):
             self.w.touched[k] = h.touched[k]
         self.w.scores = scores
         try:
-            loss_bar = self.loss_augmented_oracle(i, lo, length, scores, self.w.labels)
+            loss_bar = self.loss_augmented_oracle(i, lo, length, scores, self.w.labels,
+                                                  False)
             gap = self.gap_at_scores(i, lo, length, self.w.labels, loss_bar, NULL)
             return self.take_step(i, self.w.labels, loss_bar, h.n_touched, gap, gap_out,
                                   gain)
