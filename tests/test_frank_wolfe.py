@@ -212,8 +212,11 @@ def test_distinct_features_in_chunks_equal_each_examples_features():
             for i in range(lengths.size):
                 rows = X[batch.offsets[i]:batch.offsets[i + 1]]
                 assert sorted(features[ptr[i]:ptr[i + 1]]) == sorted(np.unique(rows.indices))
-            # counting stops past the limit
-            assert _distinct_features(batch, n_features, ptr[-1], chunk) is not None
+            # counting stops past the limit (in chunks of at most a quarter of it); within
+            # it, the same features
+            within = _distinct_features(batch, n_features, ptr[-1], chunk)
+            np.testing.assert_array_equal(within[0], features)
+            np.testing.assert_array_equal(within[1], ptr)
             if ptr[-1]:
                 assert _distinct_features(batch, n_features, ptr[-1] - 1, chunk) is None
 

@@ -96,8 +96,11 @@ class BlockFrankWolfeState(_Shrinking, FactoredDualState):
 
 def _distinct_features(batch, n_features, limit=None, chunk_entries=2**20):
     """Every example's distinct features (``(features int32, ptr int64)``, CSR-like), counted
-    over chunks of about ``chunk_entries`` stored entries; ``None`` once their number exceeds
+    over chunks of about ``chunk_entries`` stored entries (with ``limit``, at most a quarter
+    of it, so that the count stops soon after it passes); ``None`` once their number exceeds
     ``limit``."""
+    if limit is not None:
+        chunk_entries = min(chunk_entries, max(1024, limit // 4))
     indptr, indices, _ = batch.csr_arrays
     d, ends = np.int64(n_features), indptr[batch.offsets]
     counts = np.zeros(batch.n_sequences, dtype=np.int64)
