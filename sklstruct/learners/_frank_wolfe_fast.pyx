@@ -10,7 +10,7 @@ non-negative, where ``w = [v]_+``. Everything about the structure comes from its
 kernels (``state.kernels``).
 
 :func:`frank_wolfe_pass`: visiting example ``i``, the max-oracle at the current ``w`` gives the
-vertex ``ybar`` (the kernels' ``max_oracle_candidate``: for chains of 8 states or more the
+vertex ``ybar`` (the kernels' ``max_oracle_candidate``: for chains of 32 states or more the
 best labelling or one within the rounding of single-precision sums of it; the certificate
 decodes exactly); with ``d = C (Psi(ybar) - E_i[Psi])`` the block's Frank-Wolfe gap is
 ``g = C (Delta(ybar) - E_i[Delta]) + w . d``, and the exact line search over

@@ -25,7 +25,7 @@ coordinates the master is solved by active-set rounds on the sign pattern of ``v
 The loss is the state's ``token_loss`` matrix when it has one, else the weighted Hamming loss
 computed from ``Y`` and ``loss_weights`` for the visited example.
 
-A visit's labelling is the kernels' ``max_oracle_candidate`` (for chains of 8 states or more,
+A visit's labelling is the kernels' ``max_oracle_candidate`` (for chains of 32 states or more,
 Viterbi in single precision: the best labelling, or one within the rounding of float sums of
 it), which the master takes as any other point; the certificate (:func:`certificate_pass`)
 calls the exact ``max_oracle``, so the certified gap does not depend on it.
