@@ -44,7 +44,10 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     structure's compiled max-oracle (Viterbi, minimum cut), a master QP over the example's
     anchor and kept labellings, and an update of only the example's weights, so a pass costs
     about one oracle pass plus small QPs. ``max_points=1`` is then block-coordinate
-    Frank-Wolfe with exact line search.
+    Frank-Wolfe with exact line search. A visit's step can take any labelling (it only
+    ascends): on chains of 32 states or more the visits decode in single precision, which
+    returns the most violating labelling or one within the rounding of float sums of it;
+    the certificates decode in double precision, so the certified gap is exact.
 
     These compiled passes shrink (``shrinking=True``): a pass starts from a certificate that
     also gives every example's Frank-Wolfe gap at the same ``w`` (the gaps sum to the duality
