@@ -36,9 +36,9 @@ from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
 # chains of at least this many states take single-precision candidate labellings (on fewer,
 # rounding the scores and transitions to floats costs about what the narrower vectors save:
-# on CoNLL-2000's 23 chunk states a visit took the same time) where the summed magnitudes of the augmented scores
-# and the pairwise parameters, times the length, lie between these bounds (far from the
-# floats' overflow and underflow) or are zero
+# on CoNLL-2000's 23 chunk states a visit took the same time) where the summed magnitudes
+# of the augmented scores and the pairwise parameters, times the length, lie between these
+# bounds (far from the floats' overflow and underflow) or are zero
 cdef intp_t CANDIDATE_MIN_STATES = 32
 CANDIDATE_STATES = CANDIDATE_MIN_STATES  # (for Python callers)
 cdef double CANDIDATE_MIN_MAGNITUDE = 1e-30
