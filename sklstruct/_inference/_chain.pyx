@@ -71,169 +71,109 @@ cdef extern from *:
     """
     /* One step of the max-sum recursion over all previous states:
        delta_next[b] = max_a (delta[a] + transition[a * n + b]) + unary[b], the first
-       maximising a (the lowest index) into backpointer[b]. With GCC or Clang, 16, 8 or 4
-       states b at a time in registers of four doubles (two of two doubles for the baseline
-       target), compiled for AVX2 as well, chosen at load time, where the compiler and the
-       platform support function clones (glibc's ifunc); the last n % 4 states (n >= 4) as
-       the four states that end the row, some of them computed twice. Every candidate is the
-       same sum, compared as in the scalar loop, so every state gets the same bits. */
+       maximising a (the lowest index) into backpointer[b]; in double precision
+       (sklstruct_viterbi_step) and in single precision (sklstruct_viterbi_step32, for the
+       candidate labellings of the learners' passes, _viterbi_candidate). With GCC or Clang,
+       4 L, 2 L or L states b at a time in registers of L = 32 bytes' values (four doubles or
+       eight floats; halves of them for the baseline target), compiled for AVX2 as well,
+       chosen at load time, where the compiler and the platform support function clones
+       (glibc's ifunc); the last n % L states (n >= L) as the L states that end the row, some
+       of them computed twice. Every candidate is the same sum, compared as in the scalar
+       loop, so every state gets the scalar loop's bits. */
     #if defined(__GNUC__) || defined(__clang__)
     #define SKLSTRUCT_VECTORS 1
     typedef double sklstruct_v4d __attribute__((vector_size(32)));
     typedef long long sklstruct_v4i __attribute__((vector_size(32)));
     typedef double sklstruct_v4d_u __attribute__((vector_size(32), aligned(8), may_alias));
+    typedef float sklstruct_v8f __attribute__((vector_size(32)));
+    typedef int sklstruct_v8i __attribute__((vector_size(32)));
+    typedef float sklstruct_v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
     #define SKLSTRUCT_LOAD4(p) (*(const sklstruct_v4d_u *)(p))
     #define SKLSTRUCT_STORE4(p, v) (*(sklstruct_v4d_u *)(p) = (v))
-    #define SKLSTRUCT_MAX_CHUNK(width, first)                                             \
+    #define SKLSTRUCT_SPLAT4(x) {x, x, x, x}
+    #define SKLSTRUCT_SPLAT8(x) {x, x, x, x, x, x, x, x}
+    /* states first .. first + width - 1 in vectors V of L lanes of T (IV: their indices,
+       VU: unaligned V, SPLAT: L copies) */
+    #define SKLSTRUCT_MAX_CHUNK(T, V, IV, VU, L, SPLAT, width, first)                     \
         {                                                                                 \
             const Py_ssize_t b0 = (first);                                                \
-            sklstruct_v4d best[width / 4], candidate;                                     \
-            sklstruct_v4i index[width / 4], greater;                                      \
-            sklstruct_v4d d = {delta[0], delta[0], delta[0], delta[0]};                   \
-            for (int j = 0; j < width / 4; j++) {                                         \
-                best[j] = d + SKLSTRUCT_LOAD4(transition + b0 + 4 * j);                   \
-                index[j] = (sklstruct_v4i){0, 0, 0, 0};                                   \
+            V best[width / L], candidate, d = SPLAT(delta[0]);                            \
+            IV index[width / L], greater;                                                 \
+            for (int j = 0; j < width / L; j++) {                                         \
+                best[j] = d + *(const VU *)(transition + b0 + L * j);                     \
+                index[j] = (IV){0};                                                       \
             }                                                                             \
             for (Py_ssize_t prev = 1; prev < n; prev++) {                                 \
-                const double *row = transition + prev * n + b0;                           \
-                const sklstruct_v4i state = {prev, prev, prev, prev};                     \
-                d = (sklstruct_v4d){delta[prev], delta[prev], delta[prev], delta[prev]};  \
-                for (int j = 0; j < width / 4; j++) {                                     \
-                    candidate = d + SKLSTRUCT_LOAD4(row + 4 * j);                         \
+                const T *row = transition + prev * n + b0;                                \
+                const T x = delta[prev];                                                  \
+                const IV state = SPLAT((int) prev);                                       \
+                d = (V)SPLAT(x);                                                          \
+                for (int j = 0; j < width / L; j++) {                                     \
+                    candidate = d + *(const VU *)(row + L * j);                           \
                     greater = candidate > best[j];                                        \
-                    best[j] = (sklstruct_v4d)(((sklstruct_v4i)candidate & greater)        \
-                                              | ((sklstruct_v4i)best[j] & ~greater));     \
+                    best[j] = (V)(((IV)candidate & greater) | ((IV)best[j] & ~greater));  \
                     index[j] = (state & greater) | (index[j] & ~greater);                 \
                 }                                                                         \
             }                                                                             \
-            for (int j = 0; j < width / 4; j++) {                                         \
-                SKLSTRUCT_STORE4(delta_next + b0 + 4 * j,                                 \
-                                 best[j] + SKLSTRUCT_LOAD4(unary + b0 + 4 * j));          \
-                for (int l = 0; l < 4; l++) {                                             \
-                    backpointer[b0 + 4 * j + l] = (int32_t) index[j][l];                  \
+            for (int j = 0; j < width / L; j++) {                                         \
+                *(VU *)(delta_next + b0 + L * j) =                                        \
+                    best[j] + *(const VU *)(unary + b0 + L * j);                          \
+                for (int l = 0; l < L; l++) {                                             \
+                    backpointer[b0 + L * j + l] = (int32_t) index[j][l];                  \
                 }                                                                         \
             }                                                                             \
         }
+    #define SKLSTRUCT_MAX_CHUNKS(T, V, IV, VU, L, SPLAT)                                  \
+        for (; b + 4 * L <= n; b += 4 * L)                                                \
+            SKLSTRUCT_MAX_CHUNK(T, V, IV, VU, L, SPLAT, 4 * L, b)                         \
+        for (; b + 2 * L <= n; b += 2 * L)                                                \
+            SKLSTRUCT_MAX_CHUNK(T, V, IV, VU, L, SPLAT, 2 * L, b)                         \
+        for (; b + L <= n; b += L)                                                        \
+            SKLSTRUCT_MAX_CHUNK(T, V, IV, VU, L, SPLAT, L, b)                             \
+        if (b < n && n >= L) {                                                            \
+            SKLSTRUCT_MAX_CHUNK(T, V, IV, VU, L, SPLAT, L, n - L)                         \
+            b = n;                                                                        \
+        }
+    #else
+    #define SKLSTRUCT_MAX_CHUNKS(T, V, IV, VU, L, SPLAT)
     #endif
     #if defined(SKLSTRUCT_VECTORS) && defined(__x86_64__) && defined(__linux__) \
         && defined(__GLIBC__) && defined(__has_attribute)
     #if __has_attribute(target_clones)
-    __attribute__((target_clones("avx2", "default")))
+    #define SKLSTRUCT_CLONES __attribute__((target_clones("avx2", "default")))
     #endif
     #endif
-    static void sklstruct_viterbi_step(const double *delta, const double *unary,
-                                       Py_ssize_t n, const double *transition,
-                                       double *delta_next, int32_t *backpointer) {
-        Py_ssize_t a, b = 0;
-    #ifdef SKLSTRUCT_VECTORS
-        for (; b + 16 <= n; b += 16) SKLSTRUCT_MAX_CHUNK(16, b)
-        for (; b + 8 <= n; b += 8) SKLSTRUCT_MAX_CHUNK(8, b)
-        for (; b + 4 <= n; b += 4) SKLSTRUCT_MAX_CHUNK(4, b)
-        if (b < n && n >= 4) {
-            SKLSTRUCT_MAX_CHUNK(4, n - 4)
-            b = n;
+    #ifndef SKLSTRUCT_CLONES
+    #define SKLSTRUCT_CLONES
+    #endif
+    #define SKLSTRUCT_DEFINE_VITERBI_STEP(name, T, V, IV, VU, L, SPLAT)                   \
+        SKLSTRUCT_CLONES                                                                  \
+        static void name(const T *delta, const T *unary, Py_ssize_t n,                    \
+                         const T *transition, T *delta_next, int32_t *backpointer) {      \
+            Py_ssize_t a, b = 0;                                                          \
+            SKLSTRUCT_MAX_CHUNKS(T, V, IV, VU, L, SPLAT)                                  \
+            for (; b < n; b++) {                                                          \
+                T best = delta[0] + transition[b], candidate;                             \
+                int32_t best_state = 0;                                                   \
+                for (a = 1; a < n; a++) {                                                 \
+                    candidate = delta[a] + transition[a * n + b];                         \
+                    if (candidate > best) {                                               \
+                        best = candidate;                                                 \
+                        best_state = (int32_t) a;                                         \
+                    }                                                                     \
+                }                                                                         \
+                delta_next[b] = best + unary[b];                                          \
+                backpointer[b] = best_state;                                              \
+            }                                                                             \
         }
-    #endif
-        for (; b < n; b++) {
-            double best = delta[0] + transition[b], candidate;
-            int32_t best_state = 0;
-            for (a = 1; a < n; a++) {
-                candidate = delta[a] + transition[a * n + b];
-                if (candidate > best) {
-                    best = candidate;
-                    best_state = (int32_t) a;
-                }
-            }
-            delta_next[b] = best + unary[b];
-            backpointer[b] = best_state;
-        }
-    }
+    SKLSTRUCT_DEFINE_VITERBI_STEP(sklstruct_viterbi_step, double, sklstruct_v4d,
+                                  sklstruct_v4i, sklstruct_v4d_u, 4, SKLSTRUCT_SPLAT4)
+    SKLSTRUCT_DEFINE_VITERBI_STEP(sklstruct_viterbi_step32, float, sklstruct_v8f,
+                                  sklstruct_v8i, sklstruct_v8f_u, 8, SKLSTRUCT_SPLAT8)
     """
     void _viterbi_step "sklstruct_viterbi_step"(
         const double* delta, const double* unary, intp_t n, const double* transition,
         double* delta_next, int32_t* backpointer) noexcept nogil
-
-
-cdef extern from *:
-    """
-    /* sklstruct_viterbi_step in single precision, for the candidate labellings of the
-       learners' passes (_viterbi_candidate): 32, 16 or 8 states b at a time in registers of
-       eight floats (two of four for the baseline target; compiled for AVX2 as well), the last
-       n % 8 states (n >= 8) as the eight that end the row; ties to the lower index. */
-    #if defined(__GNUC__) || defined(__clang__)
-    typedef float sklstruct_v8f __attribute__((vector_size(32)));
-    typedef int sklstruct_v8i __attribute__((vector_size(32)));
-    typedef float sklstruct_v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
-    #define SKLSTRUCT_LOAD8F(p) (*(const sklstruct_v8f_u *)(p))
-    #define SKLSTRUCT_STORE8F(p, v) (*(sklstruct_v8f_u *)(p) = (v))
-    #define SKLSTRUCT_MAX_CHUNK32(width, first)                                           \
-        {                                                                                 \
-            const Py_ssize_t b0 = (first);                                                \
-            sklstruct_v8f best[width / 8], candidate;                                     \
-            sklstruct_v8i index[width / 8], greater;                                      \
-            sklstruct_v8f d = {delta[0], delta[0], delta[0], delta[0],                    \
-                               delta[0], delta[0], delta[0], delta[0]};                   \
-            for (int j = 0; j < width / 8; j++) {                                         \
-                best[j] = d + SKLSTRUCT_LOAD8F(transition + b0 + 8 * j);                  \
-                index[j] = (sklstruct_v8i){0, 0, 0, 0, 0, 0, 0, 0};                       \
-            }                                                                             \
-            for (Py_ssize_t prev = 1; prev < n; prev++) {                                 \
-                const float *row = transition + prev * n + b0;                            \
-                const int p = (int) prev;                                                 \
-                const sklstruct_v8i state = {p, p, p, p, p, p, p, p};                     \
-                const float x = delta[prev];                                              \
-                d = (sklstruct_v8f){x, x, x, x, x, x, x, x};                              \
-                for (int j = 0; j < width / 8; j++) {                                     \
-                    candidate = d + SKLSTRUCT_LOAD8F(row + 8 * j);                        \
-                    greater = candidate > best[j];                                        \
-                    best[j] = (sklstruct_v8f)(((sklstruct_v8i)candidate & greater)        \
-                                              | ((sklstruct_v8i)best[j] & ~greater));     \
-                    index[j] = (state & greater) | (index[j] & ~greater);                 \
-                }                                                                         \
-            }                                                                             \
-            for (int j = 0; j < width / 8; j++) {                                         \
-                SKLSTRUCT_STORE8F(delta_next + b0 + 8 * j,                                \
-                                  best[j] + SKLSTRUCT_LOAD8F(unary + b0 + 8 * j));        \
-                for (int l = 0; l < 8; l++) {                                             \
-                    backpointer[b0 + 8 * j + l] = (int32_t) index[j][l];                  \
-                }                                                                         \
-            }                                                                             \
-        }
-    #endif
-    #if defined(SKLSTRUCT_VECTORS) && defined(__x86_64__) && defined(__linux__) \
-        && defined(__GLIBC__) && defined(__has_attribute)
-    #if __has_attribute(target_clones)
-    __attribute__((target_clones("avx2", "default")))
-    #endif
-    #endif
-    static void sklstruct_viterbi_step32(const float *delta, const float *unary,
-                                         Py_ssize_t n, const float *transition,
-                                         float *delta_next, int32_t *backpointer) {
-        Py_ssize_t a, b = 0;
-    #ifdef SKLSTRUCT_VECTORS
-        for (; b + 32 <= n; b += 32) SKLSTRUCT_MAX_CHUNK32(32, b)
-        for (; b + 16 <= n; b += 16) SKLSTRUCT_MAX_CHUNK32(16, b)
-        for (; b + 8 <= n; b += 8) SKLSTRUCT_MAX_CHUNK32(8, b)
-        if (b < n && n >= 8) {
-            SKLSTRUCT_MAX_CHUNK32(8, n - 8)
-            b = n;
-        }
-    #endif
-        for (; b < n; b++) {
-            float best = delta[0] + transition[b], candidate;
-            int32_t best_state = 0;
-            for (a = 1; a < n; a++) {
-                candidate = delta[a] + transition[a * n + b];
-                if (candidate > best) {
-                    best = candidate;
-                    best_state = (int32_t) a;
-                }
-            }
-            delta_next[b] = best + unary[b];
-            backpointer[b] = best_state;
-        }
-    }
-    """
     void _viterbi_step32 "sklstruct_viterbi_step32"(
         const float* delta, const float* unary, intp_t n, const float* transition,
         float* delta_next, int32_t* backpointer) noexcept nogil
