@@ -205,3 +205,48 @@ def test_auto_variant_follows_the_number_of_examples(monkeypatch):
     large = StructSVMCuttingPlane(C=0.5, tol=1e-6).fit(X, y)
     assert large.variant_ == "n-slack"
     assert large.objective(X, y) == pytest.approx(small.objective(X, y), rel=1e-5)
+
+
+def test_n_slack_gram_cache_matches_the_constraints():
+    """The Gram matrices the n-slack sweeps keep per example, through constraints added,
+    swept and removed, equal those of the constraints' joint-feature differences."""
+    from sklstruct.learners.cutting_plane._n_slack import NSlackSolver
+
+    X, y = make_chain_data(n_sequences=10, n_states=3, max_length=6, seed=3)
+    model = StructSVMCuttingPlane(variant="n-slack", max_iter=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    batch, Y = _batch_and_labels(model, X, y)
+    structure, n = model.structure_, batch.n_sequences
+    solver = NSlackSolver(structure, batch, Y, np.full(n, 0.5), "margin", 1e-9, None)
+    everything = np.arange(n)
+    for stamp in range(6):
+        solver.add_violated(everything, stamp)
+        solver.optimise(everything, 1e-9, max_sweeps=2)
+        solver.constraints.remove_inactive(stamp, 2)
+    solver.optimise(everything, 1e-9, max_sweeps=1)
+    c = solver.constraints
+    assert c.n_added > len(c)  # some constraints were removed
+    sizes = []
+    for i in range(n):
+        own = np.flatnonzero(c.owner.data == i)
+        if own.size == 0:  # (the sweeps skip examples without constraints)
+            continue
+        gram, serial = solver.gram_cache.matrix(i)
+        np.testing.assert_array_equal(serial, c.serial.data[own])
+        rows = slice(batch.offsets[i], batch.offsets[i + 1])
+        one = batch.take([i])
+        directions = []
+        for k in own:
+            Ybar = Y.copy()
+            entries = slice(c.entry_ptr.data[k], c.entry_ptr.data[k + 1])
+            Ybar[c.tokens.data[entries]] = c.wrong_state.data[entries]
+            directions.append(structure.joint_feature(one, Y[rows])
+                              - structure.joint_feature(one, Ybar[rows]))
+        directions = np.array(directions).reshape(len(own), -1)
+        np.testing.assert_allclose(gram, directions @ directions.T, rtol=1e-12, atol=1e-12)
+        sizes.append(len(own))
+    assert max(sizes) >= 2
+    with pytest.raises(IndexError):
+        solver.gram_cache.matrix(n)

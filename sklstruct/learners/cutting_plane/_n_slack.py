@@ -14,11 +14,15 @@ from sklearn.utils import check_random_state
 
 from ...structures._base import hinge_terms
 from ...utils._growable import GrowableArray
-from ._n_slack_fast import margins, sweep
+from ._n_slack_fast import BlockGramCache, margins, sweep
 
 
 class NSlackConstraints:
-    """Per-example constraints ``w . g_k >= c_k - xi_i`` stored as labelings (see _block_qp)."""
+    """Per-example constraints ``w . g_k >= c_k - xi_i`` stored as labelings (see _block_qp).
+
+    Each constraint gets a serial number, growing with the order of addition, by which the
+    sweeps' Gram cache recognises the constraints it has seen.
+    """
 
     def __init__(self, n_pairwise):
         self.entry_ptr = GrowableArray(dtype=np.int64)
@@ -32,6 +36,8 @@ class NSlackConstraints:
         self.alpha = GrowableArray()
         self.owner = GrowableArray(dtype=np.int64)
         self.last_active = GrowableArray(dtype=np.int64)
+        self.serial = GrowableArray(dtype=np.int64)
+        self.n_added = 0
 
     def __len__(self):
         return self.offsets.data.shape[0]
@@ -51,6 +57,8 @@ class NSlackConstraints:
         self.alpha.extend(np.zeros(len(sequences)))
         self.owner.extend(np.asarray(sequences, dtype=np.int64))
         self.last_active.extend(np.full(len(sequences), stamp, dtype=np.int64))
+        self.serial.extend(np.arange(self.n_added, self.n_added + len(sequences)))
+        self.n_added += len(sequences)
 
     def remove_inactive(self, stamp, window):
         """Drop constraints whose dual variable stayed zero since ``stamp - window``.
@@ -65,7 +73,8 @@ class NSlackConstraints:
         on_entries = np.repeat(keep, lengths)
         for array in (self.tokens, self.true_state, self.wrong_state, self.scale):
             array.select(on_entries)
-        for array in (self.pairwise, self.offsets, self.alpha, self.owner, self.last_active):
+        for array in (self.pairwise, self.offsets, self.alpha, self.owner, self.last_active,
+                      self.serial):
             array.select(keep)
         self.entry_ptr.assign(np.concatenate([[0], np.cumsum(lengths[keep])]))
 
@@ -93,6 +102,7 @@ class NSlackSolver:
         self.scratch = np.zeros(n_features * n_states)
         self.bound = np.broadcast_to(np.asarray(C, dtype=np.float64), (batch.n_sequences,)).copy()
         self.constraints = NSlackConstraints(structure.n_pairwise_)
+        self.gram_cache = BlockGramCache(batch.n_sequences)
 
     def slacks(self, sequences):
         """Current slack ``max(0, max_k c_k - w . g_k)`` of each example in ``sequences``."""

@@ -6,16 +6,21 @@ state and ``-scale`` on the wrong one. The dual
 
     max_a  sum_k a_k c_k - 1/2 ||sum_k a_k g_k||^2,   a >= 0,  sum_{k in block i} a_k <= C_i
 
-is optimised one block (example) at a time: the block's margins ``w . g_k`` and Gram matrix are
-computed from the CSR token rows, the block QP is solved by SMO with the rest fixed, and the
-weights ``W^T`` (n_features x n_states) and pairwise parameters are updated in place.
+is optimised one block (example) at a time: the block's margins ``w . g_k`` are computed from the
+CSR token rows, the block QP is solved by SMO with the rest fixed, and the weights ``W^T``
+(n_features x n_states) and pairwise parameters are updated in place. The block's Gram matrix
+does not depend on the weights: :class:`BlockGramCache` keeps it, and a sweep computes only the
+rows of the constraints added since the block was last visited.
 
 The functions take the solver's state (:class:`~._n_slack.NSlackSolver`), whose arrays a
 typed :class:`_Constraints` binds once per call, as every compiled pass of the learners does.
 """
 
+import numpy as np
+
 from cpython.exc cimport PyErr_CheckSignals
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcpy
 
 from sklstruct._solvers._smo cimport smo_capped_simplices
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
@@ -23,7 +28,7 @@ from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
 cdef class _Constraints:
     """The token rows, weights and stored constraints of an n-slack solver, typed."""
-    cdef const int64_t[::1] indptr, entry_ptr, tok
+    cdef const int64_t[::1] indptr, entry_ptr, tok, serial
     cdef const int32_t[::1] indices, true_state, wrong_state
     cdef const float64_t[::1] data, scale
     cdef const float64_t[:, ::1] pairwise
@@ -36,6 +41,7 @@ cdef class _Constraints:
         self.WT, self.theta = solver.WT, solver.theta
         self.entry_ptr = constraints.entry_ptr.data
         self.tok = constraints.tokens.data
+        self.serial = constraints.serial.data
         self.true_state = constraints.true_state.data
         self.wrong_state = constraints.wrong_state.data
         self.scale = constraints.scale.data
@@ -74,6 +80,136 @@ cdef class _Constraints:
             self.theta[q] += step * self.pairwise[k, q]
 
 
+cdef class BlockGramCache:
+    """The Gram matrix ``G_uv = g_u . g_v`` of every block's constraints, with the serial
+    numbers of the constraints it was computed for (in block order)."""
+    cdef float64_t **gram
+    cdef int64_t **serial
+    cdef int64_t *size
+    cdef int64_t *capacity
+    cdef int64_t n_blocks
+
+    def __cinit__(self, int64_t n_blocks):
+        self.n_blocks = n_blocks
+        self.gram = <float64_t**> calloc(n_blocks + 1, sizeof(float64_t*))
+        self.serial = <int64_t**> calloc(n_blocks + 1, sizeof(int64_t*))
+        self.size = <int64_t*> calloc(n_blocks + 1, sizeof(int64_t))
+        self.capacity = <int64_t*> calloc(n_blocks + 1, sizeof(int64_t))
+        if (self.gram == NULL or self.serial == NULL or self.size == NULL
+                or self.capacity == NULL):
+            raise MemoryError("could not allocate the n-slack Gram cache")
+
+    def __dealloc__(self):
+        cdef int64_t b
+        if self.gram != NULL:
+            for b in range(self.n_blocks):
+                free(self.gram[b])
+        if self.serial != NULL:
+            for b in range(self.n_blocks):
+                free(self.serial[b])
+        free(self.gram)
+        free(self.serial)
+        free(self.size)
+        free(self.capacity)
+
+    def matrix(self, int64_t blk):
+        """``(gram, serial)``: copies of the matrix kept for block ``blk`` and the serial
+        numbers of its constraints (empty before the block's first sweep)."""
+        if not 0 <= blk < self.n_blocks:
+            raise IndexError("block %d out of range [0, %d)" % (blk, self.n_blocks))
+        cdef int64_t m = self.size[blk], u
+        gram = np.empty((m, m))
+        serial = np.empty(m, dtype=np.int64)
+        for u in range(m * m):
+            gram.flat[u] = self.gram[blk][u]
+        for u in range(m):
+            serial[u] = self.serial[blk][u]
+        return gram, serial
+
+    cdef int store(self, int64_t blk, int64_t m, const float64_t *gram,
+                   const int64_t *serial) noexcept nogil:
+        """Keep ``gram`` (m x m) and ``serial`` for block ``blk``; -1 if out of memory."""
+        cdef float64_t *g
+        cdef int64_t *s
+        if m > self.capacity[blk]:
+            g = <float64_t*> realloc(self.gram[blk], m * m * sizeof(float64_t))
+            if g == NULL:
+                return -1
+            self.gram[blk] = g
+            s = <int64_t*> realloc(self.serial[blk], m * sizeof(int64_t))
+            if s == NULL:
+                return -1
+            self.serial[blk] = s
+            self.capacity[blk] = m
+        memcpy(self.gram[blk], gram, m * m * sizeof(float64_t))
+        memcpy(self.serial[blk], serial, m * sizeof(int64_t))
+        self.size[blk] = m
+        return 0
+
+
+cdef void _block_gram(_Constraints c, BlockGramCache cache, int64_t blk,
+                      const int64_t *block, int64_t m, int64_t *serial, int64_t *old_position,
+                      float64_t *gram, float64_t[::1] scratch) noexcept nogil:
+    """Fill ``gram`` (m x m) with the Gram matrix of the constraints ``block[:m]``, taking the
+    entries of constraints already in the cached matrix of ``blk`` from it.
+
+    Serial numbers grow with the constraints' positions, so the cached constraints that remain
+    are found by one merge of the two sorted lists. Each new constraint's row is computed
+    through the zeroed ``scratch`` accumulator (left zeroed).
+    """
+    cdef int64_t u, v, k, kk, e, q, t, col, position = 0
+    cdef int64_t n_states = c.WT.shape[1], p_dim = c.pairwise.shape[1]
+    cdef int64_t old_m = cache.size[blk]
+    cdef const int64_t *old_serial = cache.serial[blk]
+    cdef const float64_t *old_gram = cache.gram[blk]
+    cdef float64_t diff
+    for u in range(m):
+        serial[u] = c.serial[block[u]]
+        while position < old_m and old_serial[position] < serial[u]:
+            position += 1
+        if position < old_m and old_serial[position] == serial[u]:
+            old_position[u] = position
+        else:
+            old_position[u] = -1
+    for u in range(m):
+        if old_position[u] < 0:
+            continue
+        for v in range(m):
+            if old_position[v] >= 0:
+                gram[u * m + v] = old_gram[old_position[u] * old_m + old_position[v]]
+    for u in range(m):
+        if old_position[u] >= 0:
+            continue
+        k = block[u]
+        for e in range(c.entry_ptr[k], c.entry_ptr[k + 1]):
+            t = c.tok[e]
+            for q in range(c.indptr[t], c.indptr[t + 1]):
+                col = c.indices[q] * n_states
+                scratch[col + c.true_state[e]] += c.scale[e] * c.data[q]
+                scratch[col + c.wrong_state[e]] -= c.scale[e] * c.data[q]
+        for v in range(m):
+            if old_position[v] < 0 and v < u:
+                continue  # computed with the row of v
+            kk = block[v]
+            diff = 0.0
+            for e in range(c.entry_ptr[kk], c.entry_ptr[kk + 1]):
+                t = c.tok[e]
+                for q in range(c.indptr[t], c.indptr[t + 1]):
+                    col = c.indices[q] * n_states
+                    diff += c.scale[e] * c.data[q] * (
+                        scratch[col + c.true_state[e]] - scratch[col + c.wrong_state[e]])
+            for q in range(p_dim):
+                diff += c.pairwise[k, q] * c.pairwise[kk, q]
+            gram[u * m + v] = diff
+            gram[v * m + u] = diff
+        for e in range(c.entry_ptr[k], c.entry_ptr[k + 1]):
+            t = c.tok[e]
+            for q in range(c.indptr[t], c.indptr[t + 1]):
+                col = c.indices[q] * n_states
+                scratch[col + c.true_state[e]] = 0.0
+                scratch[col + c.wrong_state[e]] = 0.0
+
+
 def margins(solver, const int64_t[::1] which, float64_t[::1] out):
     """``out[j] = w . g_k`` for the constraints ``k = which[j]`` of the solver."""
     cdef _Constraints c = _Constraints(solver)
@@ -88,32 +224,41 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
     """One pass of block coordinate ascent over the blocks listed in ``order``.
 
     The solver's ``scratch`` is a zeroed work array of size ``n_features * n_states`` (left
-    zeroed). Returns the largest pairwise KKT violation seen before the blocks' updates.
+    zeroed) and its ``gram_cache`` a :class:`BlockGramCache` of its blocks. Returns the largest
+    pairwise KKT violation seen before the blocks' updates.
     """
     cdef _Constraints c = _Constraints(solver)
+    cdef BlockGramCache cache = solver.gram_cache
     cdef const float64_t[::1] offset = solver.constraints.offsets.data
     cdef float64_t[::1] alpha = solver.constraints.alpha.data
     cdef const float64_t[::1] bound = solver.bound
     cdef float64_t[::1] scratch = solver.scratch
-    cdef int64_t n_states = c.WT.shape[1]
-    cdef int64_t p_dim = c.pairwise.shape[1]
-    cdef int64_t oi, blk, m, u, v, kk, k, e, q, t, col
+    cdef int64_t oi, blk, m, u, k
     cdef int64_t max_m = 0, blocks_since_check = 0
     cdef intp_t n_steps
     cdef intp_t group_ptr[2]
-    cdef float64_t worst = 0.0, viol, slack, diff
+    cdef float64_t worst = 0.0, viol, slack
     cdef float64_t *gram
     cdef float64_t *grad
     cdef float64_t *value
+    cdef int64_t *serial
+    cdef int64_t *old_position
+    cdef int failed = 0
+    if cache.n_blocks != block_ptr.shape[0] - 1:
+        raise ValueError("the Gram cache has %d blocks, the constraints %d"
+                         % (cache.n_blocks, block_ptr.shape[0] - 1))
     for blk in range(block_ptr.shape[0] - 1):
         if block_ptr[blk + 1] - block_ptr[blk] > max_m:
             max_m = block_ptr[blk + 1] - block_ptr[blk]
     gram = <float64_t*> malloc(max_m * max_m * sizeof(float64_t) + 1)
     grad = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
     value = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
+    serial = <int64_t*> malloc(max_m * sizeof(int64_t) + 1)
+    old_position = <int64_t*> malloc(max_m * sizeof(int64_t) + 1)
     group_ptr[0] = 0
     try:
-        if gram == NULL or grad == NULL or value == NULL:
+        if (gram == NULL or grad == NULL or value == NULL or serial == NULL
+                or old_position == NULL):
             raise MemoryError("could not allocate the n-slack block workspace")
         with nogil:
             for oi in range(order.shape[0]):
@@ -135,35 +280,11 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
                     value[u] = alpha[k]
                 if slack <= 1e-12 * bound[blk]:  # rounding residue of a full block
                     slack = 0.0
-                # block Gram matrix through the scratch accumulator
-                for u in range(m):
-                    k = members[block_ptr[blk] + u]
-                    for e in range(c.entry_ptr[k], c.entry_ptr[k + 1]):
-                        t = c.tok[e]
-                        for q in range(c.indptr[t], c.indptr[t + 1]):
-                            col = c.indices[q] * n_states
-                            scratch[col + c.true_state[e]] += c.scale[e] * c.data[q]
-                            scratch[col + c.wrong_state[e]] -= c.scale[e] * c.data[q]
-                    for v in range(u, m):
-                        kk = members[block_ptr[blk] + v]
-                        diff = 0.0
-                        for e in range(c.entry_ptr[kk], c.entry_ptr[kk + 1]):
-                            t = c.tok[e]
-                            for q in range(c.indptr[t], c.indptr[t + 1]):
-                                col = c.indices[q] * n_states
-                                diff += c.scale[e] * c.data[q] * (
-                                    scratch[col + c.true_state[e]]
-                                    - scratch[col + c.wrong_state[e]])
-                        for q in range(p_dim):
-                            diff += c.pairwise[k, q] * c.pairwise[kk, q]
-                        gram[u * m + v] = diff
-                        gram[v * m + u] = diff
-                    for e in range(c.entry_ptr[k], c.entry_ptr[k + 1]):
-                        t = c.tok[e]
-                        for q in range(c.indptr[t], c.indptr[t + 1]):
-                            col = c.indices[q] * n_states
-                            scratch[col + c.true_state[e]] = 0.0
-                            scratch[col + c.wrong_state[e]] = 0.0
+                _block_gram(c, cache, blk, &members[block_ptr[blk]], m, serial, old_position,
+                            gram, scratch)
+                if cache.store(blk, m, gram, serial) != 0:
+                    failed = 1
+                    break
                 # SMO on the block (the unused capacity acts as a variable of gradient 0)
                 group_ptr[1] = m
                 viol = smo_capped_simplices(gram, m, grad, value, group_ptr, 1, &slack, tol,
@@ -176,8 +297,12 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
                     if value[u] != alpha[k]:
                         c.add_direction(k, value[u] - alpha[k])
                         alpha[k] = value[u]
+        if failed:
+            raise MemoryError("could not grow the n-slack Gram cache")
     finally:
         free(gram)
         free(grad)
         free(value)
+        free(serial)
+        free(old_position)
     return worst
