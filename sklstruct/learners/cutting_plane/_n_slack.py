@@ -20,18 +20,23 @@ from ._n_slack_fast import BlockGramCache, margins, sweep
 class NSlackConstraints:
     """Per-example constraints ``w . g_k >= c_k - xi_i`` stored as labelings (see _block_qp).
 
-    Each constraint gets a serial number, growing with the order of addition, by which the
+    The unary part of ``g_k`` is kept as its wrong tokens (token, true state, wrong state,
+    scale), the pairwise part as its nonzero entries (``pair_ptr``, ``pair_index``,
+    ``pair_value``, ascending indices): a labeling changes few transitions. Each constraint gets a serial number, growing with the order of addition, by which the
     sweeps' Gram cache recognises the constraints it has seen.
     """
 
-    def __init__(self, n_pairwise):
+    def __init__(self):
         self.entry_ptr = GrowableArray(dtype=np.int64)
         self.entry_ptr.extend(np.zeros(1, dtype=np.int64))
         self.tokens = GrowableArray(dtype=np.int64)
         self.true_state = GrowableArray(dtype=np.int32)
         self.wrong_state = GrowableArray(dtype=np.int32)
         self.scale = GrowableArray()
-        self.pairwise = GrowableArray((n_pairwise,))
+        self.pair_ptr = GrowableArray(dtype=np.int64)
+        self.pair_ptr.extend(np.zeros(1, dtype=np.int64))
+        self.pair_index = GrowableArray(dtype=np.int64)
+        self.pair_value = GrowableArray()
         self.offsets = GrowableArray()
         self.alpha = GrowableArray()
         self.owner = GrowableArray(dtype=np.int64)
@@ -52,7 +57,11 @@ class NSlackConstraints:
         self.true_state.extend(true_state.astype(np.int32))
         self.wrong_state.extend(wrong_state.astype(np.int32))
         self.scale.extend(token_scale)
-        self.pairwise.extend(pairwise)
+        rows, columns = np.nonzero(pairwise)
+        self.pair_ptr.extend(self.pair_ptr.data[-1] + np.cumsum(
+            np.bincount(rows, minlength=len(sequences))))
+        self.pair_index.extend(columns.astype(np.int64))
+        self.pair_value.extend(pairwise[rows, columns])
         self.offsets.extend(offsets)
         self.alpha.extend(np.zeros(len(sequences)))
         self.owner.extend(np.asarray(sequences, dtype=np.int64))
@@ -73,7 +82,12 @@ class NSlackConstraints:
         on_entries = np.repeat(keep, lengths)
         for array in (self.tokens, self.true_state, self.wrong_state, self.scale):
             array.select(on_entries)
-        for array in (self.pairwise, self.offsets, self.alpha, self.owner, self.last_active,
+        pair_lengths = np.diff(self.pair_ptr.data)
+        on_pairs = np.repeat(keep, pair_lengths)
+        for array in (self.pair_index, self.pair_value):
+            array.select(on_pairs)
+        self.pair_ptr.assign(np.concatenate([[0], np.cumsum(pair_lengths[keep])]))
+        for array in (self.offsets, self.alpha, self.owner, self.last_active,
                       self.serial):
             array.select(keep)
         self.entry_ptr.assign(np.concatenate([[0], np.cumsum(lengths[keep])]))
@@ -101,7 +115,7 @@ class NSlackSolver:
         self.WT, self.theta = structure.split_weights(self.w)
         self.scratch = np.zeros(n_features * n_states)
         self.bound = np.broadcast_to(np.asarray(C, dtype=np.float64), (batch.n_sequences,)).copy()
-        self.constraints = NSlackConstraints(structure.n_pairwise_)
+        self.constraints = NSlackConstraints()
         self.gram_cache = BlockGramCache(batch.n_sequences)
 
     def slacks(self, sequences):

@@ -28,10 +28,9 @@ from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
 cdef class _Constraints:
     """The token rows, weights and stored constraints of an n-slack solver, typed."""
-    cdef const int64_t[::1] indptr, entry_ptr, tok, serial
+    cdef const int64_t[::1] indptr, entry_ptr, tok, serial, pair_ptr, pair_index
     cdef const int32_t[::1] indices, true_state, wrong_state
-    cdef const float64_t[::1] data, scale
-    cdef const float64_t[:, ::1] pairwise
+    cdef const float64_t[::1] data, scale, pair_value
     cdef float64_t[:, ::1] WT
     cdef float64_t[::1] theta
 
@@ -45,7 +44,9 @@ cdef class _Constraints:
         self.true_state = constraints.true_state.data
         self.wrong_state = constraints.wrong_state.data
         self.scale = constraints.scale.data
-        self.pairwise = constraints.pairwise.data
+        self.pair_ptr = constraints.pair_ptr.data
+        self.pair_index = constraints.pair_index.data
+        self.pair_value = constraints.pair_value.data
 
     cdef inline float64_t row_dot(self, int64_t t, int32_t a, int32_t b) noexcept nogil:
         """``x_t . (W[a] - W[b])``."""
@@ -62,8 +63,25 @@ cdef class _Constraints:
         for e in range(self.entry_ptr[k], self.entry_ptr[k + 1]):
             total += self.scale[e] * self.row_dot(self.tok[e], self.true_state[e],
                                                   self.wrong_state[e])
-        for r in range(self.pairwise.shape[1]):
-            total += self.pairwise[k, r] * self.theta[r]
+        for r in range(self.pair_ptr[k], self.pair_ptr[k + 1]):
+            total += self.pair_value[r] * self.theta[self.pair_index[r]]
+        return total
+
+    cdef float64_t add_pairwise_dot(self, int64_t k, int64_t kk,
+                                    float64_t total) noexcept nogil:
+        """``total`` plus the product of the pairwise parts of ``g_k`` and ``g_kk`` (a merge
+        of their ascending nonzero entries, added one by one)."""
+        cdef int64_t a = self.pair_ptr[k], a_end = self.pair_ptr[k + 1]
+        cdef int64_t b = self.pair_ptr[kk], b_end = self.pair_ptr[kk + 1]
+        while a < a_end and b < b_end:
+            if self.pair_index[a] < self.pair_index[b]:
+                a += 1
+            elif self.pair_index[a] > self.pair_index[b]:
+                b += 1
+            else:
+                total += self.pair_value[a] * self.pair_value[b]
+                a += 1
+                b += 1
         return total
 
     cdef void add_direction(self, int64_t k, float64_t step) noexcept nogil:
@@ -76,8 +94,8 @@ cdef class _Constraints:
             for q in range(self.indptr[t], self.indptr[t + 1]):
                 self.WT[self.indices[q], self.true_state[e]] += v * self.data[q]
                 self.WT[self.indices[q], self.wrong_state[e]] -= v * self.data[q]
-        for q in range(self.pairwise.shape[1]):
-            self.theta[q] += step * self.pairwise[k, q]
+        for q in range(self.pair_ptr[k], self.pair_ptr[k + 1]):
+            self.theta[self.pair_index[q]] += step * self.pair_value[q]
 
 
 cdef class BlockGramCache:
@@ -158,7 +176,7 @@ cdef void _block_gram(_Constraints c, BlockGramCache cache, int64_t blk,
     through the zeroed ``scratch`` accumulator (left zeroed).
     """
     cdef int64_t u, v, k, kk, e, q, t, col, position = 0
-    cdef int64_t n_states = c.WT.shape[1], p_dim = c.pairwise.shape[1]
+    cdef int64_t n_states = c.WT.shape[1]
     cdef int64_t old_m = cache.size[blk]
     cdef const int64_t *old_serial = cache.serial[blk]
     cdef const float64_t *old_gram = cache.gram[blk]
@@ -198,8 +216,7 @@ cdef void _block_gram(_Constraints c, BlockGramCache cache, int64_t blk,
                     col = c.indices[q] * n_states
                     diff += c.scale[e] * c.data[q] * (
                         scratch[col + c.true_state[e]] - scratch[col + c.wrong_state[e]])
-            for q in range(p_dim):
-                diff += c.pairwise[k, q] * c.pairwise[kk, q]
+            diff = c.add_pairwise_dot(k, kk, diff)
             gram[u * m + v] = diff
             gram[v * m + u] = diff
         for e in range(c.entry_ptr[k], c.entry_ptr[k + 1]):
