@@ -213,6 +213,11 @@ cdef struct _Work:
     double* saved
     double* anchor_node
     double* anchor_pair
+    # the indices where anchor_pair may be non-zero, ascending (zero everywhere else), and
+    # their marks
+    intp_t* anchor_support
+    uint8_t* in_support
+    intp_t n_support
     double* gram_tokens
     double* unary_stats
     double* pair_dense
@@ -326,7 +331,10 @@ cdef class _MultiPoint(DualPass):
         self.w.zeros = <double*> calloc(self.max_len * S, sizeof(double))
         self.w.saved = <double*> malloc(self.max_len * sizeof(double))
         self.w.anchor_node = <double*> malloc(self.max_len * S * sizeof(double))
-        self.w.anchor_pair = <double*> malloc((P + 1) * sizeof(double))
+        self.w.anchor_pair = <double*> calloc(P + 1, sizeof(double))
+        self.w.anchor_support = <intp_t*> malloc((P + 1) * sizeof(intp_t))
+        self.w.in_support = <uint8_t*> calloc(P + 1, sizeof(uint8_t))
+        self.w.n_support = 0
         self.w.gram_tokens = <double*> malloc(
             (self.gram_cap + self.max_len * S + 1) * sizeof(double))
         self.w.unary_stats = <double*> malloc(
@@ -345,6 +353,7 @@ cdef class _MultiPoint(DualPass):
         if (self.w.scores == NULL or self.w.loss == NULL or self.w.zeros == NULL
                 or self.w.saved == NULL or self.w.anchor_node == NULL
                 or self.w.anchor_pair == NULL or self.w.gram_tokens == NULL
+                or self.w.anchor_support == NULL or self.w.in_support == NULL
                 or self.w.unary_stats == NULL or self.w.pair_dense == NULL
                 or self.w.entry_value == NULL or self.w.entry_index == NULL
                 or self.w.entry_count == NULL or self.w.point_score == NULL
@@ -361,6 +370,8 @@ cdef class _MultiPoint(DualPass):
         free(self.w.saved)
         free(self.w.anchor_node)
         free(self.w.anchor_pair)
+        free(self.w.anchor_support)
+        free(self.w.in_support)
         free(self.w.gram_tokens)
         free(self.w.unary_stats)
         free(self.w.pair_dense)
@@ -418,8 +429,28 @@ cdef class _MultiPoint(DualPass):
         self.pool_keys = self.anchors.keys
         self.pool_values = self.anchors.values
 
+    cdef inline void support_add(self, intp_t q) noexcept nogil:
+        """Note that ``w.anchor_pair[q]`` may become non-zero (then :meth:`support_sort`)."""
+        if not self.w.in_support[q]:
+            self.w.in_support[q] = 1
+            self.w.anchor_support[self.w.n_support] = q
+            self.w.n_support += 1
+
+    cdef void support_sort(self) noexcept nogil:
+        """Sort the anchor's support (insertion sort: short, mostly sorted lists)."""
+        cdef intp_t* support = self.w.anchor_support
+        cdef intp_t a, b, q
+        for a in range(1, self.w.n_support):
+            q = support[a]
+            b = a
+            while b > 0 and support[b - 1] > q:
+                support[b] = support[b - 1]
+                b -= 1
+            support[b] = q
+
     cdef void load_anchor(self, intp_t i, intp_t lo, intp_t length) noexcept nogil:
-        """Unpack example ``i``'s anchor into ``w.anchor_node`` and ``w.anchor_pair``."""
+        """Unpack example ``i``'s anchor into ``w.anchor_node`` and ``w.anchor_pair`` (and
+        its support)."""
         cdef intp_t S = self.S, t, e, n
         cdef int64_t k, a = self.anchor_start[i], n_node = self.anchor_n_node[i]
         cdef double* A = self.w.anchor_node
@@ -427,30 +458,36 @@ cdef class _MultiPoint(DualPass):
         cdef intp_t* index = self.w.entry_index + self.r * self.stride
         cdef double* value = self.w.entry_value + self.r * self.stride
         memset(A, 0, length * S * sizeof(double))
-        memset(Ap, 0, (self.P + 1) * sizeof(double))
+        for e in range(self.w.n_support):
+            Ap[self.w.anchor_support[e]] = 0.0
+            self.w.in_support[self.w.anchor_support[e]] = 0
+        self.w.n_support = 0
         if a < 0:  # the true labelling
             for t in range(length):
                 A[t * S + self.Y[lo + t]] = 1.0
             n = self.kernels.pairwise_entries(i, &self.Y[lo], index, value)
             for e in range(n):
                 Ap[index[e]] += value[e]
+                self.support_add(index[e])
+            self.support_sort()
             return
         for k in range(a, a + n_node):
             A[self.pool_keys[k]] = self.pool_values[k]
-        for k in range(a + n_node, a + n_node + self.anchor_n_pair[i]):
+        for k in range(a + n_node, a + n_node + self.anchor_n_pair[i]):  # (ascending keys)
             Ap[self.pool_keys[k]] = self.pool_values[k]
+            self.support_add(self.pool_keys[k])
 
     cdef int store_anchor(self, intp_t i, intp_t length) except -1 nogil:
         """Pack the workspace's anchor back as example ``i``'s (its non-zero entries)."""
-        cdef intp_t q, n_node = 0, n_pair = 0, n_entries = length * self.S
+        cdef intp_t q, e, n_node = 0, n_pair = 0, n_entries = length * self.S
         cdef int64_t k, need
         cdef const double* A = self.w.anchor_node
         cdef const double* Ap = self.w.anchor_pair
         for q in range(n_entries):
             if A[q] != 0.0:
                 n_node += 1
-        for q in range(self.P):
-            if Ap[q] != 0.0:
+        for e in range(self.w.n_support):
+            if Ap[self.w.anchor_support[e]] != 0.0:
                 n_pair += 1
         need = n_node + n_pair
         if self.anchor_start[i] < 0 or self.anchor_capacity[i] < need:
@@ -468,7 +505,8 @@ cdef class _MultiPoint(DualPass):
                 self.pool_keys[k] = <int32_t> q
                 self.pool_values[k] = A[q]
                 k += 1
-        for q in range(self.P):
+        for e in range(self.w.n_support):
+            q = self.w.anchor_support[e]
             if Ap[q] != 0.0:
                 self.pool_keys[k] = <int32_t> q
                 self.pool_values[k] = Ap[q]
@@ -546,8 +584,8 @@ cdef class _MultiPoint(DualPass):
             if not self.cached:
                 for q in range(length * S):
                     A[q] *= weight
-                for q in range(self.P):
-                    Ap[q] *= weight
+                for e in range(self.w.n_support):
+                    Ap[self.w.anchor_support[e]] *= weight
                 for pt in range(m):
                     mu = self.vertex_weight[i, pt]
                     for t in range(length):
@@ -555,6 +593,8 @@ cdef class _MultiPoint(DualPass):
                     for e in range(self.w.entry_count[pt]):
                         Ap[self.w.entry_index[pt * self.stride + e]] += \
                             mu * self.w.entry_value[pt * self.stride + e]
+                        self.support_add(self.w.entry_index[pt * self.stride + e])
+                self.support_sort()
             self.anchor_loss[i] = self.expected_loss[i]
             if self.cached:  # the same combination of the cached rows
                 K = self.row_size(i)
@@ -959,8 +999,11 @@ cdef class _MultiPoint(DualPass):
         else:
             self.unary_gram_features(lo, length, m, self.w.touched, n_touched,
                                      self.w.unary_stats, G)
+        # (sums over the anchor's support, ascending: the same terms and order as over all
+        # pairwise coordinates, without the zeros)
         anchor_free_sq = 0.0
-        for q2 in range(P):
+        for e in range(self.w.n_support):
+            q2 = self.w.anchor_support[e]
             if self.free_mask[q2]:
                 anchor_free_sq += Ap[q2] * Ap[q2] * self.pair_scale(q2)
         for pt in range(m):
@@ -1033,7 +1076,8 @@ cdef class _MultiPoint(DualPass):
                 else:
                     for s in range(S):
                         self.WT[j, s] -= v * change[s]
-        for q2 in range(P):
+        for e in range(self.w.n_support):
+            q2 = self.w.anchor_support[e]
             self.pair_v[q2] += C * mass * Ap[q2] * self.pair_scale(q2)
         for pt in range(m):
             for e in range(self.w.entry_count[pt]):
@@ -1084,8 +1128,9 @@ cdef class _MultiPoint(DualPass):
             total = 0.0
             for t in range(length):
                 total += dot(scores + t * S, self.w.anchor_node + t * S, S)
-            for e in range(self.P):
-                total += self.theta[e] * self.w.anchor_pair[e]
+            for e in range(self.w.n_support):
+                total += self.theta[self.w.anchor_support[e]] \
+                    * self.w.anchor_pair[self.w.anchor_support[e]]
             self.anchor_score = total
             for pt in range(self.n_vertices[i]):
                 self.point_entries(i, lo, length, pt)
@@ -1281,8 +1326,9 @@ cdef class _MultiPoint(DualPass):
                 v = self.C * self.data[q]
                 for s in range(S):
                     self.WT[j, s] += v * d[s]
-        for e in range(self.P):
-            pair_sum[e] += weight * self.w.anchor_pair[e]
+        for e in range(self.w.n_support):
+            pair_sum[self.w.anchor_support[e]] += \
+                weight * self.w.anchor_pair[self.w.anchor_support[e]]
         for pt in range(m):
             self.point_entries(i, lo, length, pt, False)
             for e in range(self.w.entry_count[pt]):
