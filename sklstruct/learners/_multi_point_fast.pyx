@@ -218,6 +218,9 @@ cdef struct _Work:
     intp_t* anchor_support
     uint8_t* in_support
     intp_t n_support
+    # the states of each token where anchor_node is non-zero (rows of a CSR pattern)
+    intp_t* anchor_states
+    intp_t* anchor_state_ptr
     double* gram_tokens
     double* unary_stats
     double* pair_dense
@@ -348,6 +351,8 @@ cdef class _MultiPoint(DualPass):
         self.w.point_labels = <int64_t*> malloc(self.max_len * sizeof(int64_t))
         self.w.touched = <int32_t*> malloc(self.max_nnz * sizeof(int32_t))
         self.w.moved = <intp_t*> malloc(S * sizeof(intp_t))
+        self.w.anchor_states = <intp_t*> malloc((self.max_len * S + 1) * sizeof(intp_t))
+        self.w.anchor_state_ptr = <intp_t*> malloc((self.max_len + 1) * sizeof(intp_t))
         self.w.master = <double*> malloc((4 * MAX_POINTS * MAX_POINTS + 8 * MAX_POINTS
                                           + 64 * MAX_POINTS + 64) * sizeof(double))
         if (self.w.scores == NULL or self.w.loss == NULL or self.w.zeros == NULL
@@ -359,6 +364,7 @@ cdef class _MultiPoint(DualPass):
                 or self.w.entry_count == NULL or self.w.point_score == NULL
                 or self.w.labels == NULL or self.w.point_labels == NULL
                 or self.w.touched == NULL or self.w.moved == NULL
+                or self.w.anchor_states == NULL or self.w.anchor_state_ptr == NULL
                 or self.w.master == NULL):
             raise MemoryError("could not allocate the simplicial decomposition workspace")
         memset(self.w.pair_dense, 0, (P + 1) * sizeof(double))
@@ -383,6 +389,8 @@ cdef class _MultiPoint(DualPass):
         free(self.w.point_labels)
         free(self.w.touched)
         free(self.w.moved)
+        free(self.w.anchor_states)
+        free(self.w.anchor_state_ptr)
         free(self.w.master)
 
     cdef double loss_augmented_oracle(self, intp_t i, intp_t lo, intp_t length,
@@ -699,6 +707,8 @@ cdef class _MultiPoint(DualPass):
         cdef double sums[MAX_POINTS]
         cdef int32_t stale[MAX_POINTS]
         cdef const double* anchor_row
+        cdef intp_t* states = self.w.anchor_states
+        cdef intp_t* state_ptr = self.w.anchor_state_ptr
         cdef const int16_t* point_labels
         cdef bint anchor_ok = self.gram_anchor_ok[i], needed = not anchor_ok
         cdef int64_t e, kept = self.token_gram_ptr[i]
@@ -745,11 +755,24 @@ cdef class _MultiPoint(DualPass):
                         e += 1
                 self.token_gram_ready[i] = 1
         if not anchor_ok:
+            # <A, A> under K over the anchor's non-zero states of each token (the states
+            # its points gave the token: a few of them)
+            state_ptr[0] = 0
+            for t in range(length):
+                state_ptr[t + 1] = state_ptr[t]
+                for s in range(self.S):
+                    if self.w.anchor_node[t * self.S + s] != 0.0:
+                        states[state_ptr[t + 1]] = s
+                        state_ptr[t + 1] += 1
             total = 0.0
             for t in range(length):
+                anchor_row = self.w.anchor_node + t * self.S
                 for t2 in range(length):
-                    total += K[t * length + t2] * dot(self.w.anchor_node + t * self.S,
-                                                      self.w.anchor_node + t2 * self.S, self.S)
+                    kval = 0.0
+                    for l in range(state_ptr[t], state_ptr[t + 1]):
+                        kval += anchor_row[states[l]] * self.w.anchor_node[t2 * self.S
+                                                                          + states[l]]
+                    total += K[t * length + t2] * kval
             self.gram_anchor_self[i] = total
         # <A, Z_pt> under K for the points that need it, several in one sweep over the token
         # pairs (each point's sum runs over the pairs in the same order as alone; the points'
