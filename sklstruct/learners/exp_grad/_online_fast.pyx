@@ -65,6 +65,8 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
     cdef double* new_marg
     cdef double* new_pair_pot = NULL
     cdef double* new_pair_marg
+    cdef double* marg_change
+    cdef double* row
     cdef int32_t* touched = NULL
     if not kernels.has_marginals:
         raise ValueError("online exponentiated gradient needs the structure's compiled "
@@ -77,13 +79,14 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
     cdef const double* data_ptr = &data[0] if data.shape[0] > 0 else NULL
     cdef const double* WT_ptr = &WT[0, 0] if WT.shape[0] > 0 else NULL
     try:
-        unary_scores = <double*> malloc(3 * max_len * S * sizeof(double))
+        unary_scores = <double*> malloc((3 * max_len + 1) * S * sizeof(double))
         new_pair_pot = <double*> malloc((2 * P + 2) * sizeof(double))
         touched = <int32_t*> malloc(max_nnz * sizeof(int32_t))
         if unary_scores == NULL or new_pair_pot == NULL or touched == NULL:
             raise MemoryError("could not allocate the online exponentiated-gradient workspace")
         new_pot = unary_scores + max_len * S
         new_marg = new_pot + max_len * S
+        marg_change = new_marg + max_len * S
         new_pair_marg = new_pair_pot + P + 1
         with nogil:
             for k in range(order.shape[0]):
@@ -143,13 +146,13 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                     for t in range(length):
                         for s in range(S):
                             new_loss += node_loss[lo + t, s] * new_marg[t * S + s]
-                            wdot += unary_scores[t * S + s] * (new_marg[t * S + s]
-                                                               - node_marg[lo + t, s])
+                            marg_change[s] = new_marg[t * S + s] - node_marg[lo + t, s]
+                            wdot += unary_scores[t * S + s] * marg_change[s]
                         for q in range(indptr[lo + t], indptr[lo + t + 1]):
-                            j = slot[indices[q]]
+                            row = &scratch[slot[indices[q]], 0]
                             v = -C * data[q]
                             for s in range(S):
-                                scratch[j, s] += v * (new_marg[t * S + s] - node_marg[lo + t, s])
+                                row[s] += v * marg_change[s]
                     sq_pair = 0.0
                     for r in range(P):
                         dm = new_pair_marg[r] - pair_marg[i, r]
