@@ -209,7 +209,8 @@ def test_auto_variant_follows_the_number_of_examples(monkeypatch):
 
 def test_n_slack_gram_cache_matches_the_constraints():
     """The Gram matrices the n-slack sweeps keep per example, through constraints added,
-    swept and removed, equal those of the constraints' joint-feature differences."""
+    swept and removed, equal those of the constraints' joint-feature differences (and the
+    constraints' blocks, kept up to date as they are added, are those sorted afresh)."""
     from sklstruct.learners.cutting_plane._n_slack import NSlackSolver
 
     X, y = make_chain_data(n_sequences=10, n_states=3, max_length=6, seed=3)
@@ -222,8 +223,15 @@ def test_n_slack_gram_cache_matches_the_constraints():
     solver = NSlackSolver(structure, batch, Y, np.full(n, 0.5), "margin", 1e-9, None)
     everything = np.arange(n)
     for stamp in range(6):
-        solver.add_violated(everything, stamp)
-        solver.optimise(everything, 1e-9, max_sweeps=2)
+        for chunk in np.array_split(everything, 3):
+            solver.add_violated(chunk, stamp)
+            # the blocks kept up to date as constraints are added: as sorted afresh
+            block_ptr, members = solver.constraints.blocks(n)
+            owner = solver.constraints.owner.data
+            np.testing.assert_array_equal(members, np.argsort(owner, kind="stable"))
+            np.testing.assert_array_equal(block_ptr, np.concatenate(
+                [[0], np.cumsum(np.bincount(owner, minlength=n))]))
+            solver.optimise(chunk, 1e-9, max_sweeps=2)
         solver.constraints.remove_inactive(stamp, 2)
     solver.optimise(everything, 1e-9, max_sweeps=1)
     c = solver.constraints

@@ -43,6 +43,7 @@ class NSlackConstraints:
         self.last_active = GrowableArray(dtype=np.int64)
         self.serial = GrowableArray(dtype=np.int64)
         self.n_added = 0
+        self._blocks = None  # (block_ptr, members) while up to date
 
     def __len__(self):
         return self.offsets.data.shape[0]
@@ -68,6 +69,15 @@ class NSlackConstraints:
         self.last_active.extend(np.full(len(sequences), stamp, dtype=np.int64))
         self.serial.extend(np.arange(self.n_added, self.n_added + len(sequences)))
         self.n_added += len(sequences)
+        if self._blocks is not None:
+            # the new constraints have the largest indices: each goes last in its block
+            block_ptr, members = self._blocks
+            owners = np.asarray(sequences, dtype=np.int64)
+            new = np.arange(len(self) - len(sequences), len(self), dtype=np.int64)
+            members = np.insert(members, block_ptr[owners + 1], new)
+            block_ptr = block_ptr.copy()
+            block_ptr[1:] += np.cumsum(np.bincount(owners, minlength=block_ptr.shape[0] - 1))
+            self._blocks = block_ptr, members
 
     def remove_inactive(self, stamp, window):
         """Drop constraints whose dual variable stayed zero since ``stamp - window``.
@@ -91,14 +101,18 @@ class NSlackConstraints:
                       self.serial):
             array.select(keep)
         self.entry_ptr.assign(np.concatenate([[0], np.cumsum(lengths[keep])]))
+        self._blocks = None
 
     def blocks(self, n_blocks):
-        """``(block_ptr, members)``: the constraints of every example."""
-        owner = self.owner.data
-        members = np.argsort(owner, kind="stable").astype(np.int64)
-        block_ptr = np.zeros(n_blocks + 1, dtype=np.int64)
-        np.cumsum(np.bincount(owner, minlength=n_blocks), out=block_ptr[1:])
-        return block_ptr, members
+        """``(block_ptr, members)``: the constraints of every example (in the order of their
+        indices), kept up to date as constraints are added."""
+        if self._blocks is None or self._blocks[0].shape[0] != n_blocks + 1:
+            owner = self.owner.data
+            members = np.argsort(owner, kind="stable").astype(np.int64)
+            block_ptr = np.zeros(n_blocks + 1, dtype=np.int64)
+            np.cumsum(np.bincount(owner, minlength=n_blocks), out=block_ptr[1:])
+            self._blocks = block_ptr, members
+        return self._blocks
 
 
 class NSlackSolver:

@@ -67,6 +67,24 @@ cdef class _Constraints:
             total += self.pair_value[r] * self.theta[self.pair_index[r]]
         return total
 
+    cdef float64_t margin_memo(self, int64_t k, int64_t first_token, float64_t* memo,
+                               int64_t* memo_stamp, int64_t stamp) noexcept nogil:
+        """:meth:`margin` with the row products ``x_t . (W[y_t] - W[b])`` of one example's
+        constraints shared: an example's constraints repeat its wrong tokens (the true state
+        of a token is its label), so each ``(t, b)`` is computed once per ``stamp`` into
+        ``memo[(t - first_token) * n_states + b]``. The same terms in the same order."""
+        cdef int64_t e, r, key, n_states = self.WT.shape[1]
+        cdef float64_t total = 0.0
+        for e in range(self.entry_ptr[k], self.entry_ptr[k + 1]):
+            key = (self.tok[e] - first_token) * n_states + self.wrong_state[e]
+            if memo_stamp[key] != stamp:
+                memo[key] = self.row_dot(self.tok[e], self.true_state[e], self.wrong_state[e])
+                memo_stamp[key] = stamp
+            total += self.scale[e] * memo[key]
+        for r in range(self.pair_ptr[k], self.pair_ptr[k + 1]):
+            total += self.pair_value[r] * self.theta[self.pair_index[r]]
+        return total
+
     cdef float64_t add_pairwise_dot(self, int64_t k, int64_t kk,
                                     float64_t total) noexcept nogil:
         """``total`` plus the product of the pairwise parts of ``g_k`` and ``g_kk`` (a merge
@@ -250,7 +268,8 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
     cdef float64_t[::1] alpha = solver.constraints.alpha.data
     cdef const float64_t[::1] bound = solver.bound
     cdef float64_t[::1] scratch = solver.scratch
-    cdef int64_t oi, blk, m, u, k
+    cdef const int64_t[::1] offsets = solver.batch.offsets
+    cdef int64_t oi, blk, m, u, k, max_length = 0
     cdef int64_t max_m = 0, blocks_since_check = 0
     cdef intp_t n_steps
     cdef intp_t group_ptr[2]
@@ -260,22 +279,31 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
     cdef float64_t *value
     cdef int64_t *serial
     cdef int64_t *old_position
+    cdef float64_t *memo
+    cdef int64_t *memo_stamp
     cdef int failed = 0
     if cache.n_blocks != block_ptr.shape[0] - 1:
         raise ValueError("the Gram cache has %d blocks, the constraints %d"
                          % (cache.n_blocks, block_ptr.shape[0] - 1))
+    if offsets.shape[0] != block_ptr.shape[0]:
+        raise ValueError("the solver has %d examples, the constraints %d blocks"
+                         % (offsets.shape[0] - 1, block_ptr.shape[0] - 1))
     for blk in range(block_ptr.shape[0] - 1):
         if block_ptr[blk + 1] - block_ptr[blk] > max_m:
             max_m = block_ptr[blk + 1] - block_ptr[blk]
+        if offsets[blk + 1] - offsets[blk] > max_length:
+            max_length = offsets[blk + 1] - offsets[blk]
     gram = <float64_t*> malloc(max_m * max_m * sizeof(float64_t) + 1)
     grad = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
     value = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
     serial = <int64_t*> malloc(max_m * sizeof(int64_t) + 1)
     old_position = <int64_t*> malloc(max_m * sizeof(int64_t) + 1)
+    memo = <float64_t*> malloc(max_length * c.WT.shape[1] * sizeof(float64_t) + 1)
+    memo_stamp = <int64_t*> calloc(max_length * c.WT.shape[1] + 1, sizeof(int64_t))
     group_ptr[0] = 0
     try:
         if (gram == NULL or grad == NULL or value == NULL or serial == NULL
-                or old_position == NULL):
+                or old_position == NULL or memo == NULL or memo_stamp == NULL):
             raise MemoryError("could not allocate the n-slack block workspace")
         with nogil:
             for oi in range(order.shape[0]):
@@ -292,7 +320,8 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
                 slack = bound[blk]
                 for u in range(m):
                     k = members[block_ptr[blk] + u]
-                    grad[u] = offset[k] - c.margin(k)
+                    grad[u] = offset[k] - c.margin_memo(k, offsets[blk], memo, memo_stamp,
+                                                        oi + 1)
                     slack -= alpha[k]
                     value[u] = alpha[k]
                 if slack <= 1e-12 * bound[blk]:  # rounding residue of a full block
@@ -322,4 +351,6 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
         free(value)
         free(serial)
         free(old_position)
+        free(memo)
+        free(memo_stamp)
     return worst
