@@ -22,8 +22,9 @@ class NSlackConstraints:
 
     The unary part of ``g_k`` is kept as its wrong tokens (token, true state, wrong state,
     scale), the pairwise part as its nonzero entries (``pair_ptr``, ``pair_index``,
-    ``pair_value``, ascending indices): a labeling changes few transitions. Each constraint gets a serial number, growing with the order of addition, by which the
-    sweeps' Gram cache recognises the constraints it has seen.
+    ``pair_value``, ascending indices): a labeling changes few transitions. Each constraint
+    gets a serial number, growing with the order of addition, by which the sweeps' Gram cache
+    recognises the constraints it has seen.
     """
 
     def __init__(self):
