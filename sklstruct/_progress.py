@@ -297,8 +297,9 @@ class BestCertified:
             self._kept = None
         flat = w.ravel()
         dtype = np.int32 if flat.shape[0] <= np.iinfo(np.int32).max else np.int64
-        # the non-zero entries, found a chunk at a time (no mask of all of w)
-        parts = [(np.flatnonzero(flat[lo:lo + _KEEP_CHUNK]) + lo).astype(dtype)
+        # the non-zero entries, found a chunk at a time (no mask of all of w; the nonzero of
+        # a chunk's boolean mask is about four times faster than that of its doubles)
+        parts = [(np.flatnonzero(flat[lo:lo + _KEEP_CHUNK] != 0) + lo).astype(dtype)
                  for lo in range(0, flat.shape[0], _KEEP_CHUNK)]
         count = sum(part.shape[0] for part in parts)
         if 2 * count <= flat.shape[0]:
