@@ -345,23 +345,42 @@ cdef double _path_score(const double* unary, intp_t length, intp_t n_states,
     return score
 
 
+ctypedef fused real_t:
+    float
+    double
+
+
+cdef inline real_t _viterbi_path(const real_t* unary, intp_t length, intp_t n_states,
+                                 const real_t* transition, const real_t* start,
+                                 const real_t* end, real_t* delta, real_t* delta_next,
+                                 int32_t* backpointer, int64_t* labels) noexcept nogil:
+    """Max-sum recursion on one sequence (``transition`` row-major) in the precision of its
+    inputs; ties go to the lower state index. Returns the best score."""
+    cdef intp_t t, b
+    cdef real_t* swap
+    for b in range(n_states):
+        delta[b] = start[b] + unary[b]
+    for t in range(1, length):
+        if real_t is float:
+            _viterbi_step32(delta, unary + t * n_states, n_states, transition, delta_next,
+                            backpointer + t * n_states)
+        else:
+            _viterbi_step(delta, unary + t * n_states, n_states, transition, delta_next,
+                          backpointer + t * n_states)
+        swap = delta
+        delta = delta_next
+        delta_next = swap
+    return _viterbi_backtrack(delta, length, n_states, end, backpointer, labels)
+
+
 cdef double _viterbi_sequence(const double* unary, intp_t length, intp_t n_states,
                               const double* transition, const double* start,
                               const double* end, double* delta, double* delta_next,
                               int32_t* backpointer, int64_t* labels) noexcept nogil:
     """Max-sum recursion on one sequence (``transition`` row-major); ties go to the lower
     state index. Returns the best score."""
-    cdef intp_t t, b
-    cdef double* swap
-    for b in range(n_states):
-        delta[b] = start[b] + unary[b]
-    for t in range(1, length):
-        _viterbi_step(delta, unary + t * n_states, n_states, transition, delta_next,
-                      backpointer + t * n_states)
-        swap = delta
-        delta = delta_next
-        delta_next = swap
-    return _viterbi_backtrack(delta, length, n_states, end, backpointer, labels)
+    return _viterbi_path(unary, length, n_states, transition, start, end, delta, delta_next,
+                         backpointer, labels)
 
 
 cdef void _viterbi_candidate(const float* unary, intp_t length, intp_t n_states,
@@ -372,26 +391,8 @@ cdef void _viterbi_candidate(const float* unary, intp_t length, intp_t n_states,
     score is within the rounding of those sums of the best (the same labels wherever the
     best is ahead by more), for the learners' passes, whose steps take any labelling
     (their certificates decode in double precision)."""
-    cdef intp_t t, b, best_state = 0
-    cdef float* swap
-    cdef float best, candidate
-    for b in range(n_states):
-        delta[b] = start[b] + unary[b]
-    for t in range(1, length):
-        _viterbi_step32(delta, unary + t * n_states, n_states, transition, delta_next,
-                        backpointer + t * n_states)
-        swap = delta
-        delta = delta_next
-        delta_next = swap
-    best = delta[0] + end[0]
-    for b in range(1, n_states):
-        candidate = delta[b] + end[b]
-        if candidate > best:
-            best = candidate
-            best_state = b
-    labels[length - 1] = best_state
-    for t in range(length - 1, 0, -1):
-        labels[t - 1] = backpointer[t * n_states + labels[t]]
+    _viterbi_path(unary, length, n_states, transition, start, end, delta, delta_next,
+                  backpointer, labels)
 
 
 def viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
@@ -1136,13 +1137,13 @@ cdef void _viterbi_tables(const double* transition, intp_t n, double* transition
     column_max[n] = magnitude
 
 
-cdef inline double _viterbi_backtrack(const double* delta, intp_t length, intp_t n_states,
-                                      const double* end, const int32_t* backpointer,
+cdef inline real_t _viterbi_backtrack(const real_t* delta, intp_t length, intp_t n_states,
+                                      const real_t* end, const int32_t* backpointer,
                                       int64_t* labels) noexcept nogil:
     """The best final state (ties to the lower index), then the labels back from it;
     returns the best score."""
     cdef intp_t t, b, best_state = 0
-    cdef double best = delta[0] + end[0], candidate
+    cdef real_t best = delta[0] + end[0], candidate
     for b in range(1, n_states):
         candidate = delta[b] + end[b]
         if candidate > best:
