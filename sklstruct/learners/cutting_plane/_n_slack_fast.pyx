@@ -58,11 +58,16 @@ cdef class _Constraints:
 
     cdef float64_t margin(self, int64_t k) noexcept nogil:
         """``w . g_k``."""
-        cdef int64_t e, r
+        cdef int64_t e
         cdef float64_t total = 0.0
         for e in range(self.entry_ptr[k], self.entry_ptr[k + 1]):
             total += self.scale[e] * self.row_dot(self.tok[e], self.true_state[e],
                                                   self.wrong_state[e])
+        return self.add_pairwise_margin(k, total)
+
+    cdef inline float64_t add_pairwise_margin(self, int64_t k, float64_t total) noexcept nogil:
+        """``total`` plus the product of ``g_k``'s pairwise part and ``theta``."""
+        cdef int64_t r
         for r in range(self.pair_ptr[k], self.pair_ptr[k + 1]):
             total += self.pair_value[r] * self.theta[self.pair_index[r]]
         return total
@@ -73,7 +78,7 @@ cdef class _Constraints:
         constraints shared: an example's constraints repeat its wrong tokens (the true state
         of a token is its label), so each ``(t, b)`` is computed once per ``stamp`` into
         ``memo[(t - first_token) * n_states + b]``. The same terms in the same order."""
-        cdef int64_t e, r, key, n_states = self.WT.shape[1]
+        cdef int64_t e, key, n_states = self.WT.shape[1]
         cdef float64_t total = 0.0
         for e in range(self.entry_ptr[k], self.entry_ptr[k + 1]):
             key = (self.tok[e] - first_token) * n_states + self.wrong_state[e]
@@ -81,9 +86,7 @@ cdef class _Constraints:
                 memo[key] = self.row_dot(self.tok[e], self.true_state[e], self.wrong_state[e])
                 memo_stamp[key] = stamp
             total += self.scale[e] * memo[key]
-        for r in range(self.pair_ptr[k], self.pair_ptr[k + 1]):
-            total += self.pair_value[r] * self.theta[self.pair_index[r]]
-        return total
+        return self.add_pairwise_margin(k, total)
 
     cdef float64_t add_pairwise_dot(self, int64_t k, int64_t kk,
                                     float64_t total) noexcept nogil:
