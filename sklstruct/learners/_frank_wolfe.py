@@ -240,7 +240,10 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
         # how the uncached masters get their Gram matrices: "auto" (the cheaper per example),
         # "tokens" (where possible) or "features"
         self.master_gram = "auto"
-        self.certificate()
+        # every example's point starts at its true labelling, so v = 0: the weights are the
+        # zeros _bind made (a certificate would recompute them from every token)
+        if self.scale2.size:
+            self._v = self.w.copy()
 
     def point_statistics(self):
         """Every example's point ``x_i``, dense: node measures (n_tokens, n_states) and
