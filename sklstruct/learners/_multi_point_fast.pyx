@@ -990,7 +990,6 @@ cdef class _MultiPoint(DualPass):
         cdef intp_t S = self.S, P = self.P, n_k = self.n_k, m = self.n_vertices[i]
         cdef intp_t stride = self.stride, pt, l, t, s, q2, e, kk, nnz_i
         cdef int64_t q
-        cdef int32_t j
         cdef double* scores = self.w.scores
         cdef double* change
         cdef intp_t* moved = self.w.moved
@@ -1007,7 +1006,15 @@ cdef class _MultiPoint(DualPass):
         cdef double v_k[64]
         cdef double total, anchor_free_sq, token_cost, feature_cost, gain, v
         cdef double mass = 0.0, C = self.C
-        cdef bint scaled = self.scale2.shape[0] > 0
+        cdef double* pair_dense = self.w.pair_dense
+        cdef double* WT = <double*> self.WT_ptr()
+        cdef double* row
+        cdef const double* row_scale
+        cdef const int32_t* indices = self.indices_ptr()
+        cdef const double* data = self.data_ptr()
+        cdef const intp_t* index
+        cdef const double* value
+        cdef bint scaled = self.scale2.shape[0] > 0, plain
         # the Gram matrix of the directions d_k = C (E_a[Psi] - Psi(z_k)) over the
         # unconstrained coordinates; the constrained coordinates of d_k in D_k
         nnz_i = self.indptr[lo + length] - self.indptr[lo]
@@ -1024,37 +1031,54 @@ cdef class _MultiPoint(DualPass):
                                      self.w.unary_stats, G)
         # (sums over the anchor's support, ascending: the same terms and order as over all
         # pairwise coordinates, without the zeros)
+        # (plain: every pairwise coordinate free and unscaled, the sums without the masks
+        # and scales, whose factors are 1: the same bits)
+        plain = n_k == 0 and not scaled
         anchor_free_sq = 0.0
         for e in range(self.w.n_support):
             q2 = self.w.anchor_support[e]
-            if self.free_mask[q2]:
+            if plain:
+                anchor_free_sq += Ap[q2] * Ap[q2]
+            elif self.free_mask[q2]:
                 anchor_free_sq += Ap[q2] * Ap[q2] * self.pair_scale(q2)
         for pt in range(m):
             anchor_dot[pt] = 0.0
+            index = self.w.entry_index + pt * stride
+            value = self.w.entry_value + pt * stride
+            if plain:
+                for e in range(self.w.entry_count[pt]):
+                    anchor_dot[pt] += Ap[index[e]] * value[e]
+                continue
             for e in range(self.w.entry_count[pt]):
-                kk = self.w.entry_index[pt * stride + e]
+                kk = index[e]
                 if self.free_mask[kk]:
-                    anchor_dot[pt] += Ap[kk] * self.w.entry_value[pt * stride + e] \
-                        * self.pair_scale(kk)
+                    anchor_dot[pt] += Ap[kk] * value[e] * self.pair_scale(kk)
         for pt in range(m):
+            index = self.w.entry_index + pt * stride
+            value = self.w.entry_value + pt * stride
             for e in range(self.w.entry_count[pt]):
-                self.w.pair_dense[self.w.entry_index[pt * stride + e]] += \
-                    self.w.entry_value[pt * stride + e]
+                pair_dense[index[e]] += value[e]
             for q2 in range(n_k):
                 D_k[pt * 64 + q2] = C * (Ap[self.constrained[q2]]
-                                         - self.w.pair_dense[self.constrained[q2]])
+                                         - pair_dense[self.constrained[q2]])
             for l in range(pt, m):
                 total = anchor_free_sq - anchor_dot[pt] - anchor_dot[l]
-                for e in range(self.w.entry_count[l]):
-                    kk = self.w.entry_index[l * stride + e]
-                    if self.free_mask[kk]:
-                        total += self.w.pair_dense[kk] * self.w.entry_value[l * stride + e] \
-                            * self.pair_scale(kk)
+                index = self.w.entry_index + l * stride
+                value = self.w.entry_value + l * stride
+                if plain:
+                    for e in range(self.w.entry_count[l]):
+                        total += pair_dense[index[e]] * value[e]
+                else:
+                    for e in range(self.w.entry_count[l]):
+                        kk = index[e]
+                        if self.free_mask[kk]:
+                            total += pair_dense[kk] * value[e] * self.pair_scale(kk)
                 G[pt * m + l] += C * C * total
                 if l != pt:
                     G[l * m + pt] = G[pt * m + l]
+            index = self.w.entry_index + pt * stride
             for e in range(self.w.entry_count[pt]):
-                self.w.pair_dense[self.w.entry_index[pt * stride + e]] = 0.0
+                pair_dense[index[e]] = 0.0
         # the master: C (loss_k - loss_a) - v_free . d_k is the gradient at the current w
         # plus w_constrained . D_k
         for pt in range(m):
@@ -1086,19 +1110,21 @@ cdef class _MultiPoint(DualPass):
                 if change[s] != 0.0:
                     moved[n_moved] = s
                     n_moved += 1
+            # (through raw row pointers: the stores would otherwise reload the memoryviews)
             for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
-                j = self.indices[q]
-                v = C * self.data[q]
+                row = WT + <intp_t> indices[q] * S
+                v = C * data[q]
                 if scaled:
+                    row_scale = &self.scale2[<intp_t> indices[q] * S]
                     for s in range(S):
-                        self.WT[j, s] -= v * change[s] * self.scale2[j * S + s]
+                        row[s] -= v * change[s] * row_scale[s]
                 elif 4 * n_moved < S:
                     for k in range(n_moved):
                         s = moved[k]
-                        self.WT[j, s] -= v * change[s]
+                        row[s] -= v * change[s]
                 else:
                     for s in range(S):
-                        self.WT[j, s] -= v * change[s]
+                        row[s] -= v * change[s]
         for e in range(self.w.n_support):
             q2 = self.w.anchor_support[e]
             self.pair_v[q2] += C * mass * Ap[q2] * self.pair_scale(q2)
