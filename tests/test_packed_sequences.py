@@ -256,7 +256,8 @@ def _chain_problem(seed, n_states=4, ties=False):
 
 
 @pytest.mark.parametrize("ties", [False, True])
-def test_viterbi_sparse_equals_viterbi_of_the_product_on_any_threads(ties):
+def test_viterbi_sparse_equals_viterbi_of_the_product_on_any_threads(ties, monkeypatch):
+    monkeypatch.setattr(chain, "THREAD_MIN_TOKENS", 1)  # chunks of any size on threads
     X, weights, offsets, transition, start, end = _chain_problem(5, ties=ties)
     labels, scores = chain.viterbi(X @ weights, offsets, transition, start, end)
     for n_jobs in (None, 1, 2, 3):
@@ -302,6 +303,88 @@ def test_viterbi_sparse_bad_input():
         chain.viterbi_sparse(X, weights, np.r_[0, offsets], transition)
     with pytest.raises(ValueError, match="transition must have shape"):
         chain.viterbi_sparse(X, weights, offsets, transition[1:])
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("loss", ["hamming", "weighted", "token_loss"])
+def test_loss_augmented_viterbi_sparse_equals_the_product_path_on_any_threads(ties, loss,
+                                                                            monkeypatch):
+    monkeypatch.setattr(chain, "THREAD_MIN_TOKENS", 1)  # chunks of any size on threads
+    X, weights, offsets, transition, start, end = _chain_problem(8, n_states=5, ties=ties)
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 5, size=X.shape[0])
+    options = {"hamming": {}, "weighted": {"loss_weights": rng.uniform(0.5, 2.0, size=5)},
+               "token_loss": {"token_loss": rng.uniform(0.0, 2.0, size=(X.shape[0], 5))}}[loss]
+    unary = X @ weights
+    expected = chain.loss_augmented_viterbi(unary, offsets, transition, start, end, y,
+                                            **options)
+    for n_jobs in (None, 1, 2, 3):
+        got = chain.loss_augmented_viterbi_sparse(X, weights, offsets, transition, start, end,
+                                                  y, n_jobs=n_jobs, **options)
+        for a, b in zip(got, expected + (unary,)):
+            np.testing.assert_array_equal(a, b)  # the same doubles and labels
+    with parallel_config(backend="loky", n_jobs=2):  # chunks in worker processes
+        got = chain.loss_augmented_viterbi_sparse(X, weights, offsets, transition, start, end,
+                                                  y, n_jobs=2, **options)
+    for a, b in zip(got, expected + (unary,)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_csr_decoders_give_each_thread_enough_tokens(monkeypatch):
+    offsets = np.r_[0, np.cumsum(np.full(100, 50))]  # 5,000 tokens
+    assert chain._csr_chunks(offsets, 4) == [(0, 100)]  # (one chunk: below 2 x 4,096)
+    monkeypatch.setattr(chain, "THREAD_MIN_TOKENS", 2000)
+    assert chain._csr_chunks(offsets, 4) == [(0, 50), (50, 100)]
+    assert chain._csr_chunks(offsets, 1) == [(0, 100)]
+    assert chain._csr_chunks(np.zeros(1, dtype=np.int64), 2) == []
+
+
+def test_loss_augmented_viterbi_sparse_bad_input():
+    X, weights, offsets, transition, start, end = _chain_problem(6)
+    y = np.zeros(X.shape[0], dtype=int)
+    with pytest.raises(TypeError, match="scipy.sparse"):
+        chain.loss_augmented_viterbi_sparse(X.toarray(), weights, offsets, transition, y=y)
+    with pytest.raises(ValueError, match="weights must have shape"):
+        chain.loss_augmented_viterbi_sparse(X, weights[:, None], offsets, transition, y=y)
+    with pytest.raises(ValueError, match="y .* is required"):
+        chain.loss_augmented_viterbi_sparse(X, weights, offsets, transition)
+    with pytest.raises(ValueError, match="y must have"):
+        chain.loss_augmented_viterbi_sparse(X, weights, offsets, transition, y=y[1:])
+    with pytest.raises(ValueError, match="y"):
+        chain.loss_augmented_viterbi_sparse(X, weights, offsets, transition, y=y + 4)
+    with pytest.raises(ValueError, match="not both"):
+        chain.loss_augmented_viterbi_sparse(X, weights, offsets, transition, y=y,
+                                            loss_weights=np.ones(4),
+                                            token_loss=np.ones((X.shape[0], 4)))
+    with pytest.raises(ValueError, match="token_loss must have shape"):
+        chain.loss_augmented_viterbi_sparse(X, weights, offsets, transition, y=y,
+                                            token_loss=np.ones((X.shape[0], 3)))
+    with pytest.raises(ValueError, match="offsets must end"):
+        chain.loss_augmented_viterbi_sparse(X, weights, offsets[:-1], transition, y=y)
+    with pytest.raises(ValueError, match="NaN"):
+        chain.loss_augmented_viterbi_sparse(X, np.full_like(weights, np.nan), offsets,
+                                            transition, y=y)
+
+
+@pytest.mark.parametrize("rescale", ["margin", "slack"])
+def test_chain_loss_augmented_decode_weights_is_the_decode_of_the_potentials(rescale,
+                                                                            monkeypatch):
+    monkeypatch.setattr(chain, "THREAD_MIN_TOKENS", 1)
+    from sklstruct.structures import ChainStructure
+    from sklstruct.utils._sequences import SequenceBatch
+
+    X, weights, offsets, transition, start, end = _chain_problem(9, n_states=3, ties=True)
+    rng = np.random.default_rng(4)
+    y = rng.integers(0, 3, size=X.shape[0])
+    structure = ChainStructure().bind(X.shape[1], 3)
+    w = np.concatenate([weights.ravel(), transition.ravel(), start, end])
+    for features in (X, X.toarray()):  # the sparse path and the base class's
+        batch = SequenceBatch(features, offsets)
+        unary, pairwise = structure.potentials(batch, w)
+        expected = structure.loss_augmented_decode(batch, unary, pairwise, y, rescale=rescale)
+        got = structure.loss_augmented_decode_weights(batch, w, y, rescale=rescale, n_jobs=2)
+        for a, b in zip(got, expected + (unary,)):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_predict_on_two_threads_is_the_same():

@@ -543,6 +543,62 @@ def margin_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offse
         raise MemoryError("could not allocate the loss-augmented Viterbi workspace")
 
 
+def margin_viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
+                             const float64_t[::1] data, const float64_t[:, ::1] weights,
+                             const int64_t[::1] offsets, const float64_t[:, ::1] transition,
+                             const float64_t[::1] start, const float64_t[::1] end,
+                             const float64_t[:, ::1] token_loss, intp_t first, intp_t last,
+                             int64_t[::1] labels, float64_t[::1] scores,
+                             float64_t[:, ::1] unary):
+    """:func:`margin_viterbi_batch` of sequences ``first..last - 1`` from their token
+    features: each sequence's unary scores, its rows of the CSR matrix ``(indptr, indices,
+    data)`` times ``weights`` (n_features, n_states), are formed by ``sklstruct_csr_rows``
+    (the doubles of scipy's CSR product) into ``unary`` and decoded while in cache.
+    ``labels``, ``unary`` (n_tokens rows) and ``scores`` (n_sequences) receive the range's
+    results at their places, so that threads can decode disjoint ranges into the same
+    outputs.
+    """
+    cdef intp_t n_states = weights.shape[1]
+    cdef intp_t i, t, lo, length, max_len = 0
+    cdef const int64_t* offsets_ptr = &offsets[0]
+    cdef double* delta = NULL
+    cdef double* augmented = NULL
+    cdef int32_t* backpointer = NULL
+    cdef double* unary_ptr
+    cdef const double* loss_ptr
+    cdef bint failed = False
+    if last <= first:
+        return
+    with nogil:
+        for i in range(first, last):
+            if offsets_ptr[i + 1] - offsets_ptr[i] > max_len:
+                max_len = offsets_ptr[i + 1] - offsets_ptr[i]
+        delta = <double*> malloc(2 * n_states * sizeof(double))
+        augmented = <double*> malloc(max_len * n_states * sizeof(double))
+        backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
+        if delta == NULL or augmented == NULL or backpointer == NULL:
+            failed = True
+        else:
+            for i in range(first, last):
+                lo = offsets_ptr[i]
+                length = offsets_ptr[i + 1] - lo
+                unary_ptr = &unary[lo, 0]
+                loss_ptr = &token_loss[lo, 0]
+                _csr_rows(&indptr[0], &indices[0], &data[0], &weights[0, 0], lo, lo + length,
+                          n_states, unary_ptr)
+                for t in range(length * n_states):
+                    augmented[t] = unary_ptr[t] + loss_ptr[t]
+                _viterbi_sequence(augmented, length, n_states, &transition[0, 0], &start[0],
+                                  &end[0], delta, delta + n_states, backpointer, &labels[lo])
+                scores[i] = _path_score(unary_ptr, length, n_states, &transition[0, 0],
+                                        &start[0], &end[0], &labels[lo])
+        free(delta)
+        free(augmented)
+        free(backpointer)
+    if failed:
+        raise MemoryError("could not allocate the loss-augmented Viterbi workspace")
+
+
 cdef void _slack_sequence(const double* unary, intp_t length, intp_t n_states,
                           const double* transition, const double* transition_t,
                           const double* start, const double* end, const int64_t* y,

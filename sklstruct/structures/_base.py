@@ -494,6 +494,39 @@ class BaseStructure(BaseEstimator):
         raise NotImplementedError(f"{type(self).__name__} has no loss-augmented decoding "
                                   "oracle.")
 
+    def loss_augmented_decode_weights(self, batch, w, Y, rescale="margin", n_jobs=None,
+                                      token_loss=None):
+        """:meth:`loss_augmented_decode` under the weights ``w``, and the unary potentials.
+
+        ``loss_augmented_decode(batch, *potentials(batch, w), Y, ...)``; a structure may do
+        it otherwise (a chain forms the unary scores of each sequence and decodes them
+        while in cache, the chunks of sequences on threads).
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        w : ndarray of shape (size_joint_feature_,)
+        Y : ndarray of int of shape (n_tokens,)
+            True labels.
+        rescale : {"margin", "slack"}, default="margin"
+        n_jobs : int, default=None
+        token_loss : ndarray of shape (n_tokens, n_states), default=None
+            ``token_loss(Y)``, when the caller has it already.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_tokens,)
+        losses : ndarray of shape (n_sequences,)
+            ``Delta(y_i, ybar_i)``.
+        scores : ndarray of shape (n_sequences,)
+            ``score(ybar_i)`` without the loss.
+        unary : ndarray of shape (n_tokens, n_states)
+            :meth:`unary_potentials` of ``w``.
+        """
+        unary, pairwise = self.potentials(batch, w)
+        return (*self.loss_augmented_decode(batch, unary, pairwise, Y, rescale=rescale,
+                                            n_jobs=n_jobs, token_loss=token_loss), unary)
+
     def marginals(self, batch, unary, pairwise, n_jobs=None):
         """The exp-oracle: marginals of ``p(y) ∝ exp(score(y))``.
 

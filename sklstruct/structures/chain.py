@@ -164,6 +164,48 @@ class ChainStructure(BaseStructure):
             token_loss=self.token_loss(Y) if token_loss is None else token_loss,
         )
 
+    def loss_augmented_decode_weights(self, batch, w, Y, rescale="margin", n_jobs=None,
+                                      token_loss=None):
+        """Margin rescaling on sparse token features: each sequence's unary scores formed and
+        decoded while in cache, the chunks on ``n_jobs`` threads
+        (:func:`~sklstruct._inference.chain.loss_augmented_viterbi_sparse`: the results of
+        :meth:`loss_augmented_decode` on :meth:`potentials`, to the last bit); otherwise
+        as the base class does.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        w : ndarray of shape (size_joint_feature_,)
+        Y : ndarray of int of shape (n_tokens,)
+            True labels.
+        rescale : {"margin", "slack"}, default="margin"
+        n_jobs : int, default=None
+            Threads for the compiled decoder.
+        token_loss : ndarray of shape (n_tokens, n_states), default=None
+            ``token_loss(Y)``, when the caller has it already.
+
+        Returns
+        -------
+        labels : ndarray of int of shape (n_tokens,)
+        losses : ndarray of shape (n_sequences,)
+            ``Delta(y_i, ybar_i)``.
+        scores : ndarray of shape (n_sequences,)
+            ``score(ybar_i)`` without the loss.
+        unary : ndarray of shape (n_tokens, n_states)
+            The unary potentials of ``w``.
+        """
+        check_rescale(rescale)
+        if rescale != "margin" or not sp.issparse(batch.X):
+            return super().loss_augmented_decode_weights(batch, w, Y, rescale=rescale,
+                                                         n_jobs=n_jobs, token_loss=token_loss)
+        weights, pairwise = self.split_weights(w)
+        transition, start, end = self.pairwise_parameters(np.ascontiguousarray(pairwise))
+        # (the batch's features were checked finite; the learners' weights are)
+        return chain_kernels.loss_augmented_viterbi_sparse(
+            batch.X, weights, batch.offsets, transition, start, end, Y, n_jobs=n_jobs,
+            token_loss=self.token_loss(Y) if token_loss is None else token_loss,
+            check_finite=False)
+
     def marginals(self, batch, unary, pairwise, n_jobs=None):
         transition, start, end = self.pairwise_parameters(pairwise)
         node, edge, log_z = chain_kernels.forward_backward(
