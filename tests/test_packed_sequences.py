@@ -239,6 +239,27 @@ def test_flat_labels_errors_name_the_sequence(y, error, message):
         flatten_labels(y, np.array([2, 1]))
 
 
+@pytest.mark.parametrize("sparse", [True, False])
+def test_batch_select_of_a_run_is_a_view(sparse):
+    from sklstruct.utils._sequences import SequenceBatch
+
+    rng = np.random.default_rng(2)
+    dense = rng.normal(size=(30, 5)) * (rng.random((30, 5)) < 0.4)
+    X = sp.csr_matrix(dense) if sparse else dense
+    batch = SequenceBatch(X, np.array([0, 4, 9, 17, 22, 30]))
+    sub, rows = batch.select([1, 2, 3])
+    np.testing.assert_array_equal(rows, np.arange(4, 22))
+    np.testing.assert_array_equal(sub.offsets, [0, 5, 13, 18])
+    got = sub.X.toarray() if sparse else sub.X
+    np.testing.assert_array_equal(got, dense[4:22])
+    shared = sub.X.data if sparse else sub.X
+    assert np.shares_memory(shared, X.data if sparse else X)
+    other, rows = batch.select([3, 1])  # not a run: the rows copied, in that order
+    np.testing.assert_array_equal(rows, np.r_[17:22, 4:9])
+    got = other.X.toarray() if sparse else other.X
+    np.testing.assert_array_equal(got, dense[rows])
+
+
 # ------------------------------------------------------------------ sparse Viterbi on threads
 def _chain_problem(seed, n_states=4, ties=False):
     rng = np.random.default_rng(seed)

@@ -123,13 +123,25 @@ class SequenceBatch:
             lo, hi = int(self.offsets[indices[0]]), int(self.offsets[indices[-1] + 1])
             if lo == 0 and hi == self.n_tokens:
                 return self, np.arange(hi)
-            sub = SequenceBatch(self.X[lo:hi], self.offsets[indices[0]: indices[-1] + 2] - lo,
+            sub = SequenceBatch(_row_view(self.X, lo, hi),
+                                self.offsets[indices[0]: indices[-1] + 2] - lo,
                                 widths, slice_shapes=slice_shapes,
                                 extras=self._extras_of(indices))
             return sub, np.arange(lo, hi)
         rows = token_rows(self.offsets, indices)
         return SequenceBatch(self.X[rows], offsets_from_lengths(lengths), widths,
                              slice_shapes=slice_shapes, extras=self._extras_of(indices)), rows
+
+
+def _row_view(X, lo, hi):
+    """Rows ``lo:hi`` of ``X`` sharing its memory: a slice of an array; for a CSR matrix, one
+    over its indices and data (scipy's row slice copies them)."""
+    if not sp.issparse(X) or X.format != "csr":
+        return X[lo:hi]
+    first, last = int(X.indptr[lo]), int(X.indptr[hi])
+    return sp.csr_matrix((X.data[first:last], X.indices[first:last],
+                          X.indptr[lo:hi + 1] - first), shape=(hi - lo, X.shape[1]),
+                         copy=False)
 
 
 class PackedSequences(Sequence):
