@@ -236,7 +236,7 @@ def test_n_slack_gram_cache_matches_the_constraints():
     solver.optimise(everything, 1e-9, max_sweeps=1)
     c = solver.constraints
     assert c.n_added > len(c)  # some constraints were removed
-    sizes = []
+    sizes, expected_slack = [], np.zeros(n)
     for i in range(n):
         own = np.flatnonzero(c.owner.data == i)
         if own.size == 0:  # (the sweeps skip examples without constraints)
@@ -255,6 +255,15 @@ def test_n_slack_gram_cache_matches_the_constraints():
         directions = np.array(directions).reshape(len(own), -1)
         np.testing.assert_allclose(gram, directions @ directions.T, rtol=1e-12, atol=1e-12)
         sizes.append(len(own))
+        expected_slack[i] = max(0.0, np.max(c.offsets.data[own] - directions @ solver.w))
     assert max(sizes) >= 2
+    # the slacks of any examples, in any order (through the blocks): max(0, max_k c_k - w.g_k)
+    order = np.random.default_rng(0).permutation(n)[:7]
+    np.testing.assert_allclose(solver.slacks(order), expected_slack[order], rtol=1e-10,
+                               atol=1e-12)
+    assert np.any(expected_slack[order] > 0)
+    for i in range(n):  # one at a time
+        np.testing.assert_allclose(solver.slacks([i]), expected_slack[[i]], rtol=1e-10,
+                                   atol=1e-12)
     with pytest.raises(IndexError):
         solver.gram_cache.matrix(n)

@@ -143,7 +143,13 @@ class NSlackSolver:
         """Current slack ``max(0, max_k c_k - w . g_k)`` of each example in ``sequences``."""
         c = self.constraints
         slack = np.zeros(self.batch.n_sequences)
-        which = np.flatnonzero(np.isin(c.owner.data, sequences)).astype(np.int64)
+        # their constraints, through the blocks (kept as constraints are added)
+        block_ptr, members = c.blocks(self.batch.n_sequences)
+        sequences = np.asarray(sequences, dtype=np.int64)
+        first, counts = block_ptr[sequences], np.diff(block_ptr)[sequences]
+        ends = np.cumsum(counts)
+        which = members[np.repeat(first - (ends - counts), counts)
+                        + np.arange(ends[-1] if ends.size else 0)]
         if which.size:
             out = np.empty(which.shape[0])
             margins(self, which, out)
