@@ -167,8 +167,17 @@ cdef class _BlockFrankWolfe(DualPass):
         cdef double* scores = self.scores
         cdef double* row
         cdef const double* marg
+        cdef double* WT = <double*> self.WT_ptr()
+        cdef double* w_row
+        cdef const double* step_row
+        cdef const double* scale_row
         cdef intp_t n_rows = 0  # (the rows of scratch set so far: slots 0 .. n_rows - 1)
         cdef int64_t* labels = self.labels
+        # (raw pointers: the stores would otherwise reload the memoryviews)
+        cdef double* node_marg = &self.node_marg[lo, 0]
+        cdef double* pair_marg = &self.pair_marg[i, 0] if P > 0 else NULL
+        cdef double* pair_v = &self.pair_v[0] if P > 0 else NULL
+        cdef const double* theta = self.theta_ptr()
         n_touched = token_scores(&self.indptr[0], self.indices_ptr(), self.data_ptr(),
                                  self.WT_ptr(), S, lo, length, scores, &self.slot[0],
                                  self.touched)
@@ -203,9 +212,12 @@ cdef class _BlockFrankWolfe(DualPass):
                 row[labels[t]] += v
         norm = 0.0
         for r in range(P):
-            dp = self.vertex_pair[r] - self.pair_marg[i, r]
-            gain += self.theta[r] * dp
-            norm += dp * dp * (self.scale2[n_unary + r] if scaled else 1.0)
+            dp = self.vertex_pair[r] - pair_marg[r]
+            gain += theta[r] * dp
+            if scaled:
+                norm += dp * dp * self.scale2[n_unary + r]
+            else:
+                norm += dp * dp
         gain *= C
         norm *= C * C
         for k2 in range(n_touched):
@@ -222,24 +234,33 @@ cdef class _BlockFrankWolfe(DualPass):
                           - self.pair_marg[i, self.constrained[r]])
             v_k[r] = self.pair_v[self.constrained[r]]
         gamma = _line_search(gain, norm, d_k, v_k, n_k)
-        for k2 in range(n_touched):
-            j = self.touched[k2]
-            if gamma > 0.0:
-                for s in range(S):
-                    self.WT[j, s] -= gamma * self.scratch[k2, s] * (
-                        self.scale2[j * S + s] if scaled else 1.0)
+        if gamma > 0.0:
+            for k2 in range(n_touched):
+                j = self.touched[k2]
+                w_row = WT + <intp_t> j * S
+                step_row = &self.scratch[k2, 0]
+                if scaled:
+                    scale_row = &self.scale2[<intp_t> j * S]
+                    for s in range(S):
+                        w_row[s] -= gamma * step_row[s] * scale_row[s]
+                else:
+                    for s in range(S):
+                        w_row[s] -= gamma * step_row[s]
         release(&self.slot[0], self.touched, n_touched)
         if gamma > 0.0:
             for r in range(P):
-                dp = self.vertex_pair[r] - self.pair_marg[i, r]
-                self.pair_v[r] -= gamma * C * dp * (self.scale2[n_unary + r] if scaled
-                                                    else 1.0)
-                self.pair_marg[i, r] += gamma * dp
+                dp = self.vertex_pair[r] - pair_marg[r]
+                if scaled:
+                    pair_v[r] -= gamma * C * dp * self.scale2[n_unary + r]
+                else:
+                    pair_v[r] -= gamma * C * dp
+                pair_marg[r] += gamma * dp
             self.clip()
             for t in range(length):
+                row = node_marg + t * S
                 for s in range(S):
-                    self.node_marg[lo + t, s] *= 1.0 - gamma
-                self.node_marg[lo + t, labels[t]] += gamma
+                    row[s] *= 1.0 - gamma
+                row[labels[t]] += gamma
             self.expected_loss[i] += gamma * (loss_bar - self.expected_loss[i])
         return 0
 
