@@ -54,7 +54,6 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
     cdef intp_t n_sequences = offsets.shape[0] - 1
     cdef intp_t i, k, k2, t, s, r, lo, length, n_touched, max_len, max_nnz, since_check = 0
     cdef int64_t q
-    cdef int32_t j
     cdef int halvings
     cdef long n_calls = 0
     cdef double step, v, peak, spread, coefficient_scale, lo_g, hi_g, dm, wdot, sq_pair
@@ -78,6 +77,11 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
     cdef const int32_t* indices_ptr = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const double* data_ptr = &data[0] if data.shape[0] > 0 else NULL
     cdef const double* WT_ptr = &WT[0, 0] if WT.shape[0] > 0 else NULL
+    # (raw pointers for the stores: through the memoryviews every store would make the
+    # compiler reload their fields)
+    cdef double* WT_rows = <double*> WT_ptr
+    cdef double* scratch_ptr = &scratch[0, 0]
+    cdef int32_t* slot_ptr = &slot[0] if slot.shape[0] > 0 else NULL
     try:
         unary_scores = <double*> malloc((3 * max_len + 1) * S * sizeof(double))
         new_pair_pot = <double*> malloc((2 * P + 2) * sizeof(double))
@@ -149,8 +153,8 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                             marg_change[s] = new_marg[t * S + s] - node_marg[lo + t, s]
                             wdot += unary_scores[t * S + s] * marg_change[s]
                         for q in range(indptr[lo + t], indptr[lo + t + 1]):
-                            row = &scratch[slot[indices[q]], 0]
-                            v = -C * data[q]
+                            row = scratch_ptr + <intp_t> slot_ptr[indices_ptr[q]] * S
+                            v = -C * data_ptr[q]
                             for s in range(S):
                                 row[s] += v * marg_change[s]
                     sq_pair = 0.0
@@ -178,10 +182,10 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                         break  # no ascent step found: leave the example unchanged
                     # accept: weights, potentials, marginals
                     for k2 in range(n_touched):
-                        j = touched[k2]
+                        row = WT_rows + <intp_t> touched[k2] * S
                         for s in range(S):
-                            WT[j, s] += scratch[k2, s]
-                        memset(&scratch[k2, 0], 0, S * sizeof(double))
+                            row[s] += scratch_ptr[k2 * S + s]
+                        memset(scratch_ptr + k2 * S, 0, S * sizeof(double))
                     for r in range(P):
                         theta[r] -= C * (new_pair_marg[r] - pair_marg[i, r])
                         pair_pot[i, r] = new_pair_pot[r]
