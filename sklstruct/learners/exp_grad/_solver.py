@@ -95,9 +95,10 @@ def solve_online(structure, batch, Y, *, C, eta, init_bias, adaptive, state, che
                                float(np.median(online.eta)), n_jobs, primal=online.primal())
             schedule.checked(passes)
     certificate.finish(passes)
-    state = {name: getattr(online, name).copy() for name in
+    # the state's own arrays (nothing else keeps the state): copies would double its memory
+    state = {name: getattr(online, name) for name in
              ("node_pot", "node_marg", "pair_pot", "pair_marg", "eta", "probing")}
-    return w.copy(), online.eta.copy(), state
+    return w, online.eta.copy(), state
 
 
 def _dual_at(structure, batch, Y, C, token_loss, node_potentials, pairwise_potentials, n_jobs):
