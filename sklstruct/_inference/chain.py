@@ -385,7 +385,8 @@ def viterbi_sparse(X, weights, offsets, transition, start=None, end=None, n_jobs
     memory) and decodes them, in a workspace of a few thousand tokens' scores. With several
     jobs the sequences are split into contiguous chunks of similar token counts, one per
     thread, each of at least ``THREAD_MIN_TOKENS`` tokens (see
-    :func:`~._validation.run_chunks`); the result does not depend on ``n_jobs``. Exact while a labelling's score stays below ``1e307`` in magnitude.
+    :func:`~._validation.run_chunks`); the result does not depend on ``n_jobs``. Exact while
+    a labelling's score stays below ``1e307`` in magnitude.
 
     Parameters
     ----------
@@ -451,7 +452,8 @@ def loss_augmented_viterbi_sparse(X, weights, offsets, transition, start=None, e
     weights`` (the doubles of scipy's product), in one compiled loop without the GIL that
     forms each sequence's unary scores and decodes them while they are in cache (see
     :func:`viterbi_sparse`); the chunks of sequences (at least ``THREAD_MIN_TOKENS`` tokens
-    each) run on ``n_jobs`` threads and the result does not depend on ``n_jobs``. The oracle of the cutting-plane learners.
+    each) run on ``n_jobs`` threads and the result does not depend on ``n_jobs``. The oracle
+    of the n-slack cutting planes.
 
     Parameters
     ----------
