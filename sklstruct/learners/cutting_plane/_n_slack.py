@@ -164,7 +164,9 @@ class NSlackSolver:
         Ybar, losses, scores, unary = structure.loss_augmented_decode_weights(
             sub, self.w, Ysub, rescale=self.rescale, n_jobs=self.n_jobs,
             token_loss=None if self.token_loss is None else self.token_loss[rows])
-        margin = structure.score(sub, unary, self.theta, Ysub) - scores
+        # (the pairwise potentials of the decoding: theta, unless the structure scales them)
+        pairwise = structure.split_weights(self.w)[1]
+        margin = structure.score(sub, unary, pairwise, Ysub) - scores
         return sub, rows, Ysub, Ybar, losses, hinge_terms(losses, margin, self.rescale)
 
     def hinge(self):
