@@ -500,6 +500,22 @@ def viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
         raise MemoryError("could not allocate the Viterbi workspace")
 
 
+cdef inline double _margin_sequence(const double* unary, const double* token_loss,
+                                   intp_t length, intp_t n_states, const double* transition,
+                                   const double* start, const double* end, double* augmented,
+                                   double* delta, int32_t* backpointer,
+                                   int64_t* labels) noexcept nogil:
+    """Margin-rescaled loss-augmented decoding of one sequence: Viterbi on ``unary +
+    token_loss`` (in ``augmented``, ``length * n_states`` doubles; ``delta`` holds ``2 *
+    n_states``); returns the labelling's score without the loss."""
+    cdef intp_t t
+    for t in range(length * n_states):
+        augmented[t] = unary[t] + token_loss[t]
+    _viterbi_sequence(augmented, length, n_states, transition, start, end, delta,
+                      delta + n_states, backpointer, labels)
+    return _path_score(unary, length, n_states, transition, start, end, labels)
+
+
 def margin_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                          const float64_t[:, ::1] transition, const float64_t[::1] start,
                          const float64_t[::1] end, const float64_t[:, ::1] token_loss,
@@ -511,7 +527,7 @@ def margin_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offse
     """
     cdef intp_t n_states = unary.shape[1]
     cdef intp_t n_sequences = offsets.shape[0] - 1
-    cdef intp_t i, t, lo, length, max_len
+    cdef intp_t i, lo, max_len
     cdef const double* unary_ptr = &unary[0, 0]
     cdef const double* loss_ptr = &token_loss[0, 0]
     cdef const int64_t* offsets_ptr = &offsets[0]
@@ -529,13 +545,10 @@ def margin_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offse
         else:
             for i in range(n_sequences):
                 lo = offsets_ptr[i]
-                length = offsets_ptr[i + 1] - lo
-                for t in range(length * n_states):
-                    augmented[t] = unary_ptr[lo * n_states + t] + loss_ptr[lo * n_states + t]
-                _viterbi_sequence(augmented, length, n_states, &transition[0, 0], &start[0],
-                                  &end[0], delta, delta + n_states, backpointer, &labels[lo])
-                scores[i] = _path_score(unary_ptr + lo * n_states, length, n_states,
-                                        &transition[0, 0], &start[0], &end[0], &labels[lo])
+                scores[i] = _margin_sequence(
+                    unary_ptr + lo * n_states, loss_ptr + lo * n_states,
+                    offsets_ptr[i + 1] - lo, n_states, &transition[0, 0], &start[0], &end[0],
+                    augmented, delta, backpointer, &labels[lo])
         free(delta)
         free(augmented)
         free(backpointer)
@@ -559,20 +572,17 @@ def margin_viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indic
     outputs.
     """
     cdef intp_t n_states = weights.shape[1]
-    cdef intp_t i, t, lo, length, max_len = 0
+    cdef intp_t i, lo, length, max_len
     cdef const int64_t* offsets_ptr = &offsets[0]
     cdef double* delta = NULL
     cdef double* augmented = NULL
     cdef int32_t* backpointer = NULL
     cdef double* unary_ptr
-    cdef const double* loss_ptr
     cdef bint failed = False
     if last <= first:
         return
     with nogil:
-        for i in range(first, last):
-            if offsets_ptr[i + 1] - offsets_ptr[i] > max_len:
-                max_len = offsets_ptr[i + 1] - offsets_ptr[i]
+        max_len = _max_length(offsets_ptr + first, last - first)
         delta = <double*> malloc(2 * n_states * sizeof(double))
         augmented = <double*> malloc(max_len * n_states * sizeof(double))
         backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
@@ -583,15 +593,11 @@ def margin_viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indic
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
                 unary_ptr = &unary[lo, 0]
-                loss_ptr = &token_loss[lo, 0]
                 _csr_rows(&indptr[0], &indices[0], &data[0], &weights[0, 0], lo, lo + length,
                           n_states, unary_ptr)
-                for t in range(length * n_states):
-                    augmented[t] = unary_ptr[t] + loss_ptr[t]
-                _viterbi_sequence(augmented, length, n_states, &transition[0, 0], &start[0],
-                                  &end[0], delta, delta + n_states, backpointer, &labels[lo])
-                scores[i] = _path_score(unary_ptr, length, n_states, &transition[0, 0],
-                                        &start[0], &end[0], &labels[lo])
+                scores[i] = _margin_sequence(
+                    unary_ptr, &token_loss[lo, 0], length, n_states, &transition[0, 0],
+                    &start[0], &end[0], augmented, delta, backpointer, &labels[lo])
         free(delta)
         free(augmented)
         free(backpointer)

@@ -430,6 +430,18 @@ def viterbi_sparse(X, weights, offsets, transition, start=None, end=None, n_jobs
     return tuple(np.concatenate(outputs) for outputs in zip(*pieces))
 
 
+def _token_loss_of(y, loss_weights, token_loss, n_states):
+    """The validated ``(token_loss, loss_weights)`` of the loss-augmented decoders: the
+    weighted Hamming loss of ``loss_weights`` (None: ones) against ``y``, or the given
+    ``token_loss`` (``loss_weights`` then None)."""
+    if token_loss is None:
+        weights = _check_loss_weights(loss_weights, n_states)
+        return hamming_token_loss(y, weights, n_states), weights
+    if loss_weights is not None:
+        raise ValueError("give loss_weights or token_loss, not both.")
+    return _check_token_loss(token_loss, y.shape[0], n_states), None
+
+
 def _solve_margin_csr(csr, weights, offsets, transition, start, end, token_loss, first,
                       last, out):
     """Margin-rescaled decoding of sequences ``first..last - 1`` into their places of
@@ -493,13 +505,7 @@ def loss_augmented_viterbi_sparse(X, weights, offsets, transition, start=None, e
     if y is None:
         raise ValueError("y (the true states) is required.")
     y = _check_labels(y, "y", n_tokens, n_states)
-    if token_loss is None:
-        token_loss = hamming_token_loss(y, _check_loss_weights(loss_weights, n_states),
-                                        n_states)
-    else:
-        if loss_weights is not None:
-            raise ValueError("give loss_weights or token_loss, not both.")
-        token_loss = _check_token_loss(token_loss, n_tokens, n_states)
+    token_loss, _ = _token_loss_of(y, loss_weights, token_loss, n_states)
     n_sequences = offsets.shape[0] - 1
     out = (np.zeros(n_tokens, dtype=np.int64), np.zeros(n_sequences, dtype=np.float64),
            np.empty((n_tokens, n_states), dtype=np.float64))
@@ -577,14 +583,7 @@ def loss_augmented_viterbi(
     )
     n_tokens, n_states = unary.shape
     y = _check_labels(y, "y", n_tokens, n_states)
-    if token_loss is None:
-        weights = _check_loss_weights(loss_weights, n_states)
-        token_loss = hamming_token_loss(y, weights, n_states)
-    else:
-        if loss_weights is not None:
-            raise ValueError("give loss_weights or token_loss, not both.")
-        weights = None
-        token_loss = _check_token_loss(token_loss, n_tokens, n_states)
+    token_loss, weights = _token_loss_of(y, loss_weights, token_loss, n_states)
     if rescale == "margin":
         labels, scores = _map_chunks(_solve_margin, unary, offsets, token_loss,
                                      (transition, start, end), n_jobs)
