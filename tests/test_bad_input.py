@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad,
-                       M3NSimplicialDecomposition, StructSVMCuttingPlane)
+                       M3NSimplicialDecomposition, MultiClass, StructSVMCuttingPlane)
 
 from ._helpers import make_chain_data
 
@@ -128,17 +128,40 @@ def test_bad_class_weight():
 
 
 def test_class_weight_for_a_label_absent_from_the_data_is_ignored():
-    """As scikit-learn's classifiers: a fold without the rare label still fits and scores."""
+    """As scikit-learn's classifiers: a fold without the rare label still fits and scores
+    when the dict weighs every label of the data."""
     from sklearn.model_selection import KFold, cross_val_score
 
     X, y = make_chain_data(30, seed=2)
     named = [np.array(["a", "b", "c"])[labels] for labels in y]
-    weights = {"a": 2.0, "rare": 5.0}
+    weights = {"a": 2.0, "b": 1.0, "c": 0.5, "rare": 5.0}
     model = fit(X, named, structure=ChainStructure(class_weight=weights))
-    np.testing.assert_array_equal(model.structure_.loss_weights_, [2.0, 1.0, 1.0])
+    np.testing.assert_array_equal(model.structure_.loss_weights_, [2.0, 1.0, 0.5])
     scores = cross_val_score(StructSVMCuttingPlane(ChainStructure(class_weight=weights)),
                              X, named, cv=KFold(3))
     assert np.all(np.isfinite(scores))
+    # a partial dict: the labels it leaves out weigh one
+    model = fit(X, named, structure=ChainStructure(class_weight={"b": 3.0}))
+    np.testing.assert_array_equal(model.structure_.loss_weights_, [1.0, 3.0, 1.0])
+
+
+@pytest.mark.parametrize("weights", [{"a": 2.0, "rare": 5.0}, {1: 100.0}])
+@pytest.mark.parametrize("structure", [ChainStructure, MultiClass])
+def test_class_weight_keys_that_are_not_labels_raise(weights, structure):
+    """A partial dict with a key that is no label (a typo, an int for str labels) would
+    leave the weights at one: an error, as compute_class_weight gives."""
+    from sklearn.utils.class_weight import compute_class_weight
+
+    labels = np.array(["a", "b", "c"])
+    with pytest.raises(ValueError, match="not in class_weight"):
+        compute_class_weight(weights, classes=labels, y=labels)
+    if structure is MultiClass:
+        X, y = np.random.RandomState(0).randn(30, 4), labels[np.arange(30) % 3]
+    else:
+        X, y = make_chain_data(30, seed=2)
+        y = [labels[sequence] for sequence in y]
+    with pytest.raises(ValueError, match="not in class_weight"):
+        fit(X, y, structure=structure(class_weight=weights))
 
 
 def test_unknown_labels_in_objective():

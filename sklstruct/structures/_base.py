@@ -699,11 +699,19 @@ def _resolve_class_weight(class_weight, n_states, classes, y):
         weights = np.ones(n_states)
         if classes is None:
             raise ValueError("A class_weight dict needs the class labels.")
-        # as scikit-learn's classifiers: labels absent from the training data (a rare class
-        # left out of a cross-validation fold) are ignored
+        # scikit-learn's rule (compute_class_weight): keys that are not classes of the
+        # training data (a rare class left out of a cross-validation fold) are ignored when
+        # the dict weighs every class there is; otherwise they are an error, such as an int
+        # key for str labels, which would silently leave the weights at one
+        unweighted = []
         for i, label in enumerate(classes.tolist()):
             if label in class_weight:
                 weights[i] = class_weight[label]
+            else:
+                unweighted.append(label)
+        if unweighted and len(classes) - len(unweighted) != len(class_weight):
+            raise ValueError(f"The classes, {unweighted}, are not in class_weight "
+                             f"(its keys: {list(class_weight)}).")
     else:
         weights = np.asarray(class_weight, dtype=np.float64)
         if weights.shape != (n_states,):

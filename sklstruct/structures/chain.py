@@ -33,9 +33,10 @@ class ChainStructure(BaseStructure):
     start_end : bool, default=True
         Whether to learn start and end biases per state.
     class_weight : dict, 'balanced', array-like or None, default=None
-        Per-class weights of the Hamming loss (a dict's labels that the training data lack
-        are ignored, as in scikit-learn). Slack rescaling needs weights that are integer
-        multiples of a common unit (e.g. 0.5, 1, 2).
+        Per-class weights of the Hamming loss. A dict's labels that the training data lack
+        are ignored if it weighs every label the data have, else a ``ValueError`` (as in
+        scikit-learn); labels it leaves out weigh one. Slack rescaling needs weights that
+        are integer multiples of a common unit (e.g. 0.5, 1, 2).
     """
 
     def __init__(self, *, start_end=True, class_weight=None):

@@ -47,7 +47,7 @@ class GridStructure(LatticeStructure):
         Bandwidth of the contrast feature.
     class_weight : dict, 'balanced', array-like or None, default=None
         Per-class weights of the Hamming loss (a dict's labels that the training data lack
-        are ignored).
+        are ignored if it weighs every label the data have, else a ``ValueError``).
     """
 
     n_axes = 2

@@ -52,7 +52,7 @@ class Grid3DStructure(LatticeStructure):
         Bandwidth of the contrast feature.
     class_weight : dict, 'balanced', array-like or None, default=None
         Per-class weights of the Hamming loss (a dict's labels that the training data lack
-        are ignored).
+        are ignored if it weighs every label the data have, else a ``ValueError``).
 
     Examples
     --------

@@ -23,7 +23,8 @@ class MultiClass(BaseStructure):
     class_weight : dict, 'balanced', array-like or None, default=None
         Loss weights per class: misclassifying a sample of class ``c`` costs
         ``class_weight[c]`` in the loss ``Delta`` (not a re-weighting of samples). A dict's
-        labels that the training data lack are ignored, as in scikit-learn.
+        labels that the training data lack are ignored if it weighs every label the data
+        have, else a ``ValueError``, as in scikit-learn.
     """
 
     one_token_per_example = True
