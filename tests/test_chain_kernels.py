@@ -622,3 +622,50 @@ def test_process_backend_gives_the_same_result():
         parallel = forward_backward(unary, offsets, transition, start, end, n_jobs=2)
     for got, want in zip(parallel, serial):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2, 3])
+def test_csr_product_gives_scipy_doubles_both_ways(n_jobs):
+    """X @ W and, through the rows of X^T in CSR form, X^T A: the doubles of scipy's
+    products (each entry's terms in scipy's order), on any number of threads, in a worker
+    process too, and rows without entries give zeros."""
+    from sklstruct._inference.chain import csr_product
+
+    rng = np.random.default_rng(11)
+    X = sp.random(300, 80, density=0.05, format="csr", random_state=3,
+                  data_rvs=lambda n: rng.normal(size=n) * 10.0 ** rng.integers(-3, 4, n))
+    X = sp.csr_matrix(X.multiply((np.arange(300) != 5)[:, None]))  # token 5 without entries
+    X.eliminate_zeros()
+    assert X.indptr[6] == X.indptr[5]
+    W = rng.normal(size=(80, 7)) * 10.0 ** rng.integers(-3, 4, (80, 7))
+    A = rng.normal(size=(300, 7))
+    csr = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data)
+    X_t = X.T.tocsr()
+    X_t.sort_indices()
+    csr_t = (X_t.indptr.astype(np.int64), X_t.indices.astype(np.int32), X_t.data)
+    out = np.full((300, 7), np.nan)
+    assert csr_product(csr, W, out, n_jobs) is out
+    np.testing.assert_array_equal(out, X @ W)
+    out_t = np.full((80, 7), np.nan)
+    csr_product(csr_t, A, out_t, n_jobs)
+    np.testing.assert_array_equal(out_t, X.T @ A)
+    with parallel_config(backend="loky"):
+        in_processes = csr_product(csr_t, A, np.full((80, 7), np.nan), n_jobs)
+    np.testing.assert_array_equal(in_processes, out_t)
+
+
+def test_csr_product_rows_rejects_bad_ranges_and_shapes():
+    from sklstruct._inference import _chain
+
+    X = sp.random(10, 4, density=0.5, format="csr", random_state=0)
+    csr = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data)
+    W, out = np.ones((4, 3)), np.zeros((10, 3))
+    with pytest.raises(ValueError, match="rows of the CSR"):
+        _chain.csr_product_rows(*csr, W, 0, 11, out)
+    with pytest.raises(ValueError, match="rows of the CSR"):
+        _chain.csr_product_rows(*csr, W, 5, 4, out)
+    with pytest.raises(ValueError, match="out must have"):
+        _chain.csr_product_rows(*csr, W, 0, 10, np.zeros((10, 2)))
+    with pytest.raises(ValueError, match="run past"):
+        _chain.csr_product_rows(X.indptr.astype(np.int64), X.indices[:3].astype(np.int32),
+                                X.data, W, 0, 10, out)

@@ -157,6 +157,32 @@ def test_matches_the_other_learners():
         assert abs(eg.objective(X, y) - other.objective(X, y)) <= tolerance + 1e-9
 
 
+class _OwnUnaryFeatures(ChainStructure):
+    """A chain whose unary feature map is its own method (the same ``X^T A``): the learner
+    then takes scipy's products."""
+
+    def unary_features(self, batch, token_state_weights):
+        return super().unary_features(batch, token_state_weights)
+
+
+@pytest.mark.parametrize("smoothing", ["adaptive", "worst_case"])
+def test_compiled_sparse_products_give_the_iterates_of_scipys_on_any_threads(smoothing):
+    """Sparse token features with the plain unary map take the compiled products (X W and
+    X^T A through X^T's rows, into reused arrays): the doubles of scipy's, so the same
+    weights and certificates, bit for bit, on one thread or three."""
+    import scipy.sparse as sp
+
+    X, y = make_chain_data(n_sequences=40, n_features=6, seed=9)
+    X = [sp.csr_matrix(np.where(np.abs(x) < 0.7, 0.0, x)) for x in X]
+    kwargs = dict(C=0.5, tol=1e-6, max_iter=150, smoothing=smoothing)
+    scipys = _fit_quietly(M3NExcessiveGap(_OwnUnaryFeatures(), **kwargs), X, y)
+    for n_jobs in (1, 3):
+        compiled = _fit_quietly(M3NExcessiveGap(n_jobs=n_jobs, **kwargs), X, y)
+        np.testing.assert_array_equal(compiled.w_, scipys.w_)
+        for name in ("primal", "dual", "mu", "drift"):
+            np.testing.assert_array_equal(compiled.history_[name], scipys.history_[name])
+
+
 def test_multiclass():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 4))

@@ -395,6 +395,25 @@ cdef void _viterbi_candidate(const float* unary, intp_t length, intp_t n_states,
                   backpointer, labels)
 
 
+def csr_product_rows(const int64_t[::1] indptr, const int32_t[::1] indices,
+                     const float64_t[::1] data, const float64_t[:, ::1] dense, intp_t first,
+                     intp_t last, float64_t[:, ::1] out):
+    """Rows ``first .. last - 1`` of the CSR matrix ``(indptr, indices, data)`` times
+    ``dense`` into the same rows of ``out`` (``sklstruct_csr_rows``: scipy's doubles). The
+    caller has checked that the column indices index rows of ``dense``."""
+    if not 0 <= first <= last <= indptr.shape[0] - 1:
+        raise ValueError("first and last must be rows of the CSR matrix.")
+    if out.shape[0] != indptr.shape[0] - 1 or out.shape[1] != dense.shape[1]:
+        raise ValueError("out must have a row per CSR row and a column per dense column.")
+    if indptr[last] > min(indices.shape[0], data.shape[0]):
+        raise ValueError("The CSR row pointers run past its entries.")
+    if last == first or dense.shape[1] == 0:
+        return
+    with nogil:
+        _csr_rows(&indptr[0], &indices[0], &data[0], &dense[0, 0], first, last,
+                  dense.shape[1], &out[first, 0])
+
+
 def viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                   const float64_t[:, ::1] transition, const float64_t[::1] start,
                   const float64_t[::1] end, int64_t[::1] labels, float64_t[::1] scores):

@@ -374,6 +374,33 @@ def _check_csr_product(X, weights, check_finite):
     return indptr, indices, data, weights
 
 
+def _product_rows(csr, dense, first, last, out):
+    _chain.csr_product_rows(*csr, dense, first, last, out)
+    return out[first:last]
+
+
+def csr_product(csr, dense, out, n_jobs=None):
+    """``out[:] = X @ dense`` for the CSR matrix ``csr = (indptr, indices, data)`` (int64,
+    int32 and float64 arrays whose column indices the caller has checked against
+    ``dense.shape[0]``), each row's stored entries summed in order as scipy's CSR product
+    sums them (the same doubles), the rows split into ``n_jobs`` chunks of similar numbers
+    of entries on threads (:func:`~._validation.run_chunks`); the result does not depend on
+    ``n_jobs``. Returns ``out``."""
+    indptr = csr[0]
+    n_rows = indptr.shape[0] - 1
+    n_threads = check_n_jobs(n_jobs)
+    bounds = np.unique(np.searchsorted(
+        indptr, np.linspace(0, indptr[-1], min(n_threads, max(n_rows, 1)) + 1)[1:-1]))
+    edges = [0, *[int(b) for b in bounds if 0 < b < n_rows], n_rows]
+    chunks = [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
+    pieces = run_chunks(_product_rows, [(csr, dense, lo, hi, out) for lo, hi in chunks],
+                        n_threads)
+    for (lo, hi), piece in zip(chunks, pieces):
+        if not np.shares_memory(piece, out):  # (a worker process's copy)
+            out[lo:hi] = piece
+    return out
+
+
 def viterbi_sparse(X, weights, offsets, transition, start=None, end=None, n_jobs=None,
                    check_finite=True):
     """Highest-scoring labeling of every sequence from its token features (Viterbi).

@@ -227,7 +227,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
     # ------------------------------------------------------------------ fit
     def _geometry(self, batch):
         if self._linear:
-            return LinearGeometry(self.structure_, batch), None
+            return LinearGeometry(self.structure_, batch, self.n_jobs), None
         needed = batch.n_tokens ** 2 * 8 / 2 ** 20
         if needed > self.kernel_memory_mb:
             raise ValueError(
@@ -266,7 +266,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
                               certificate, self.n_jobs, float(self.init_bias))
         certificate.current_attributes = lambda: dict(
             _norm_sq_=run.norm_sq,
-            **({} if self._linear else dict(dual_coef_=run.rep[0], X_fit_=batch.X)))
+            **({} if self._linear else dict(dual_coef_=run.rep[0].copy(), X_fit_=batch.X)))
         run.run(worst, adaptive=self.smoothing == "adaptive")
         self._record(certificate)
         self.mu_init_ = certificate.rows["mu"][0]

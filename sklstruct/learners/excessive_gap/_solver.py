@@ -6,6 +6,7 @@ and ``max_time`` stop it.
 """
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ...structures._base import structured_hinge
 from ._geometry import LinearGeometry
@@ -40,6 +41,15 @@ class ExcessiveGapRun:
         self.count_blocks = [(start, stop, float(np.sum(totals)))
                              for start, stop, totals in structure.pairwise_count_blocks(batch)]
         self.n_increases = 0
+        # token x state work arrays, and two sets of the arrays of an iterate (w's unary
+        # part, its scores, node marginals: the state's and a candidate's, since a rejected
+        # step leaves the state as it was): the steps allocate no array of that size beyond
+        # the products' and the marginals' results
+        self._potentials = np.empty((batch.n_tokens, structure.n_states_))
+        self._scratch = np.empty((batch.n_tokens, structure.n_states_))
+        self._hat_scores = np.empty((batch.n_tokens, structure.n_states_))
+        self._iterate_arrays = []
+        self._rep_work = self._w = None
 
     # --------------------------------------------------------------- building blocks
     def _marginals(self, unary, pairwise):
@@ -49,13 +59,41 @@ class ExcessiveGapRun:
                                                             n_jobs=self.n_jobs)
         return node, np.asarray(pair, dtype=np.float64).ravel(), log_z
 
-    def _weights_of(self, node, pair):
-        """``w(alpha)``: representation of its unary part and its pairwise part."""
-        return (self.geometry.represent(self.true_unary - self.C * node),
-                self.true_pairwise - self.C * pair)
+    def _weights_of(self, node, pair, out=None):
+        """``w(alpha)``: representation of its unary part (into ``out``'s arrays when the
+        geometry takes them) and its pairwise part."""
+        # A = C onehot(Y) - C node, in the work array (as true_unary - C * node)
+        A = np.multiply(node, self.C, out=self._scratch)
+        np.subtract(self.true_unary, A, out=A)
+        return self.geometry.represent(A, out=out), self.true_pairwise - self.C * pair
+
+    def _work_rep(self, rep):
+        """An array for a representation beside the iterates' (explicit weights only)."""
+        if self._rep_work is None and isinstance(rep, np.ndarray):
+            self._rep_work = np.empty_like(rep)
+        return self._rep_work
+
+    def _spare_iterate(self, state):
+        """The set of iterate arrays ``(rep, scores, node)`` that ``state`` does not use."""
+        for arrays in self._iterate_arrays:
+            if arrays[2] is not state[3]:
+                return arrays
+        rep, scores, node = state[0], state[2], state[3]
+        arrays = (self.geometry.empty_like(rep), np.empty_like(scores), np.empty_like(node))
+        self._iterate_arrays.append(arrays)
+        return arrays
+
+    def _add_centre(self, potentials):
+        if isinstance(self.centre, np.ndarray) or self.centre != 0.0:
+            potentials += self.centre
+        return potentials
 
     def _flat_weights(self, rep, theta):
-        w = np.zeros(self.structure.size_joint_feature_)
+        """The weights as one vector, in an array that every iteration reuses (the
+        certificate copies what it keeps; the last iterate's is the fit's)."""
+        if self._w is None:
+            self._w = np.zeros(self.structure.size_joint_feature_)
+        w = self._w
         n_unary = w.shape[0] - theta.shape[0]
         if isinstance(self.geometry, LinearGeometry):
             w[:n_unary] = rep.ravel()
@@ -63,8 +101,8 @@ class ExcessiveGapRun:
         return w
 
     def _dual(self, node, pair):
-        rep, theta = self._weights_of(node, pair)
-        expected_loss = float((self.token_loss * node).sum())
+        rep, theta = self._weights_of(node, pair, out=self._rep_work)
+        expected_loss = float(np.multiply(self.token_loss, node, out=self._scratch).sum())
         return self.C * expected_loss - 0.5 * (self.geometry.norm_sq(rep) + float(theta @ theta))
 
     def _renormalise(self, node, pair):
@@ -90,8 +128,9 @@ class ExcessiveGapRun:
     # --------------------------------------------------------------- the algorithm
     def _smoothed_primal(self, norm_sq, scores, theta, mu):
         """``n C J_mu(w)`` and the marginals of ``alpha_mu(w)`` (eq. (38))."""
-        node, pair, log_z = self._marginals((self.token_loss + scores) / mu + self.centre,
-                                            theta / mu)
+        potentials = np.add(self.token_loss, scores, out=self._potentials)
+        potentials /= mu
+        node, pair, log_z = self._marginals(self._add_centre(potentials), theta / mu)
         true_scores = self.structure.score(self.batch, scores, theta, self.Y)
         smoothed = 0.5 * norm_sq + self.C * float(np.sum(mu * log_z - true_scores)) \
             - self.C * mu * float(self.log_sizes.sum())
@@ -105,28 +144,56 @@ class ExcessiveGapRun:
         """Steps 3-7 of Algorithm 1 from ``state`` with ``tau``; returns the next state and the
         smoothed primal of its weights (whose marginals are the next step's ``alpha_mu``)."""
         rep, theta, scores, node, pair, mu, smooth_node, smooth_pair = state
-        geometry, token_loss = self.geometry, self.token_loss
-        hat_node = (1.0 - tau) * node + tau * smooth_node
+        geometry, token_loss, scratch = self.geometry, self.token_loss, self._scratch
+        # (in place, each array as the expression in its comment evaluates it; the state's
+        # arrays are only read)
+        new_rep, new_scores, new_node = self._spare_iterate(state)
+        # hat_node = (1 - tau) node + tau smooth_node, in new_node until the new node
+        hat_node = np.multiply(node, 1.0 - tau, out=new_node)
+        hat_node += np.multiply(smooth_node, tau, out=scratch)
         hat_pair = (1.0 - tau) * pair + tau * smooth_pair
-        hat_rep, hat_theta = self._weights_of(hat_node, hat_pair)
-        hat_scores = geometry.scores(hat_rep)
-        # alpha~ = V(alpha_mu(w_k), -tau/((1-tau) mu) grad D(alpha^)), eq. (40)
+        hat_rep, hat_theta = self._weights_of(hat_node, hat_pair, out=self._work_rep(rep))
+        hat_scores = geometry.scores(hat_rep, out=self._hat_scores)
+        # alpha~ = V(alpha_mu(w_k), -tau/((1-tau) mu) grad D(alpha^)), eq. (40): potentials
+        # (token_loss + scores) / mu + centre + c (token_loss + hat_scores)
         c = tau / ((1.0 - tau) * mu)
-        tilde_node, tilde_pair, _ = self._marginals(
-            (token_loss + scores) / mu + self.centre + c * (token_loss + hat_scores),
-            theta / mu + c * hat_theta)
-        rep = geometry.combine(1.0 - tau, rep, tau, hat_rep)
+        potentials = np.add(token_loss, scores, out=self._potentials)
+        potentials /= mu
+        self._add_centre(potentials)
+        np.add(token_loss, hat_scores, out=scratch)
+        scratch *= c
+        potentials += scratch
+        tilde_node, tilde_pair, _ = self._marginals(potentials, theta / mu + c * hat_theta)
+        # scores = (1 - tau) scores + tau hat_scores (before hat_rep, which may hold
+        # hat_scores, is overwritten)
+        np.multiply(scores, 1.0 - tau, out=new_scores)
+        new_scores += np.multiply(hat_scores, tau, out=scratch)
+        geometry.combine_into(new_rep, 1.0 - tau, rep, tau, hat_rep)
         theta = (1.0 - tau) * theta + tau * hat_theta
-        scores = (1.0 - tau) * scores + tau * hat_scores
-        node = (1.0 - tau) * node + tau * tilde_node
+        # node = (1 - tau) node + tau tilde_node
+        np.multiply(node, 1.0 - tau, out=new_node)
+        tilde_node *= tau
+        new_node += tilde_node
         pair = (1.0 - tau) * pair + tau * tilde_pair
-        drift = self._renormalise(node, pair)
+        drift = self._renormalise(new_node, pair)
         mu = (1.0 - tau) * mu
-        norm_sq = geometry.norm_sq(rep) + float(theta @ theta)
-        smoothed, smooth_node, smooth_pair = self._smoothed_primal(norm_sq, scores, theta, mu)
-        return (rep, theta, scores, node, pair, mu, smooth_node, smooth_pair), smoothed, drift
+        norm_sq = geometry.norm_sq(new_rep) + float(theta @ theta)
+        smoothed, smooth_node, smooth_pair = self._smoothed_primal(norm_sq, new_scores, theta,
+                                                                   mu)
+        return ((new_rep, theta, new_scores, new_node, pair, mu, smooth_node, smooth_pair),
+                smoothed, drift)
 
     def run(self, worst, adaptive):
+        """:meth:`_run`; with the compiled sparse products (``geometry.csr``), BLAS on one
+        thread meanwhile: it then computes only the norms, whose sums are so the same bits
+        whatever BLAS's threads, and its threads would spin beside the products' and the
+        marginals' after each (dense features keep BLAS's threads for their products)."""
+        if getattr(self.geometry, "csr", None) is None:
+            return self._run(worst, adaptive)
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._run(worst, adaptive)
+
+    def _run(self, worst, adaptive):
         """Iterate until the gap certificate (or the callback, or ``max_time``) stops the fit,
         or the certificate's ``max_iter``.
 
