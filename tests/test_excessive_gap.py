@@ -174,7 +174,7 @@ def test_compiled_sparse_products_give_the_iterates_of_scipys_on_any_threads(smo
 
     X, y = make_chain_data(n_sequences=40, n_features=6, seed=9)
     X = [sp.csr_matrix(np.where(np.abs(x) < 0.7, 0.0, x)) for x in X]
-    kwargs = dict(C=0.5, tol=1e-6, max_iter=150, smoothing=smoothing)
+    kwargs = {"C": 0.5, "tol": 1e-6, "max_iter": 150, "smoothing": smoothing}
     scipys = _fit_quietly(M3NExcessiveGap(_OwnUnaryFeatures(), **kwargs), X, y)
     for n_jobs in (1, 3):
         compiled = _fit_quietly(M3NExcessiveGap(n_jobs=n_jobs, **kwargs), X, y)

@@ -17,6 +17,7 @@ programmes of :mod:`sklstruct._inference._chain`, optionally on several threads.
 
 import math
 from fractions import Fraction
+from itertools import pairwise
 
 import numpy as np
 import scipy.sparse as sp
@@ -392,7 +393,7 @@ def csr_product(csr, dense, out, n_jobs=None):
     bounds = np.unique(np.searchsorted(
         indptr, np.linspace(0, indptr[-1], min(n_threads, max(n_rows, 1)) + 1)[1:-1]))
     edges = [0, *[int(b) for b in bounds if 0 < b < n_rows], n_rows]
-    chunks = [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
+    chunks = [(lo, hi) for lo, hi in pairwise(edges) if hi > lo]
     pieces = run_chunks(_product_rows, [(csr, dense, lo, hi, out) for lo, hi in chunks],
                         n_threads)
     for (lo, hi), piece in zip(chunks, pieces):
