@@ -42,26 +42,19 @@ class LinearGeometry:
                           np.ascontiguousarray(X_t.data, dtype=np.float64))
 
     def represent(self, A, out=None):
-        """``X^T A``, into ``out`` when given."""
+        """``X^T A``, into ``out`` when given and the product is compiled (else a new
+        array)."""
         if self.csr_t is None:
-            rep = self.structure.unary_features(self.batch, A)
-            if out is None:
-                return rep
-            out[...] = rep
-            return out
+            return self.structure.unary_features(self.batch, A)
         if out is None:
             out = np.empty((self.batch.X.shape[1], A.shape[1]))
         return csr_product(self.csr_t, A, out, self.n_jobs)
 
     def scores(self, rep, out=None):
-        """``X W^T``, into ``out`` when given."""
+        """``X W^T``, into ``out`` when given and the product is compiled (else a new
+        array)."""
         if self.csr is None:
-            scores = np.ascontiguousarray(safe_sparse_dot(self.batch.X, rep,
-                                                          dense_output=True))
-            if out is None:
-                return scores
-            out[...] = scores
-            return out
+            return np.ascontiguousarray(safe_sparse_dot(self.batch.X, rep, dense_output=True))
         if out is None:
             out = np.empty((self.batch.X.shape[0], rep.shape[1]))
         return csr_product(self.csr, rep, out, self.n_jobs)

@@ -47,7 +47,10 @@ class ExcessiveGapRun:
         # the products' and the marginals' results
         self._potentials = np.empty((batch.n_tokens, structure.n_states_))
         self._scratch = np.empty((batch.n_tokens, structure.n_states_))
-        self._hat_scores = np.empty((batch.n_tokens, structure.n_states_))
+        # (the compiled sparse products write into arrays they are given)
+        self._compiled = getattr(geometry, "csr", None) is not None
+        self._hat_scores = np.empty((batch.n_tokens, structure.n_states_)) \
+            if self._compiled else None
         self._iterate_arrays = []
         self._rep_work = self._w = None
 
@@ -68,8 +71,8 @@ class ExcessiveGapRun:
         return self.geometry.represent(A, out=out), self.true_pairwise - self.C * pair
 
     def _work_rep(self, rep):
-        """An array for a representation beside the iterates' (explicit weights only)."""
-        if self._rep_work is None and isinstance(rep, np.ndarray):
+        """An array for a representation beside the iterates' (compiled products only)."""
+        if self._rep_work is None and self._compiled:
             self._rep_work = np.empty_like(rep)
         return self._rep_work
 
@@ -188,7 +191,7 @@ class ExcessiveGapRun:
         thread meanwhile: it then computes only the norms, whose sums are so the same bits
         whatever BLAS's threads, and its threads would spin beside the products' and the
         marginals' after each (dense features keep BLAS's threads for their products)."""
-        if getattr(self.geometry, "csr", None) is None:
+        if not self._compiled:
             return self._run(worst, adaptive)
         with threadpool_limits(limits=1, user_api="blas"):
             return self._run(worst, adaptive)
