@@ -31,7 +31,9 @@ class LinearGeometry:
         self.structure, self.batch, self.n_jobs = structure, batch, n_jobs
         self.csr = self.csr_t = None
         plain = type(structure).unary_features is BaseStructure.unary_features
-        if plain and sp.issparse(batch.X) and batch.X.shape[0] and batch.X.shape[1]:
+        n_tokens, n_features = batch.X.shape
+        small = max(n_tokens, n_features) <= np.iinfo(np.int32).max  # (int32 indices)
+        if plain and small and sp.issparse(batch.X) and n_tokens and n_features:
             self.csr = batch.csr_arrays
             # X^T's rows hold their tokens in increasing order: each entry of X^T A sums
             # its terms in the order of scipy's product with the transpose
