@@ -17,7 +17,6 @@ programmes of :mod:`sklstruct._inference._chain`, optionally on several threads.
 
 import math
 from fractions import Fraction
-from itertools import pairwise
 
 import numpy as np
 import scipy.sparse as sp
@@ -387,13 +386,9 @@ def csr_product(csr, dense, out, n_jobs=None):
     sums them (the same doubles), the rows split into ``n_jobs`` chunks of similar numbers
     of entries on threads (:func:`~._validation.run_chunks`); the result does not depend on
     ``n_jobs``. Returns ``out``."""
-    indptr = csr[0]
-    n_rows = indptr.shape[0] - 1
     n_threads = check_n_jobs(n_jobs)
-    bounds = np.unique(np.searchsorted(
-        indptr, np.linspace(0, indptr[-1], min(n_threads, max(n_rows, 1)) + 1)[1:-1]))
-    edges = [0, *[int(b) for b in bounds if 0 < b < n_rows], n_rows]
-    chunks = [(lo, hi) for lo, hi in pairwise(edges) if hi > lo]
+    # (the rows as sequences of their entries)
+    chunks = split_into_chunks(csr[0], n_threads)
     pieces = run_chunks(_product_rows, [(csr, dense, lo, hi, out) for lo, hi in chunks],
                         n_threads)
     for (lo, hi), piece in zip(chunks, pieces):
