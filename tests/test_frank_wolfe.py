@@ -252,3 +252,71 @@ def test_masters_from_token_and_feature_statistics_agree(max_points):
         weights[how] = state.certificate()[0].copy()
     assert np.abs(weights["tokens"]).max() > 0.1
     np.testing.assert_allclose(weights["tokens"], weights["features"], atol=1e-5)
+
+
+def _sparse_sentences(n_sequences=60, n_features=600, per_token=40, n_states=8, seed=3):
+    """Text-like sequences: every token has ``per_token`` of ``n_features`` binary features,
+    its label given by a few of them and its predecessor's label."""
+    rng = np.random.default_rng(seed)
+    relevant = rng.normal(size=(n_features, n_states))
+    X, y = [], []
+    for _ in range(n_sequences):
+        length = int(rng.integers(3, 13))
+        x = np.zeros((length, n_features))
+        for t in range(length):
+            x[t, rng.choice(n_features, per_token, replace=False)] = 1.0
+        labels = np.argmax(x @ relevant + rng.normal(scale=2.0, size=(length, n_states)),
+                           axis=1)
+        X.append(x)
+        y.append(labels)
+    return X, y
+
+
+def test_multi_point_visits_take_the_block_frank_wolfe_steps():
+    """With one point per example the multi-point visits (one stage, uncached) step as
+    block-coordinate Frank-Wolfe's pass does, up to rounding, pass after pass."""
+    from sklstruct.learners._frank_wolfe import multi_point_block_steps
+
+    X, y = _sparse_sentences()
+    bound, batch, Y = _bound(ChainStructure(), X, y)
+    assert multi_point_block_steps(bound, batch)
+    C = 0.3
+    plain = BlockFrankWolfeState(bound, batch, Y, C)
+    visits = MultiPointFrankWolfeState(bound, batch, Y, C, 1, cached=False, two_stage=False)
+    assert not visits.two_stage and not visits.cached
+    rng = np.random.default_rng(0)
+    for _ in range(25):
+        order = rng.permutation(batch.n_sequences).astype(np.int64)
+        gaps = plain.run_pass(order), visits.run_pass(order)
+        w_plain, dual_plain = plain.certificate()
+        w_visits, dual_visits = visits.certificate()
+        np.testing.assert_allclose(w_visits, w_plain, rtol=1e-9, atol=1e-12)
+        assert dual_visits == pytest.approx(dual_plain, rel=1e-11)
+        assert gaps[1] == pytest.approx(gaps[0], rel=1e-8)
+    assert dual_plain > 0.0
+
+
+def test_max_points_one_takes_the_cheaper_visits():
+    """``max_points=1``: the multi-point visits where an example has many stored entries
+    times states (the same weights on one thread and on two: one stage), block-coordinate
+    Frank-Wolfe's own pass elsewhere (few features; constrained edge weights)."""
+    from sklstruct import GridStructure, M3NSimplicialDecomposition
+
+    X, y = _sparse_sentences()
+    fits = [M3NSimplicialDecomposition(C=0.3, max_points=1, max_iter=20, random_state=0,
+                                       n_jobs=n_jobs).fit(X, y) for n_jobs in (1, 2)]
+    for model in fits:
+        state = model._dual_state[1]
+        assert isinstance(state, MultiPointFrankWolfeState)
+        assert not state.two_stage and not state.cached
+    np.testing.assert_array_equal(fits[0].w_, fits[1].w_)
+    X, y = make_chain_data(n_sequences=20, n_states=3, n_features=4, max_length=6, seed=1)
+    model = M3NSimplicialDecomposition(C=0.3, max_points=1, max_iter=20,
+                                       random_state=0).fit(X, y)
+    assert isinstance(model._dual_state[1], BlockFrankWolfeState)
+    rng = np.random.default_rng(2)
+    images = [rng.normal(size=(6, 6, 40)) for _ in range(4)]
+    masks = [(image[:, :, 0] > 0).astype(int) for image in images]
+    model = M3NSimplicialDecomposition(GridStructure(), C=0.3, max_points=1, max_iter=5,
+                                       random_state=0).fit(images, masks)
+    assert isinstance(model._dual_state[1], BlockFrankWolfeState)

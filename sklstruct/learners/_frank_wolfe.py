@@ -38,6 +38,31 @@ def supports_multi_point(structure, batch):
             and structure.n_pairwise_ < np.iinfo(np.int32).max)
 
 
+# the mean stored entries times states of an example from which block-coordinate Frank-Wolfe
+# (max_points=1) runs through the multi-point pass (see multi_point_block_steps)
+MULTI_POINT_BLOCK_STEP_WORK = 2048
+
+
+def multi_point_block_steps(structure, batch):
+    """Whether block-coordinate Frank-Wolfe's visits (``max_points=1``) should run through
+    :class:`MultiPointFrankWolfeState`'s uncached one-stage visits rather than
+    :class:`BlockFrankWolfeState`'s pass.
+
+    Without constrained coordinates the two take the same steps (an exact line search between
+    the example's point and the oracle's labelling) up to rounding. The multi-point visit
+    keeps no per-token marginals and forms no step direction over the example's features:
+    it costs less where that direction is large, and more per visit otherwise. So it is
+    taken when an example has on average at least ``MULTI_POINT_BLOCK_STEP_WORK`` stored
+    entries times states (CoNLL-2000's sentences: about 11,000; OCR's words: about 26,000;
+    the examples of ``make_tree_data``: about 700).
+    """
+    if len(structure.nonnegative_) or not supports_multi_point(structure, batch):
+        return False
+    n_entries = batch.csr_arrays[0][-1] if batch.n_tokens else 0
+    work = float(n_entries) * structure.n_states_ / max(batch.n_sequences, 1)
+    return work >= MULTI_POINT_BLOCK_STEP_WORK
+
+
 # the threads of a certificate (primal_and_gaps) at most
 MAX_CERTIFICATE_THREADS = 8
 
@@ -192,11 +217,17 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
     oracle passes (:meth:`run_sweep`). ``cached="auto"`` takes it when the examples have, in
     total, fewer distinct features than tokens (images and other data with few features per
     token) and the rows fit in ``CACHE_MB``.
+
+    The uncached visits run in two stages (:class:`~._multi_point_fast._Pipeline`, on two
+    threads when a pass asks for several) with ``two_stage=True``; ``"auto"`` takes them when
+    a sample of example pairs shares at most ``TWO_STAGE_MAX_SHARED`` of the stored entries'
+    features; ``False`` keeps one stage.
     """
 
     _passes = _multi_point_fast
 
-    def __init__(self, structure, batch, Y, C, max_points, cached="auto", scale2=None):
+    def __init__(self, structure, batch, Y, C, max_points, cached="auto", scale2=None,
+                 two_stage="auto"):
         self._bind(structure, batch, Y, C, scale2)
         S, n = structure.n_states_, batch.n_sequences
         if scale2 is not None:
@@ -234,8 +265,10 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
         # the uncached visits in two stages (_multi_point_fast._Pipeline) where most stored
         # entries' features are new to the example visited before; elsewhere (pixels, a few
         # dense features: OCR letters) the split costs more than a second thread saves
-        self.two_stage = not self.cached and _multi_point_fast.shared_entry_fraction(
-            batch, structure.n_features_) <= TWO_STAGE_MAX_SHARED
+        # (two_stage=False: always one stage)
+        self.two_stage = bool(two_stage) and not self.cached and (
+            two_stage is True or _multi_point_fast.shared_entry_fraction(
+                batch, structure.n_features_) <= TWO_STAGE_MAX_SHARED)
         self.last_gain = 0.0
         # how the uncached masters get their Gram matrices: "auto" (the cheaper per example),
         # "tokens" (where possible) or "features"

@@ -9,7 +9,7 @@ from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions
 from .._factored_dual import per_example_tables_too_large
 from .._frank_wolfe import (BlockFrankWolfeState, MultiPointFrankWolfeState,
-                           supports_multi_point)
+                           multi_point_block_steps, supports_multi_point)
 from ._general import SimplicialDecompositionState
 from ._solver import solve_compiled, solve_general
 
@@ -44,7 +44,10 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     structure's compiled max-oracle (Viterbi, minimum cut), a master QP over the example's
     anchor and kept labellings, and an update of only the example's weights, so a pass costs
     about one oracle pass plus small QPs. ``max_points=1`` is then block-coordinate
-    Frank-Wolfe with exact line search. A visit's step can take any labelling (it only
+    Frank-Wolfe with exact line search (where the examples have on average 2,048 or more
+    stored feature entries times states and no weight is constrained, as on text, through
+    the multi-point visits with one point, which take the same steps without per-token
+    marginals and cost less there). A visit's step can take any labelling (it only
     ascends): on chains of 32 states or more the visits decode in single precision, which
     returns the most violating labelling or one within the rounding of float sums of it;
     the certificates decode in double precision, so the certified gap is exact.
@@ -263,7 +266,12 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
                     self.rescale)
         state = self._warm_state(settings, batch, Y)
         if state is None:
-            if compiled and self.max_points == 1 and not (
+            if compiled and self.max_points == 1 and multi_point_block_steps(self.structure_,
+                                                                             batch):
+                # (the same steps, through visits that cost less on these examples)
+                state = MultiPointFrankWolfeState(self.structure_, batch, Y, self.C, 1,
+                                                  cached=False, two_stage=False)
+            elif compiled and self.max_points == 1 and not (
                     per_example_tables_too_large(self.structure_, batch, 1)
                     and supports_multi_point(self.structure_, batch)):
                 state = BlockFrankWolfeState(self.structure_, batch, Y, self.C)
