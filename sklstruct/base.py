@@ -442,16 +442,20 @@ def _digest(batch, Y, structure):
     arrays = (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
     # (the arrays' buffers, not bytes copies of them: the data is not held twice)
     for array in arrays + (batch.offsets, Y):
-        digest.update(_buffer(array))
+        _update(digest, array)
     for name, extra in sorted((batch.extras or {}).items()):
         digest.update(name.encode())
-        digest.update(_buffer(extra.data))
-        digest.update(_buffer(extra.offsets))
+        _update(digest, extra.data)
+        _update(digest, extra.offsets)
     digest.update(repr(sorted(structure.get_params().items())).encode())
     digest.update(repr(structure.loss_weights_.tolist()).encode())
     return digest.hexdigest()
 
 
-def _buffer(array):
-    """The bytes of an array as a buffer (a contiguous array's own memory, no copy)."""
-    return memoryview(np.ascontiguousarray(array)).cast("B")
+def _update(digest, array):
+    """Feed an array's shape, dtype and bytes to ``digest``: the bytes from the contiguous
+    array's own memory, no copy (an empty array, such as graphs' edges when there is none,
+    gives its shape and dtype alone)."""
+    array = np.ascontiguousarray(array)
+    digest.update(repr((array.shape, array.dtype.str)).encode())
+    digest.update(array.reshape(-1).view(np.uint8))

@@ -78,6 +78,23 @@ def test_every_learner_reaches_the_exact_optimum(problem):
     assert values.max() - values.min() <= 1e-3 * values.min()
 
 
+@pytest.mark.parametrize("structure", [GraphStructure(), TreeStructure()])
+@pytest.mark.parametrize("max_nodes", [1, 4])
+def test_graphs_without_edges_reach_the_exact_optimum(structure, max_nodes):
+    """No training graph has an edge (single nodes, or nodes without edges): every learner
+    fits (and refits warm) to the exact optimum."""
+    X, y = make_graphs(6, n_graphs=5)
+    X = [(features[:max_nodes], np.zeros((0, 2), dtype=np.int64)) for features, _ in X]
+    y = [labels[:max_nodes] for labels in y]
+    objectives = {name: _check_exact(_fit(make(structure), X, y), X, y)
+                  for name, make in L2_LEARNERS.items()}
+    values = np.array(list(objectives.values()))
+    assert values.max() - values.min() <= 1e-3 * values.min()
+    model = _fit(L2_LEARNERS["simplicial"](structure).set_params(warm_start=True), X, y)
+    passes = model.n_iter_
+    assert _fit(model, X, y).n_iter_ < passes  # (continued from the kept dual)
+
+
 def test_l1_learner_trains_graphs():
     X, y = make_graphs(6, n_graphs=6)
     for solver in ("cutting_plane", "subgradient", "em"):
