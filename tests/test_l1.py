@@ -314,13 +314,32 @@ def test_degenerate_cases_give_valid_models(solver, params):
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_subgradient_default_radius_is_the_l1_norm_of_the_l1_model_at_C():
     X, y = make_chain_data(n_sequences=12, seed=2)
-    model = L1M3N(solver="subgradient", C=0.5, max_iter=200).fit(X, y)
-    em = L1M3N(C=0.5, tol=0.1).fit(X, y)
-    # the default radius is the l1 norm of the EM's l1 model at the same C (tol 0.1)
-    assert model.radius_ == pytest.approx(np.abs(em.w_).sum(), rel=1e-12)
-    assert 0 < np.abs(model.w_).sum() <= model.radius_ * (1 + 1e-12)
+    for tol in (1e-2, 1e-3):
+        model = L1M3N(solver="subgradient", C=0.5, tol=tol, max_iter=200).fit(X, y)
+        em = L1M3N(C=0.5, tol=tol).fit(X, y)
+        # the default radius is the l1 norm of the EM's l1 model at the same C and tol
+        assert model.radius_ == pytest.approx(np.abs(em.w_).sum(), rel=1e-12)
+        assert 0 < np.abs(model.w_).sum() <= model.radius_ * (1 + 1e-12)
     assert not hasattr(L1M3N(solver="subgradient", radius=2.0, max_iter=5).fit(X, y),
                        "radius_")
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_subgradient_default_radius_is_no_zero_model_where_p1_has_weights():
+    """On OCR words at C = 0.1 the EM stopped at tol 0.1 had all weights zero (the former
+    default radius), where P1's optimum (the LP's, certified) has non-zero weights and a
+    lower P1 than w = 0; a radius of 0 warns."""
+    from sklstruct.datasets import load_ocr_sample
+
+    words = load_ocr_sample()
+    X, y = words.data[:60], words.target[:60]
+    model = L1M3N(C=0.1, solver="subgradient").fit(X, y)
+    assert model.radius_ > 0 and np.count_nonzero(model.w_) > 0
+    at_zero = L1M3N(C=0.1, solver="subgradient", radius=0.0, max_iter=1).fit(X, y)
+    assert not np.any(at_zero.w_)
+    assert model.objective(X, y) < at_zero.objective(X, y)
+    with pytest.warns(UserWarning, match="default radius is 0"):
+        L1M3N(C=1e-4, solver="subgradient", max_iter=5).fit(X, y)
 
 
 def test_bad_parameters():
