@@ -184,3 +184,14 @@ def test_unknown_labels_in_objective():
 def test_bad_sample_weight(weights, match):
     with pytest.raises(ValueError, match=match):
         fit(GOOD_X, GOOD_Y, sample_weight=weights)
+
+
+def test_three_d_sequences_are_read_as_images_and_the_error_says_so():
+    """A chain given words as (1, n_letters, n_features) arrays: they are images to the input
+    reader, and the error says what a sequence is."""
+    from sklstruct.datasets import load_ocr_sample
+
+    words = load_ocr_sample()
+    X, y = [x[None] for x in words.data[:5]], words.target[:5]
+    with pytest.raises(ValueError, match=r"read as images.*a sequence is a 2-D"):
+        M3NSimplicialDecomposition(ChainStructure()).fit(X, y)

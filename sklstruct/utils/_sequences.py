@@ -534,7 +534,9 @@ def image_rows(X, y=None):
         mask = np.asarray(mask)
         if mask.shape != image.shape[:2]:
             raise ValueError(f"Image {i} has shape {image.shape[:2]} but its labels have shape "
-                             f"{mask.shape}.")
+                             f"{mask.shape} (a list of 3-D arrays is read as images, "
+                             "(n_rows, n_cols, n_features) each, with 2-D label masks; a "
+                             "sequence is a 2-D (n_tokens, n_features) matrix).")
         masks.append(mask.ravel())
     return rows, widths, masks
 
