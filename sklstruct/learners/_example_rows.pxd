@@ -22,6 +22,62 @@ cdef extern from *:
     void SKS_PREFETCH(const void* p) noexcept nogil
 
 
+cdef extern from *:
+    """
+    /* The row updates of the per-example steps, compiled for AVX2 as well where the compiler
+       and the platform support function clones (glibc's ifunc), chosen at load time. Each
+       element takes a product and an addition as in the scalar loop (the AVX2 clone does not
+       enable FMA), so every clone gives the scalar loop's bits. */
+    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) \
+        && defined(__linux__) && defined(__GLIBC__) && defined(__has_attribute)
+    #if __has_attribute(target_clones)
+    #define SKS_ROW_CLONES __attribute__((target_clones("avx2", "default"), unused))
+    #endif
+    #endif
+    #ifndef SKS_ROW_CLONES
+    #if defined(__GNUC__) || defined(__clang__)
+    #define SKS_ROW_CLONES __attribute__((unused))
+    #else
+    #define SKS_ROW_CLONES
+    #endif
+    #endif
+    /* rows[slot[indices[q]]] += (scale * data[q]) * change, for the stored entries
+       first .. last - 1 of a token (rows of n doubles, n = len(change)) */
+    SKS_ROW_CLONES static void sks_scatter_entries(
+            long long first, long long last, const int32_t *indices, const double *data,
+            const int32_t *slot, double scale, const double *change, Py_ssize_t n,
+            double *rows) {
+        for (long long q = first; q < last; q++) {
+            double *row = rows + (Py_ssize_t) slot[indices[q]] * n;
+            const double v = scale * data[q];
+            for (Py_ssize_t s = 0; s < n; s++) {
+                row[s] += v * change[s];
+            }
+        }
+    }
+    /* rows[touched[k]] += steps[k], then steps[k] = 0, for k < count (rows of n doubles) */
+    SKS_ROW_CLONES static void sks_add_and_clear_rows(
+            Py_ssize_t count, const int32_t *touched, double *rows, Py_ssize_t n,
+            double *steps) {
+        for (Py_ssize_t k = 0; k < count; k++) {
+            double *row = rows + (Py_ssize_t) touched[k] * n;
+            double *step = steps + k * n;
+            for (Py_ssize_t s = 0; s < n; s++) {
+                row[s] += step[s];
+                step[s] = 0.0;
+            }
+        }
+    }
+    """
+    void scatter_entries "sks_scatter_entries"(
+        long long first, long long last, const int32_t* indices, const double* data,
+        const int32_t* slot, double scale, const double* change, intp_t n,
+        double* rows) noexcept nogil
+    void add_and_clear_rows "sks_add_and_clear_rows"(
+        intp_t count, const int32_t* touched, double* rows, intp_t n,
+        double* steps) noexcept nogil
+
+
 cdef inline void sequence_sizes(const int64_t* indptr, const int64_t* offsets,
                                 intp_t n_sequences, intp_t* max_len,
                                 intp_t* max_nnz) noexcept nogil:

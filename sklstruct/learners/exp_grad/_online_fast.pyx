@@ -27,7 +27,8 @@ from libc.string cimport memset
 
 from sklstruct._inference._kernels cimport ExampleKernels
 from sklstruct._typedefs cimport float64_t, int8_t, int32_t, int64_t, intp_t
-from sklstruct.learners._example_rows cimport (dot, release, sequence_sizes,
+from sklstruct.learners._example_rows cimport (add_and_clear_rows, dot, release,
+                                               scatter_entries, sequence_sizes,
                                                signal_check_due, token_scores)
 
 
@@ -65,7 +66,6 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
     cdef double* new_pair_pot = NULL
     cdef double* new_pair_marg
     cdef double* marg_change
-    cdef double* row
     cdef int32_t* touched = NULL
     if not kernels.has_marginals:
         raise ValueError("online exponentiated gradient needs the structure's compiled "
@@ -152,11 +152,8 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                             new_loss += node_loss[lo + t, s] * new_marg[t * S + s]
                             marg_change[s] = new_marg[t * S + s] - node_marg[lo + t, s]
                             wdot += unary_scores[t * S + s] * marg_change[s]
-                        for q in range(indptr[lo + t], indptr[lo + t + 1]):
-                            row = scratch_ptr + <intp_t> slot_ptr[indices_ptr[q]] * S
-                            v = -C * data_ptr[q]
-                            for s in range(S):
-                                row[s] += v * marg_change[s]
+                        scatter_entries(indptr[lo + t], indptr[lo + t + 1], indices_ptr,
+                                        data_ptr, slot_ptr, -C, marg_change, S, scratch_ptr)
                     sq_pair = 0.0
                     for r in range(P):
                         dm = new_pair_marg[r] - pair_marg[i, r]
@@ -181,11 +178,7 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                             continue
                         break  # no ascent step found: leave the example unchanged
                     # accept: weights, potentials, marginals
-                    for k2 in range(n_touched):
-                        row = WT_rows + <intp_t> touched[k2] * S
-                        for s in range(S):
-                            row[s] += scratch_ptr[k2 * S + s]
-                        memset(scratch_ptr + k2 * S, 0, S * sizeof(double))
+                    add_and_clear_rows(n_touched, touched, WT_rows, S, scratch_ptr)
                     for r in range(P):
                         theta[r] -= C * (new_pair_marg[r] - pair_marg[i, r])
                         pair_pot[i, r] = new_pair_pot[r]
