@@ -231,6 +231,32 @@ def test_pipelined_visits_do_not_depend_on_the_threads():
                                rtol=1e-12)
 
 
+@pytest.mark.parametrize("slow_waits", [1, 10])
+def test_pipelined_visits_that_go_on_one_thread_keep_the_iterates(monkeypatch, slow_waits):
+    """A run of two-stage visits whose second thread is often off its core goes on one
+    thread part-way (forced here: every wait counts as long): the same bits as on one
+    thread from the start, the second thread stopped after the first stages it summed."""
+    from sklstruct.learners import _multi_point_fast
+
+    X, y = _sparse_chains(150, seed=5)
+    bound, batch, Y = _bound(ChainStructure(), X, y)
+    states = [MultiPointFrankWolfeState(bound, batch, Y, 0.3, 3, cached=False)
+              for _ in range(2)]
+    order = np.random.default_rng(0).permutation(150)
+    states[0].run_pass(order, n_jobs=1)
+    monkeypatch.setattr(_multi_point_fast, "SLOW_WAIT_ROUNDS", 0)
+    monkeypatch.setattr(_multi_point_fast, "PIPELINE_SLOW_WAITS", slow_waits)
+    states[1].run_pass(order, n_jobs=2)
+    assert states[1].pipeline_fallbacks == 1 and states[0].pipeline_fallbacks == 0
+    for one, two in zip(_state_arrays(states[0]), _state_arrays(states[1])):
+        assert np.array_equal(one, two)
+    visits = [state.run_active(np.arange(150), 0.0, 0.0, 400, seed=3, n_jobs=n_jobs)
+              for state, n_jobs in zip(states, (1, 2))]
+    assert visits[0] == visits[1] and states[1].pipeline_fallbacks >= 2
+    for one, two in zip(_state_arrays(states[0]), _state_arrays(states[1])):
+        assert np.array_equal(one, two)
+
+
 def test_two_stage_visits_where_examples_share_few_features():
     # the two stages pay where most of an example's stored entries have features the
     # example before lacks: not with a few dense features, which every example has

@@ -269,6 +269,9 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
         self.two_stage = bool(two_stage) and not self.cached and (
             two_stage is True or _multi_point_fast.shared_entry_fraction(
                 batch, structure.n_features_) <= TWO_STAGE_MAX_SHARED)
+        # runs of two-stage visits on two threads that went on one part-way, their second
+        # thread being often off its core (_multi_point_fast._Pipeline.run_visits)
+        self.pipeline_fallbacks = 0
         self.last_gain = 0.0
         # how the uncached masters get their Gram matrices: "auto" (the cheaper per example),
         # "tokens" (where possible) or "features"

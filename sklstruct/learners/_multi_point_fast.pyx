@@ -104,9 +104,10 @@ cdef enum:
     SPIN_ROUNDS = 4096
 
 
-cdef inline void _wait_until(int64_t* counter, int64_t target) noexcept nogil:
+cdef inline intp_t _wait_until(int64_t* counter, int64_t target) noexcept nogil:
     """Wait until another thread's release store takes ``counter`` to ``target`` or above
-    (acquire: its writes before that store are visible after this returns)."""
+    (acquire: its writes before that store are visible after this returns); returns the
+    rounds waited."""
     cdef intp_t rounds = 0
     while sks_load_acquire(<long long*> counter) < target:
         rounds += 1
@@ -114,6 +115,7 @@ cdef inline void _wait_until(int64_t* counter, int64_t target) noexcept nogil:
             sks_pause()
         else:
             sched_yield()
+    return rounds
 
 
 cdef struct _Handoff:
@@ -1418,6 +1420,15 @@ cdef enum:
     # shorter runs of visits take the pipelined visits' steps on one thread (the same
     # arithmetic: starting the oracle's thread would cost more than it saves)
     PIPELINE_MIN_VISITS = 32
+    # a run of pipelined visits goes on one thread when, within a window of this many
+    # visits, ...
+    PIPELINE_WINDOW = 64
+
+# ... at least this many waited for the first stage beyond SLOW_WAIT_ROUNDS rounds (the
+# second thread was off its core: another process competes for the cores); module-level so
+# that tests can force it
+PIPELINE_SLOW_WAITS = 16
+SLOW_WAIT_ROUNDS = SPIN_ROUNDS
 
 
 cdef class _Pipeline:
@@ -1435,9 +1446,10 @@ cdef class _Pipeline:
     to the order of the score sums)."""
     cdef _MultiPoint scorer
     cdef _Handoff h[2]
-    cdef int64_t go, done, stop  # (shared by the threads: atomic loads and stores)
+    cdef int64_t go, done, stop, exited  # (shared by the threads: atomic loads and stores)
     cdef const int64_t* sequence
-    cdef intp_t length
+    cdef intp_t length, slow_waits, slow_rounds
+    cdef public intp_t n_fallbacks  # runs that went on one thread part-way
     cdef object threads, worker
 
     def __init__(self, _MultiPoint master, state, intp_t n_threads):
@@ -1448,6 +1460,9 @@ cdef class _Pipeline:
             raise ValueError("pipelined visits need the uncached mode.")
         if n_threads > 1:
             self.threads = ThreadPoolExecutor(1)
+        self.slow_waits = PIPELINE_SLOW_WAITS
+        self.slow_rounds = SLOW_WAIT_ROUNDS
+        self.n_fallbacks = 0
         self.scorer = master
         master.mark = np.zeros(master.WT.shape[0], dtype=np.uint8)
         for k in range(2):
@@ -1488,6 +1503,7 @@ cdef class _Pipeline:
         if threaded:
             sks_store_release(<long long*> &self.go, 2)
             sks_store_release(<long long*> &self.stop, 0)
+            sks_store_release(<long long*> &self.exited, 0)
             with gil:
                 self.worker = self.threads.submit(_serve_partials, self)
         try:
@@ -1504,8 +1520,14 @@ cdef class _Pipeline:
     cdef intp_t run_visits(self, _MultiPoint master, Progress* progress,
                            bint threaded) except -1 nogil:
         """The master stages, each after its example's first stage: summed by
-        :meth:`serve` on the other thread when ``threaded``, else here just before."""
-        cdef intp_t k, i, n = self.length
+        :meth:`serve` on the other thread when ``threaded``, else here just before.
+
+        A threaded run whose waits for the first stage are often long (at least
+        ``PIPELINE_SLOW_WAITS`` of a window of ``PIPELINE_WINDOW`` visits beyond
+        ``SLOW_WAIT_ROUNDS`` rounds: the other thread was off its core) stops the other
+        thread and goes on here, one stage after the other: the same sums in the same order,
+        so the same iterates."""
+        cdef intp_t k, i, n = self.length, slow = 0
         cdef double gap = 0.0, before
         for k in range(n):
             i = self.sequence[k]
@@ -1514,11 +1536,21 @@ cdef class _Pipeline:
                 with gil:
                     PyErr_CheckSignals()
             if threaded:
-                _wait_until(&self.done, k + 1)
-            else:
+                if k % PIPELINE_WINDOW == 0:
+                    slow = 0
+                if _wait_until(&self.done, k + 1) >= self.slow_rounds:
+                    slow += 1
+                if slow >= self.slow_waits:
+                    # (the other thread leaves at its next check, after the first stage it
+                    # may be summing; every first stage up to done is then complete)
+                    sks_store_release(<long long*> &self.stop, 1)
+                    _wait_until(&self.exited, 1)
+                    threaded = False
+                    self.n_fallbacks += 1
+            elif sks_load_acquire(<long long*> &self.done) < k + 1:
                 self.scorer.partial_stage(i, &self.h[(k + 1) % 2] if k > 0 else NULL,
                                           &self.h[k % 2])
-                self.done = k + 1
+                sks_store_release(<long long*> &self.done, k + 1)
             before = master.block_gap[i]
             master.master_stage(i, &self.h[k % 2], &gap, &progress.gain)
             if record_visit(progress, before, gap):
@@ -1529,7 +1561,11 @@ cdef class _Pipeline:
 
     cdef void serve(self) noexcept nogil:
         """The first stages, example ``k``'s once the master of example ``k - 2`` is
-        done."""
+        done; ``exited`` is set on the way out."""
+        self.serve_stages()
+        sks_store_release(<long long*> &self.exited, 1)
+
+    cdef void serve_stages(self) noexcept nogil:
         cdef intp_t k, rounds
         for k in range(self.length):
             rounds = 0
@@ -1564,9 +1600,11 @@ cdef _MultiPoint _bind(state, n_threads):
     return p
 
 
-cdef void _unbind(_MultiPoint p):
-    """Stop a pass's pipeline (its thread; the reference cycle through the pass)."""
+cdef void _unbind(_MultiPoint p, state):
+    """Stop a pass's pipeline (its thread; the reference cycle through the pass); add its
+    runs that went on one thread part-way to ``state.pipeline_fallbacks``."""
     if p.pipeline is not None:
+        state.pipeline_fallbacks += p.pipeline.n_fallbacks
         p.pipeline.close()
         p.pipeline = None
 
@@ -1614,7 +1652,7 @@ def multi_point_pass(state, const int64_t[::1] order, n_threads=1):
             with nogil:
                 p.visit_sequence(&order[0], order.shape[0], &progress)
     finally:
-        _unbind(p)
+        _unbind(p, state)
     return progress.total_gap, progress.gain
 
 
@@ -1686,7 +1724,7 @@ def active_sweeps(state, int64_t[::1] active, double threshold, double stop_gap,
         return sweep_active(p, active, threshold, stop_gap, max_visits, target_gap,
                             min_visits, seed)
     finally:
-        _unbind(<_MultiPoint> p)
+        _unbind(<_MultiPoint> p, state)
 
 
 def certificate_pass(state, n_threads=1):
