@@ -49,6 +49,11 @@ class SequencePipeline(Pipeline):
             raise AttributeError("state_features_ needs a linear model: a kernel model's "
                                  "weights are on its kernel basis, not on the features.")
         names = self.steps[-2][1].get_feature_names_out()
+        if len(names) != getattr(model, "n_features_in_", len(names)):
+            raise ValueError(f"The vectoriser gives {len(names)} features but the model was "
+                             f"fitted on {model.n_features_in_}: they come from different "
+                             "fits (a refit that failed after refitting the vectoriser?); "
+                             "fit the pipeline again.")
         return model, names
 
     @property

@@ -379,3 +379,17 @@ def test_pipeline_state_features_of_a_two_class_model():
     assert set(listed) == {"yes"}
     assert dict(listed["yes"]["positive"] + listed["yes"]["negative"]) == \
         {feature: weight for (feature, _), weight in named.items()}
+
+
+def test_state_features_of_a_pipeline_whose_refit_failed_are_a_clear_error():
+    """A refit that fails in the model after refitting the vectoriser leaves the two from
+    different fits: naming the weights is then an error that says so, not an IndexError (or,
+    with vocabularies of one size, weights paired with the wrong names)."""
+    X = [[{"w": "the"}, {"w": "cat"}], [{"w": "a"}, {"w": "dog"}, {"w": "ran"}]]
+    y = [["DT", "NN"], ["DT", "NN", "VB"]]
+    tagger = make_sequence_pipeline(M3NSimplicialDecomposition(C=1.0)).fit(X, y)
+    assert ("w=cat", "NN") in tagger.state_features_
+    with pytest.raises(TypeError):
+        tagger.fit([[{"w": "x", "z": "q"}, {"w": "y"}]], [[1, "a"]])
+    with pytest.raises(ValueError, match="different fits"):
+        tagger.state_features_
