@@ -392,4 +392,4 @@ def test_state_features_of_a_pipeline_whose_refit_failed_are_a_clear_error():
     with pytest.raises(TypeError):
         tagger.fit([[{"w": "x", "z": "q"}, {"w": "y"}]], [[1, "a"]])
     with pytest.raises(ValueError, match="different fits"):
-        tagger.state_features_
+        _ = tagger.state_features_
