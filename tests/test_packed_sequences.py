@@ -351,6 +351,66 @@ def test_loss_augmented_viterbi_sparse_equals_the_product_path_on_any_threads(ti
         np.testing.assert_array_equal(a, b)
 
 
+def _path_scores(unary, offsets, transition, start, end, labels):
+    """Each sequence's score of ``labels``, summed in the compiled decoders' order."""
+    scores = []
+    for lo, hi in zip(offsets[:-1], offsets[1:]):
+        score = start[labels[lo]] + end[labels[hi - 1]]
+        for t in range(lo, hi):
+            score += unary[t, labels[t]]
+        for t in range(lo + 1, hi):
+            score += transition[labels[t - 1], labels[t]]
+        scores.append(score)
+    return np.array(scores)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("loss", ["hamming", "token_loss"])
+def test_loss_augmented_margins_sparse_are_the_decoders_labels_and_the_true_scores(
+        ties, loss, monkeypatch):
+    monkeypatch.setattr(chain, "THREAD_MIN_TOKENS", 1)  # chunks of any size on threads
+    X, weights, offsets, transition, start, end = _chain_problem(11, n_states=5, ties=ties)
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 5, size=X.shape[0])
+    options = {"hamming": {},
+               "token_loss": {"token_loss": rng.uniform(0.0, 2.0, size=(X.shape[0], 5))}}[loss]
+    unary = X @ weights
+    labels, losses, scores = chain.loss_augmented_viterbi(unary, offsets, transition, start,
+                                                          end, y, **options)
+    true_scores = _path_scores(unary, offsets, transition, start, end, y)
+    # the labelling's scores are the decoders' (checked against enumeration elsewhere)
+    np.testing.assert_array_equal(
+        _path_scores(unary, offsets, transition, start, end, labels), scores)
+    for n_jobs in (None, 1, 2, 3):
+        got = chain.loss_augmented_margins_sparse(X, weights, offsets, transition, start, end,
+                                                  y, n_jobs=n_jobs, **options)
+        for a, b in zip(got, (labels, losses, scores, true_scores)):
+            np.testing.assert_array_equal(a, b)  # the same labels and doubles
+    with parallel_config(backend="loky", n_jobs=2):  # chunks in worker processes
+        got = chain.loss_augmented_margins_sparse(X, weights, offsets, transition, start, end,
+                                                  y, n_jobs=2, **options)
+    for a, b in zip(got, (labels, losses, scores, true_scores)):
+        np.testing.assert_array_equal(a, b)
+    # no labelling beats the loss-augmented one, and y's is at most its augmented score
+    assert np.all(true_scores <= scores + losses + 1e-12)
+
+
+def test_loss_augmented_margins_sparse_bad_input():
+    X, weights, offsets, transition, start, end = _chain_problem(6)
+    y = np.zeros(X.shape[0], dtype=int)
+    with pytest.raises(ValueError, match="y .* is required"):
+        chain.loss_augmented_margins_sparse(X, weights, offsets, transition)
+    with pytest.raises(ValueError, match="y must lie"):
+        chain.loss_augmented_margins_sparse(X, weights, offsets, transition, y=y - 1)
+    with pytest.raises(ValueError, match="weights must have shape"):
+        chain.loss_augmented_margins_sparse(X, weights[1:], offsets, transition, y=y)
+    with pytest.raises(ValueError, match="offsets must end"):
+        chain.loss_augmented_margins_sparse(X, weights, offsets[:-1], transition, y=y)
+    with pytest.raises(ValueError, match="NaN"):
+        chain.loss_augmented_margins_sparse(X, np.full_like(weights, np.inf), offsets,
+                                            transition, y=y)
+
+
 def test_csr_decoders_give_each_thread_enough_tokens(monkeypatch):
     offsets = np.r_[0, np.cumsum(np.full(100, 50))]  # 5,000 tokens
     assert chain._csr_chunks(offsets, 4) == [(0, 100)]  # (one chunk: below 2 x 4,096)
@@ -388,8 +448,7 @@ def test_loss_augmented_viterbi_sparse_bad_input():
 
 
 @pytest.mark.parametrize("rescale", ["margin", "slack"])
-def test_chain_loss_augmented_decode_weights_is_the_decode_of_the_potentials(rescale,
-                                                                            monkeypatch):
+def test_chain_loss_augmented_margins_are_those_of_the_potentials(rescale, monkeypatch):
     monkeypatch.setattr(chain, "THREAD_MIN_TOKENS", 1)
     from sklstruct.structures import ChainStructure
     from sklstruct.utils._sequences import SequenceBatch
@@ -402,10 +461,14 @@ def test_chain_loss_augmented_decode_weights_is_the_decode_of_the_potentials(res
     for features in (X, X.toarray()):  # the sparse path and the base class's
         batch = SequenceBatch(features, offsets)
         unary, pairwise = structure.potentials(batch, w)
-        expected = structure.loss_augmented_decode(batch, unary, pairwise, y, rescale=rescale)
-        got = structure.loss_augmented_decode_weights(batch, w, y, rescale=rescale, n_jobs=2)
-        for a, b in zip(got, expected + (unary,)):
-            np.testing.assert_array_equal(a, b)
+        labels, losses, scores = structure.loss_augmented_decode(batch, unary, pairwise, y,
+                                                                 rescale=rescale)
+        got = structure.loss_augmented_margins(batch, w, y, rescale=rescale, n_jobs=2)
+        np.testing.assert_array_equal(got[0], labels)
+        np.testing.assert_array_equal(got[1], losses)
+        # (up to the rounding of the sums' order)
+        np.testing.assert_allclose(got[2], structure.score(batch, unary, pairwise, y)
+                                   - scores, rtol=1e-13, atol=1e-12)
 
 
 def test_predict_on_two_threads_is_the_same():

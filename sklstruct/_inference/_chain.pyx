@@ -575,6 +575,50 @@ def margin_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offse
         raise MemoryError("could not allocate the loss-augmented Viterbi workspace")
 
 
+cdef int _margin_csr_range(const int64_t* indptr, const int32_t* indices, const double* data,
+                           const double* weights, intp_t n_states, const int64_t* offsets,
+                           const double* transition, const double* start, const double* end,
+                           const double* token_loss, const int64_t* y, intp_t first,
+                           intp_t last, int64_t* labels, double* scores, double* true_scores,
+                           double* unary) noexcept nogil:
+    """Margin-rescaled decoding of sequences ``first..last - 1`` from their token features
+    (the loop of :func:`margin_viterbi_csr_batch` and :func:`margin_hinge_csr_batch`).
+
+    Each sequence's unary scores are formed by ``sklstruct_csr_rows`` into its rows of
+    ``unary`` (n_tokens rows), or, when ``unary`` is NULL, into a workspace that the next
+    sequence reuses; with ``y``, ``true_scores[i]`` receives the score of the labelling ``y``
+    of sequence ``i``, summed as ``scores[i]`` is. Returns -1 if out of memory."""
+    cdef intp_t i, lo, length, max_len = _max_length(offsets + first, last - first)
+    cdef double* delta = <double*> malloc(2 * n_states * sizeof(double))
+    cdef double* augmented = <double*> malloc(max_len * n_states * sizeof(double))
+    cdef int32_t* backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
+    cdef double* workspace = NULL
+    cdef double* unary_ptr
+    cdef int status = 0
+    if unary == NULL:
+        workspace = <double*> malloc(max_len * n_states * sizeof(double))
+    if delta == NULL or augmented == NULL or backpointer == NULL or (
+            unary == NULL and workspace == NULL):
+        status = -1
+    else:
+        for i in range(first, last):
+            lo = offsets[i]
+            length = offsets[i + 1] - lo
+            unary_ptr = workspace if unary == NULL else unary + lo * n_states
+            _csr_rows(indptr, indices, data, weights, lo, lo + length, n_states, unary_ptr)
+            scores[i] = _margin_sequence(
+                unary_ptr, token_loss + lo * n_states, length, n_states, transition, start,
+                end, augmented, delta, backpointer, labels + lo)
+            if y != NULL:
+                true_scores[i] = _path_score(unary_ptr, length, n_states, transition, start,
+                                             end, y + lo)
+    free(delta)
+    free(augmented)
+    free(backpointer)
+    free(workspace)
+    return status
+
+
 def margin_viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
                              const float64_t[::1] data, const float64_t[:, ::1] weights,
                              const int64_t[::1] offsets, const float64_t[:, ::1] transition,
@@ -590,37 +634,38 @@ def margin_viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indic
     results at their places, so that threads can decode disjoint ranges into the same
     outputs.
     """
-    cdef intp_t n_states = weights.shape[1]
-    cdef intp_t i, lo, length, max_len
-    cdef const int64_t* offsets_ptr = &offsets[0]
-    cdef double* delta = NULL
-    cdef double* augmented = NULL
-    cdef int32_t* backpointer = NULL
-    cdef double* unary_ptr
-    cdef bint failed = False
+    cdef int status
     if last <= first:
         return
     with nogil:
-        max_len = _max_length(offsets_ptr + first, last - first)
-        delta = <double*> malloc(2 * n_states * sizeof(double))
-        augmented = <double*> malloc(max_len * n_states * sizeof(double))
-        backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
-        if delta == NULL or augmented == NULL or backpointer == NULL:
-            failed = True
-        else:
-            for i in range(first, last):
-                lo = offsets_ptr[i]
-                length = offsets_ptr[i + 1] - lo
-                unary_ptr = &unary[lo, 0]
-                _csr_rows(&indptr[0], &indices[0], &data[0], &weights[0, 0], lo, lo + length,
-                          n_states, unary_ptr)
-                scores[i] = _margin_sequence(
-                    unary_ptr, &token_loss[lo, 0], length, n_states, &transition[0, 0],
-                    &start[0], &end[0], augmented, delta, backpointer, &labels[lo])
-        free(delta)
-        free(augmented)
-        free(backpointer)
-    if failed:
+        status = _margin_csr_range(
+            &indptr[0], &indices[0], &data[0], &weights[0, 0], weights.shape[1], &offsets[0],
+            &transition[0, 0], &start[0], &end[0], &token_loss[0, 0], NULL, first, last,
+            &labels[0], &scores[0], NULL, &unary[0, 0])
+    if status != 0:
+        raise MemoryError("could not allocate the loss-augmented Viterbi workspace")
+
+
+def margin_hinge_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
+                           const float64_t[::1] data, const float64_t[:, ::1] weights,
+                           const int64_t[::1] offsets, const float64_t[:, ::1] transition,
+                           const float64_t[::1] start, const float64_t[::1] end,
+                           const float64_t[:, ::1] token_loss, const int64_t[::1] y,
+                           intp_t first, intp_t last, int64_t[::1] labels,
+                           float64_t[::1] scores, float64_t[::1] true_scores):
+    """:func:`margin_viterbi_csr_batch` without keeping the unary scores: each sequence's
+    are formed in a workspace, decoded, and scored at the true labelling ``y`` (n_tokens,)
+    into ``true_scores`` (n_sequences), the sums in the order of ``scores``'. The hinge
+    terms need no more, and no token x state array is written."""
+    cdef int status
+    if last <= first:
+        return
+    with nogil:
+        status = _margin_csr_range(
+            &indptr[0], &indices[0], &data[0], &weights[0, 0], weights.shape[1], &offsets[0],
+            &transition[0, 0], &start[0], &end[0], &token_loss[0, 0], &y[0], first, last,
+            &labels[0], &scores[0], &true_scores[0], NULL)
+    if status != 0:
         raise MemoryError("could not allocate the loss-augmented Viterbi workspace")
 
 

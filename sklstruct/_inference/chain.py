@@ -521,6 +521,22 @@ def loss_augmented_viterbi_sparse(X, weights, offsets, transition, start=None, e
     unary : ndarray of float64, shape (n_tokens, n_states)
         ``X @ weights``.
     """
+    csr, weights, offsets, transition, start, end, y, token_loss = _margin_csr_inputs(
+        X, weights, offsets, transition, start, end, y, loss_weights, token_loss,
+        check_finite)
+    n_tokens, n_states = y.shape[0], weights.shape[1]
+    out = (np.zeros(n_tokens, dtype=np.int64), np.zeros(offsets.shape[0] - 1),
+           np.empty((n_tokens, n_states), dtype=np.float64))
+    labels, scores, unary = _run_csr_ranges(
+        _solve_margin_csr, (csr, weights, offsets, transition, start, end, token_loss),
+        out, offsets, n_jobs)
+    losses = _per_sequence_sum(token_loss[np.arange(n_tokens), labels], offsets)
+    return labels, losses, scores, unary
+
+
+def _margin_csr_inputs(X, weights, offsets, transition, start, end, y, loss_weights,
+                       token_loss, check_finite):
+    """The validated inputs of the margin-rescaled decoders from token features."""
     indptr, indices, data, weights = _check_csr_product(X, weights, check_finite)
     n_tokens, n_states = indptr.shape[0] - 1, weights.shape[1]
     offsets, transition, start, end = _check_chain_layout(
@@ -529,18 +545,65 @@ def loss_augmented_viterbi_sparse(X, weights, offsets, transition, start=None, e
         raise ValueError("y (the true states) is required.")
     y = _check_labels(y, "y", n_tokens, n_states)
     token_loss, _ = _token_loss_of(y, loss_weights, token_loss, n_states)
-    n_sequences = offsets.shape[0] - 1
-    out = (np.zeros(n_tokens, dtype=np.int64), np.zeros(n_sequences, dtype=np.float64),
-           np.empty((n_tokens, n_states), dtype=np.float64))
+    return (indptr, indices, data), weights, offsets, transition, start, end, y, token_loss
+
+
+def _run_csr_ranges(solve, inputs, out, offsets, n_jobs):
+    """``solve(*inputs, first, last, out)`` over the chunks of sequences on ``n_jobs``
+    threads (each writes its range of the shared ``out``; a worker process returns its
+    pieces, concatenated here in order); returns the filled outputs."""
     chunks = _csr_chunks(offsets, check_n_jobs(n_jobs))
-    pieces = run_chunks(
-        _solve_margin_csr,
-        [((indptr, indices, data), weights, offsets, transition, start, end, token_loss, lo,
-          hi, out) for lo, hi in chunks], check_n_jobs(n_jobs))
-    labels, scores, unary = out if len(pieces) <= 1 else tuple(
+    pieces = run_chunks(solve, [(*inputs, lo, hi, out) for lo, hi in chunks],
+                        check_n_jobs(n_jobs))
+    return out if len(pieces) <= 1 else tuple(
         np.concatenate(outputs) for outputs in zip(*pieces))
-    losses = _per_sequence_sum(token_loss[np.arange(n_tokens), labels], offsets)
-    return labels, losses, scores, unary
+
+
+def _solve_margin_hinge_csr(csr, weights, offsets, transition, start, end, token_loss, y,
+                            first, last, out):
+    """:func:`_solve_margin_csr` scoring the true labelling instead of keeping the unary
+    scores; returns the range's labels, scores and true scores."""
+    labels, scores, true_scores = out
+    _chain.margin_hinge_csr_batch(*csr, weights, offsets, transition, start, end, token_loss,
+                                  y, first, last, labels, scores, true_scores)
+    lo, hi = offsets[first], offsets[last]
+    return labels[lo:hi], scores[first:last], true_scores[first:last]
+
+
+def loss_augmented_margins_sparse(X, weights, offsets, transition, start=None, end=None,
+                                  y=None, loss_weights=None, n_jobs=None, *, token_loss=None,
+                                  check_finite=True):
+    """Margin-rescaled most violating labeling of every sequence from its token features,
+    with its loss and margin: the hinge terms' ingredients, without the unary scores.
+
+    The labels, losses and ``score(labels)`` of :func:`loss_augmented_viterbi_sparse` (the
+    same bits), and ``score(y)`` summed in the same order; each sequence's unary scores are
+    formed in a workspace and dropped after its decoding, so no token x state array is
+    allocated or written. The oracle of the n-slack cutting planes and of their gap
+    certificate. Parameters as for :func:`loss_augmented_viterbi_sparse`.
+
+    Returns
+    -------
+    labels : ndarray of int64, shape (n_tokens,)
+        The maximising labeling.
+    losses : ndarray of float64, shape (n_sequences,)
+        ``Delta(y, labels)`` per sequence.
+    scores : ndarray of float64, shape (n_sequences,)
+        ``score(labels)`` per sequence, without the loss term.
+    true_scores : ndarray of float64, shape (n_sequences,)
+        ``score(y)`` per sequence.
+    """
+    csr, weights, offsets, transition, start, end, y, token_loss = _margin_csr_inputs(
+        X, weights, offsets, transition, start, end, y, loss_weights, token_loss,
+        check_finite)
+    n_sequences = offsets.shape[0] - 1
+    out = (np.zeros(y.shape[0], dtype=np.int64), np.zeros(n_sequences),
+           np.zeros(n_sequences))
+    labels, scores, true_scores = _run_csr_ranges(
+        _solve_margin_hinge_csr, (csr, weights, offsets, transition, start, end, token_loss,
+                                  y), out, offsets, n_jobs)
+    losses = _per_sequence_sum(token_loss[np.arange(y.shape[0]), labels], offsets)
+    return labels, losses, scores, true_scores
 
 
 def loss_augmented_viterbi(

@@ -494,13 +494,15 @@ class BaseStructure(BaseEstimator):
         raise NotImplementedError(f"{type(self).__name__} has no loss-augmented decoding "
                                   "oracle.")
 
-    def loss_augmented_decode_weights(self, batch, w, Y, rescale="margin", n_jobs=None,
-                                      token_loss=None):
-        """:meth:`loss_augmented_decode` under the weights ``w``, and the unary potentials.
+    def loss_augmented_margins(self, batch, w, Y, rescale="margin", n_jobs=None,
+                               token_loss=None):
+        """:meth:`loss_augmented_decode` under the weights ``w``, with each labelling's margin.
 
-        ``loss_augmented_decode(batch, *potentials(batch, w), Y, ...)``; a structure may do
-        it otherwise (a chain forms the unary scores of each sequence and decodes them
-        while in cache, the chunks of sequences on threads).
+        ``loss_augmented_decode(batch, *potentials(batch, w), Y, ...)`` and the margins
+        ``score(y_i) - score(ybar_i)``: what the hinge terms need (:func:`hinge_terms`). A
+        structure may do it otherwise (a chain on sparse features forms the unary scores of
+        each sequence, decodes and scores them while in cache, without a token x state array,
+        the chunks of sequences on threads).
 
         Parameters
         ----------
@@ -518,14 +520,13 @@ class BaseStructure(BaseEstimator):
         labels : ndarray of shape (n_tokens,)
         losses : ndarray of shape (n_sequences,)
             ``Delta(y_i, ybar_i)``.
-        scores : ndarray of shape (n_sequences,)
-            ``score(ybar_i)`` without the loss.
-        unary : ndarray of shape (n_tokens, n_states)
-            :meth:`unary_potentials` of ``w``.
+        margins : ndarray of shape (n_sequences,)
+            ``score(y_i) - score(ybar_i)`` under ``w``.
         """
         unary, pairwise = self.potentials(batch, w)
-        return (*self.loss_augmented_decode(batch, unary, pairwise, Y, rescale=rescale,
-                                            n_jobs=n_jobs, token_loss=token_loss), unary)
+        labels, losses, scores = self.loss_augmented_decode(
+            batch, unary, pairwise, Y, rescale=rescale, n_jobs=n_jobs, token_loss=token_loss)
+        return labels, losses, self.score(batch, unary, pairwise, Y) - scores
 
     def marginals(self, batch, unary, pairwise, n_jobs=None):
         """The exp-oracle: marginals of ``p(y) ∝ exp(score(y))``.

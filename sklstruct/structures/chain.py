@@ -165,13 +165,13 @@ class ChainStructure(BaseStructure):
             token_loss=self.token_loss(Y) if token_loss is None else token_loss,
         )
 
-    def loss_augmented_decode_weights(self, batch, w, Y, rescale="margin", n_jobs=None,
-                                      token_loss=None):
-        """Margin rescaling on sparse token features: each sequence's unary scores formed and
-        decoded while in cache, the chunks on ``n_jobs`` threads
-        (:func:`~sklstruct._inference.chain.loss_augmented_viterbi_sparse`: the results of
-        :meth:`loss_augmented_decode` on :meth:`potentials`, to the last bit); otherwise
-        as the base class does.
+    def loss_augmented_margins(self, batch, w, Y, rescale="margin", n_jobs=None,
+                               token_loss=None):
+        """Margin rescaling on sparse token features: each sequence's unary scores formed,
+        decoded and scored at ``Y`` while in cache, the chunks on ``n_jobs`` threads
+        (:func:`~sklstruct._inference.chain.loss_augmented_margins_sparse`: the labels and
+        losses of :meth:`loss_augmented_decode` on :meth:`potentials`, to the last bit, and
+        the margins up to the rounding of the sums' order); otherwise as the base class does.
 
         Parameters
         ----------
@@ -190,22 +190,21 @@ class ChainStructure(BaseStructure):
         labels : ndarray of int of shape (n_tokens,)
         losses : ndarray of shape (n_sequences,)
             ``Delta(y_i, ybar_i)``.
-        scores : ndarray of shape (n_sequences,)
-            ``score(ybar_i)`` without the loss.
-        unary : ndarray of shape (n_tokens, n_states)
-            The unary potentials of ``w``.
+        margins : ndarray of shape (n_sequences,)
+            ``score(y_i) - score(ybar_i)`` under ``w``.
         """
         check_rescale(rescale)
         if rescale != "margin" or not sp.issparse(batch.X):
-            return super().loss_augmented_decode_weights(batch, w, Y, rescale=rescale,
-                                                         n_jobs=n_jobs, token_loss=token_loss)
+            return super().loss_augmented_margins(batch, w, Y, rescale=rescale, n_jobs=n_jobs,
+                                                  token_loss=token_loss)
         weights, pairwise = self.split_weights(w)
         transition, start, end = self.pairwise_parameters(np.ascontiguousarray(pairwise))
         # (the batch's features were checked finite; the learners' weights are)
-        return chain_kernels.loss_augmented_viterbi_sparse(
+        labels, losses, scores, true_scores = chain_kernels.loss_augmented_margins_sparse(
             batch.X, weights, batch.offsets, transition, start, end, Y, n_jobs=n_jobs,
             token_loss=self.token_loss(Y) if token_loss is None else token_loss,
             check_finite=False)
+        return labels, losses, true_scores - scores
 
     def marginals(self, batch, unary, pairwise, n_jobs=None):
         transition, start, end = self.pairwise_parameters(pairwise)

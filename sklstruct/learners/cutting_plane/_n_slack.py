@@ -158,16 +158,17 @@ class NSlackSolver:
 
     def separate(self, sequences):
         """Oracle over ``sequences``; returns their hinge terms and the labelings' data."""
-        structure = self.structure
-        sub, rows = self.batch.select(np.asarray(sequences))
-        Ysub = self.Y[rows]
-        Ybar, losses, scores, unary = structure.loss_augmented_decode_weights(
+        sequences = np.asarray(sequences)
+        sub, rows = self.batch.select(sequences)
+        # (a run of consecutive sequences, as the passes and the certificate take them: its
+        # labels and token losses are views)
+        tokens = slice(rows[0], rows[-1] + 1) if rows.size and np.all(
+            np.diff(sequences) == 1) else rows
+        Ysub = self.Y[tokens]
+        Ybar, losses, margins = self.structure.loss_augmented_margins(
             sub, self.w, Ysub, rescale=self.rescale, n_jobs=self.n_jobs,
-            token_loss=None if self.token_loss is None else self.token_loss[rows])
-        # (the pairwise potentials of the decoding: theta, unless the structure scales them)
-        pairwise = structure.split_weights(self.w)[1]
-        margin = structure.score(sub, unary, pairwise, Ysub) - scores
-        return sub, rows, Ysub, Ybar, losses, hinge_terms(losses, margin, self.rescale)
+            token_loss=None if self.token_loss is None else self.token_loss[tokens])
+        return sub, rows, Ysub, Ybar, losses, hinge_terms(losses, margins, self.rescale)
 
     def hinge(self):
         """Every example's hinge term at the current weights (the oracle over chunks of
