@@ -664,8 +664,9 @@ def primal_objective(structure, batch, Y, w, C, rescale="margin", n_jobs=None, w
     primal : float
     hinge : ndarray of shape (n_sequences,)
     """
-    hinge, _, _ = structured_hinge(structure, batch, Y, *structure.potentials(batch, w),
-                                   rescale, n_jobs, token_loss)
+    _, losses, margins = structure.loss_augmented_margins(
+        batch, w, Y, rescale=rescale, n_jobs=n_jobs, token_loss=token_loss)
+    hinge = hinge_terms(losses, margins, rescale)
     total = hinge.sum() if weights is None else weights @ hinge
     return 0.5 * float(w @ w) + float(C) * float(total), hinge
 
