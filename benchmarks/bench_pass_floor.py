@@ -29,7 +29,11 @@ and touch the weights' pages for the first time), its ratio to the floor, and th
 pass's time (``first_s``). (Before ``stop44`` of ``results/pass_floor.json`` the ``eg`` and
 ``n_slack`` rows gave the mean over all passes, the first included.)
 
-    python benchmarks/bench_pass_floor.py [--passes 6] [--json out.json]
+With ``--repeats R`` the fits and the floor run R times in turn; each row then gives the
+medians over the rounds (its ``x_floor`` the median of the rounds' ratios) and the range of
+its ratio (``x_floor_range``): the machine's noise moves the floor as much as the passes.
+
+    python benchmarks/bench_pass_floor.py [--passes 6] [--repeats 1] [--json out.json]
 """
 
 import os
@@ -99,23 +103,14 @@ def _floor(model, X, y):
     return float(np.median(unary_times)), float(np.median(viterbi_times))
 
 
-def main():
-    p = parser(__doc__)
-    p.add_argument("--passes", type=int, default=6)
-    p.add_argument("--cache", default=os.path.join(os.path.dirname(__file__), ".cache"))
-    args = p.parse_args()
+def _cases(n):
+    """``(name, model, timed calls, the call that ends a pass or None)`` of every solver."""
     from sklstruct import M3NExpGrad, M3NSimplicialDecomposition, StructSVMCuttingPlane
+    from sklstruct.learners._frank_wolfe import BlockFrankWolfeState, MultiPointFrankWolfeState
     from sklstruct.learners.cutting_plane._n_slack import NSlackSolver
     from sklstruct.learners.exp_grad._online import OnlineEGState
-    from sklstruct.learners._frank_wolfe import (BlockFrankWolfeState,
-                                                           MultiPointFrankWolfeState)
 
-    folder = prepare("conll2000", args.data_home, args.cache)
-    X, y = _load(folder, "train")
-    n = args.passes
-    # (the timed calls, and for solvers whose pass makes several calls, the call that ends
-    # a pass)
-    cases = [
+    return [
         ("bcfw", M3NSimplicialDecomposition(C=0.1, max_points=1, max_iter=n, random_state=0),
          [(BlockFrankWolfeState, "run_active"), (MultiPointFrankWolfeState, "run_active")],
          None),
@@ -126,8 +121,12 @@ def main():
         ("n_slack", StructSVMCuttingPlane(C=0.1, variant="n-slack", max_iter=n, random_state=0),
          [(NSlackSolver, "separate"), (NSlackSolver, "optimise")], (NSlackSolver, "dual")),
     ]
+
+
+def _round(X, y, n):
+    """One fit of every solver and the floor after them: rows with ``x_floor``."""
     rows, floor_model = [], None
-    for name, model, targets, end in cases:
+    for name, model, targets, end in _cases(n):
         times = [0.0]
         originals = [(cls, attr, _timed(cls, attr, times, per_visit=end is None))
                      for cls, attr in targets]
@@ -152,9 +151,37 @@ def main():
     floor = unary_s + viterbi_s
     for row in rows:
         row["x_floor"] = row["pass_s"] / floor
-    rows.insert(0, {"solver": "floor (unary product + loss-augmented Viterbi)", "pass_s": floor,
-                    "x_floor": 1.0, "unary_s": unary_s, "viterbi_s": viterbi_s})
-    print_table(rows, ["solver", "pass_s", "x_floor", "first_s", "passes", "oracle_calls"])
+    rows.insert(0, {"solver": FLOOR, "pass_s": floor, "x_floor": 1.0, "unary_s": unary_s,
+                    "viterbi_s": viterbi_s})
+    return rows
+
+
+FLOOR = "floor (unary product + loss-augmented Viterbi)"
+
+
+def main():
+    p = parser(__doc__)
+    p.add_argument("--passes", type=int, default=6)
+    p.add_argument("--repeats", type=int, default=1,
+                   help="rounds of all the fits and the floor; each row then gives the "
+                        "medians over the rounds, and the range of its ratio")
+    p.add_argument("--cache", default=os.path.join(os.path.dirname(__file__), ".cache"))
+    args = p.parse_args()
+    folder = prepare("conll2000", args.data_home, args.cache)
+    X, y = _load(folder, "train")
+    rounds = [_round(X, y, args.passes) for _ in range(args.repeats)]
+    rows = rounds[0]
+    if args.repeats > 1:
+        for k, row in enumerate(rows):
+            same = [r[k] for r in rounds]
+            for key, value in row.items():
+                if isinstance(value, float):
+                    row[key] = float(np.median([r[key] for r in same]))
+            ratios = [r["x_floor"] for r in same]
+            row["x_floor_range"] = f"{min(ratios):.3g}-{max(ratios):.3g}"
+            row["repeats"] = args.repeats
+    print_table(rows, ["solver", "pass_s", "x_floor", "x_floor_range", "first_s", "passes",
+                       "oracle_calls"])
     write_json(args.json, rows, args.run)
 
 
