@@ -267,3 +267,8 @@ def test_n_slack_gram_cache_matches_the_constraints():
                                    atol=1e-12)
     with pytest.raises(IndexError):
         solver.gram_cache.matrix(n)
+    # the sweeps give every feature its slot back
+    np.testing.assert_array_equal(solver.slot, -1)
+    solver.slot = solver.slot[1:]
+    with pytest.raises(ValueError, match="feature slots"):
+        solver.optimise(everything, 1e-9, max_sweeps=1)

@@ -130,11 +130,12 @@ class NSlackSolver:
         self.rescale, self.epsilon, self.n_jobs = rescale, epsilon, n_jobs
         self.indptr, self.indices, self.data = batch.csr_arrays
         self.token_loss = structure.token_loss(Y) if structure.loss_decomposes else None
-        n_states, n_features = structure.n_states_, structure.n_features_
+        n_features = structure.n_features_
         # the flat weights; WT and theta are views of it that the compiled sweeps update
         self.w = np.zeros(structure.size_joint_feature_)
         self.WT, self.theta = structure.split_weights(self.w)
-        self.scratch = np.zeros(n_features * n_states)
+        # (the sweeps' slots of an example's features, -1 between uses)
+        self.slot = np.full(n_features, -1, dtype=np.int32)
         self.bound = np.broadcast_to(np.asarray(C, dtype=np.float64), (batch.n_sequences,)).copy()
         self.constraints = NSlackConstraints()
         self.gram_cache = BlockGramCache(batch.n_sequences)

@@ -10,7 +10,8 @@ is optimised one block (example) at a time: the block's margins ``w . g_k`` are 
 CSR token rows, the block QP is solved by SMO with the rest fixed, and the weights ``W^T``
 (n_features x n_states) and pairwise parameters are updated in place. The block's Gram matrix
 does not depend on the weights: :class:`BlockGramCache` keeps it, and a sweep computes only the
-rows of the constraints added since the block was last visited.
+rows of the constraints added since the block was last visited (through an accumulator over
+the example's distinct features, whose slots the solver's ``slot`` array gives).
 
 The functions take the solver's state (:class:`~._n_slack.NSlackSolver`), whose arrays a
 typed :class:`_Constraints` binds once per call, as every compiled pass of the learners does.
@@ -24,6 +25,7 @@ from libc.string cimport memcpy
 
 from sklstruct._solvers._smo cimport smo_capped_simplices
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
+from sklstruct.learners._example_rows cimport release, sequence_sizes
 
 
 cdef class _Constraints:
@@ -186,15 +188,37 @@ cdef class BlockGramCache:
         return 0
 
 
-cdef void _block_gram(_Constraints c, BlockGramCache cache, int64_t blk,
-                      const int64_t *block, int64_t m, int64_t *serial, int64_t *old_position,
-                      float64_t *gram, float64_t[::1] scratch) noexcept nogil:
-    """Fill ``gram`` (m x m) with the Gram matrix of the constraints ``block[:m]``, taking the
-    entries of constraints already in the cached matrix of ``blk`` from it.
+cdef intp_t _assign_slots(_Constraints c, int64_t lo, int64_t hi, int32_t* slot,
+                         int32_t* touched) noexcept nogil:
+    """Give the distinct features of the tokens ``lo .. hi`` the slots ``0, 1, ...`` (in
+    ``slot``, -1 for the others: :func:`release` restores it), listed in ``touched``;
+    returns their count."""
+    cdef int64_t q
+    cdef int32_t j
+    cdef intp_t n = 0
+    for q in range(c.indptr[lo], c.indptr[hi]):
+        j = c.indices[q]
+        if slot[j] < 0:
+            slot[j] = <int32_t> n
+            touched[n] = j
+            n += 1
+    return n
+
+
+cdef intp_t _block_gram(_Constraints c, BlockGramCache cache, int64_t blk,
+                        const int64_t *block, int64_t m, int64_t lo, int64_t hi,
+                        int64_t *serial, int64_t *old_position, float64_t *gram,
+                        double *scratch, int32_t *slot, int32_t *touched) noexcept nogil:
+    """Fill ``gram`` (m x m) with the Gram matrix of the constraints ``block[:m]`` of the
+    example of tokens ``lo .. hi``, taking the entries of constraints already in the cached
+    matrix of ``blk`` from it; returns the number of the example's features given slots
+    (0 when every entry was cached).
 
     Serial numbers grow with the constraints' positions, so the cached constraints that remain
     are found by one merge of the two sorted lists. Each new constraint's row is computed
-    through the zeroed ``scratch`` accumulator (left zeroed).
+    through the zeroed accumulator ``scratch`` (a row of ``n_states`` per slot of the
+    example's features, left zeroed); the slots are assigned at the first new row and
+    released by the caller.
     """
     cdef int64_t u, v, k, kk, e, q, t, col, position = 0
     cdef int64_t n_states = c.WT.shape[1]
@@ -202,6 +226,7 @@ cdef void _block_gram(_Constraints c, BlockGramCache cache, int64_t blk,
     cdef const int64_t *old_serial = cache.serial[blk]
     cdef const float64_t *old_gram = cache.gram[blk]
     cdef float64_t diff
+    cdef intp_t n_slots = 0
     for u in range(m):
         serial[u] = c.serial[block[u]]
         while position < old_m and old_serial[position] < serial[u]:
@@ -219,11 +244,13 @@ cdef void _block_gram(_Constraints c, BlockGramCache cache, int64_t blk,
     for u in range(m):
         if old_position[u] >= 0:
             continue
+        if n_slots == 0:
+            n_slots = _assign_slots(c, lo, hi, slot, touched)
         k = block[u]
         for e in range(c.entry_ptr[k], c.entry_ptr[k + 1]):
             t = c.tok[e]
             for q in range(c.indptr[t], c.indptr[t + 1]):
-                col = c.indices[q] * n_states
+                col = slot[c.indices[q]] * n_states
                 scratch[col + c.true_state[e]] += c.scale[e] * c.data[q]
                 scratch[col + c.wrong_state[e]] -= c.scale[e] * c.data[q]
         for v in range(m):
@@ -234,7 +261,7 @@ cdef void _block_gram(_Constraints c, BlockGramCache cache, int64_t blk,
             for e in range(c.entry_ptr[kk], c.entry_ptr[kk + 1]):
                 t = c.tok[e]
                 for q in range(c.indptr[t], c.indptr[t + 1]):
-                    col = c.indices[q] * n_states
+                    col = slot[c.indices[q]] * n_states
                     diff += c.scale[e] * c.data[q] * (
                         scratch[col + c.true_state[e]] - scratch[col + c.wrong_state[e]])
             diff = c.add_pairwise_dot(k, kk, diff)
@@ -243,9 +270,10 @@ cdef void _block_gram(_Constraints c, BlockGramCache cache, int64_t blk,
         for e in range(c.entry_ptr[k], c.entry_ptr[k + 1]):
             t = c.tok[e]
             for q in range(c.indptr[t], c.indptr[t + 1]):
-                col = c.indices[q] * n_states
+                col = slot[c.indices[q]] * n_states
                 scratch[col + c.true_state[e]] = 0.0
                 scratch[col + c.wrong_state[e]] = 0.0
+    return n_slots
 
 
 def margins(solver, const int64_t[::1] which, float64_t[::1] out):
@@ -261,19 +289,20 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
           const int64_t[::1] order, float64_t tol, int64_t max_inner):
     """One pass of block coordinate ascent over the blocks listed in ``order``.
 
-    The solver's ``scratch`` is a zeroed work array of size ``n_features * n_states`` (left
-    zeroed) and its ``gram_cache`` a :class:`BlockGramCache` of its blocks. Returns the largest
-    pairwise KKT violation seen before the blocks' updates.
+    The solver's ``slot`` is an int32 array of one entry per feature, all -1 (left so), and
+    its ``gram_cache`` a :class:`BlockGramCache` of its blocks. Returns the largest pairwise
+    KKT violation seen before the blocks' updates.
     """
     cdef _Constraints c = _Constraints(solver)
     cdef BlockGramCache cache = solver.gram_cache
     cdef const float64_t[::1] offset = solver.constraints.offsets.data
     cdef float64_t[::1] alpha = solver.constraints.alpha.data
     cdef const float64_t[::1] bound = solver.bound
-    cdef float64_t[::1] scratch = solver.scratch
+    cdef int32_t[::1] slot = solver.slot
     cdef const int64_t[::1] offsets = solver.batch.offsets
-    cdef int64_t oi, blk, m, u, k, max_length = 0
+    cdef int64_t oi, blk, m, u, k
     cdef int64_t max_m = 0, blocks_since_check = 0
+    cdef intp_t max_length, max_nnz, n_slots
     cdef intp_t n_steps
     cdef intp_t group_ptr[2]
     cdef float64_t worst = 0.0, viol, slack
@@ -284,6 +313,10 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
     cdef int64_t *old_position
     cdef float64_t *memo
     cdef int64_t *memo_stamp
+    cdef double *scratch
+    cdef int32_t *touched
+    # (no feature at all is allowed: no entry then reads a slot)
+    cdef int32_t *slot_ptr = &slot[0] if slot.shape[0] > 0 else NULL
     cdef int failed = 0
     if cache.n_blocks != block_ptr.shape[0] - 1:
         raise ValueError("the Gram cache has %d blocks, the constraints %d"
@@ -291,11 +324,13 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
     if offsets.shape[0] != block_ptr.shape[0]:
         raise ValueError("the solver has %d examples, the constraints %d blocks"
                          % (offsets.shape[0] - 1, block_ptr.shape[0] - 1))
+    if slot.shape[0] != c.WT.shape[0]:
+        raise ValueError("the solver has %d feature slots for %d features"
+                         % (slot.shape[0], c.WT.shape[0]))
     for blk in range(block_ptr.shape[0] - 1):
         if block_ptr[blk + 1] - block_ptr[blk] > max_m:
             max_m = block_ptr[blk + 1] - block_ptr[blk]
-        if offsets[blk + 1] - offsets[blk] > max_length:
-            max_length = offsets[blk + 1] - offsets[blk]
+    sequence_sizes(&c.indptr[0], &offsets[0], offsets.shape[0] - 1, &max_length, &max_nnz)
     gram = <float64_t*> malloc(max_m * max_m * sizeof(float64_t) + 1)
     grad = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
     value = <float64_t*> malloc(max_m * sizeof(float64_t) + 1)
@@ -303,10 +338,13 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
     old_position = <int64_t*> malloc(max_m * sizeof(int64_t) + 1)
     memo = <float64_t*> malloc(max_length * c.WT.shape[1] * sizeof(float64_t) + 1)
     memo_stamp = <int64_t*> calloc(max_length * c.WT.shape[1] + 1, sizeof(int64_t))
+    scratch = <double*> calloc(max_nnz * c.WT.shape[1] + 1, sizeof(double))
+    touched = <int32_t*> malloc(max_nnz * sizeof(int32_t) + 1)
     group_ptr[0] = 0
     try:
         if (gram == NULL or grad == NULL or value == NULL or serial == NULL
-                or old_position == NULL or memo == NULL or memo_stamp == NULL):
+                or old_position == NULL or memo == NULL or memo_stamp == NULL
+                or scratch == NULL or touched == NULL):
             raise MemoryError("could not allocate the n-slack block workspace")
         with nogil:
             for oi in range(order.shape[0]):
@@ -329,8 +367,10 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
                     value[u] = alpha[k]
                 if slack <= 1e-12 * bound[blk]:  # rounding residue of a full block
                     slack = 0.0
-                _block_gram(c, cache, blk, &members[block_ptr[blk]], m, serial, old_position,
-                            gram, scratch)
+                n_slots = _block_gram(c, cache, blk, &members[block_ptr[blk]], m,
+                                      offsets[blk], offsets[blk + 1], serial, old_position,
+                                      gram, scratch, slot_ptr, touched)
+                release(slot_ptr, touched, n_slots)
                 if cache.store(blk, m, gram, serial) != 0:
                     failed = 1
                     break
@@ -356,4 +396,6 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
         free(old_position)
         free(memo)
         free(memo_stamp)
+        free(scratch)
+        free(touched)
     return worst
