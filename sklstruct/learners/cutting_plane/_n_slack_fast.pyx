@@ -23,7 +23,7 @@ from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy
 
-from sklstruct._solvers._smo cimport smo_capped_simplices
+from sklstruct._solvers._smo cimport _group_violation, smo_capped_simplices
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 from sklstruct.learners._example_rows cimport release, sequence_sizes
 
@@ -367,6 +367,12 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
                     value[u] = alpha[k]
                 if slack <= 1e-12 * bound[blk]:  # rounding residue of a full block
                     slack = 0.0
+                # a block within tol takes no SMO step: its Gram rows can wait
+                viol = _group_violation(grad, value, 0, m, slack)
+                if viol <= tol:
+                    if viol > worst:
+                        worst = viol
+                    continue
                 n_slots = _block_gram(c, cache, blk, &members[block_ptr[blk]], m,
                                       offsets[blk], offsets[blk + 1], serial, old_position,
                                       gram, scratch, slot_ptr, touched)
