@@ -153,3 +153,58 @@ def test_a_learner_without_structure_is_refused(treebank):
     (X, y), _ = treebank
     with pytest.raises(TypeError, match="structure parameter"):
         DependencyParser(learner=LogisticRegression()).fit(X, y)
+
+
+@pytest.mark.parametrize("relations", ["separate", "joint"])
+def test_relations_keep_their_kind(treebank, relations):
+    (X, y), _ = treebank
+    names = sorted({r for _, rels in y for r in rels})
+    code = {name: k + 1 for k, name in enumerate(names)}  # integer relations
+    y_int = [(heads, np.array([code[r] for r in rels])) for heads, rels in y]
+    parser = _fit(DependencyParser(relations=relations), X, y_int)
+    assert parser.relations_.dtype.kind == "i"
+    predictions = parser.predict(X)
+    assert all(isinstance(r, (int, np.integer)) for _, rels in predictions for r in rels)
+    scores = attachment_scores([t[0] for t in y_int], [p[0] for p in predictions],
+                               [t[1] for t in y_int], [p[1] for p in predictions])
+    assert scores["las"] >= 0.98  # (the predicted 1 is the true 1, not "1")
+
+
+@pytest.mark.parametrize("bad, kinds", [(["nsubj", 1], "number, str"),
+                                        ([None, None], "NoneType")])
+def test_relations_of_mixed_or_unusable_kinds_are_refused(bad, kinds):
+    X = [[{"form": "dogs", "postag": "NNS"}, {"form": "bark", "postag": "VBP"}]]
+    with pytest.raises(TypeError, match=kinds):
+        DependencyParser().fit(X, [([2, 0], bad)])
+
+
+@pytest.mark.parametrize("relations", ["separate", "joint"])
+def test_a_treebank_of_one_relation_predicts_it(treebank, relations):
+    (X, y), _ = treebank
+    y_one = [(heads, ["dep"] * len(heads)) for heads, _ in y]
+    parser = _fit(DependencyParser(relations=relations), X, y_one)
+    assert parser.relations_.tolist() == ["dep"] and parser.relation_learner_ is None
+    predictions = parser.predict(X[:5])
+    assert all(rels.tolist() == ["dep"] * len(rels) for _, rels in predictions)
+
+
+def test_one_token_sentences_have_nothing_to_learn():
+    X = [[{"form": "a", "postag": "A"}]] * 3
+    with pytest.raises(ValueError, match="nothing to learn"):
+        DependencyParser().fit(X, [[0]] * 3)
+
+
+def test_conllu_token_dicts_train_the_default_parser(treebank):
+    (X, y), _ = treebank
+    # CoNLL-U columns: upos and xpos, here xpos empty ("_") as in many treebanks
+    conllu = [[{"form": t["form"], "upos": t["postag"], "xpos": "_"} for t in sentence]
+              for sentence in X]
+    parser = _fit(DependencyParser(), conllu, y)
+    assert parser.features_.tag_ == "upos"
+    assert parser.score(conllu, y) == _fit(DependencyParser(), X, y).score(X, y)
+    with_xpos = [[{**t, "xpos": t["upos"]} for t in sentence] for sentence in conllu]
+    assert ArcFeatures().fit(with_xpos, y).tag_ == "xpos"
+    assert ArcFeatures(tag="upos").fit(with_xpos, y).tag_ == "upos"
+    untagged = [[{"form": t["form"]} for t in sentence] for sentence in X]
+    with pytest.raises(ValueError, match=r"ArcFeatures\(tag=\.\.\.\)"):
+        DependencyParser().fit(untagged, y)

@@ -14,6 +14,8 @@ from ._dependency_targets import split_trees
 from ._parts import PartRowsTransformerMixin
 
 _ROOT, _BEFORE, _AFTER = "<root>", "<s>", "</s>"
+# the keys of a token's tag that tag="auto" tries, in this order
+TAG_KEYS = ("postag", "xpos", "upos", "cpostag", "tag", "pos")
 
 
 class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
@@ -59,8 +61,11 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
     ----------
     word : str, default="form"
         Key of the token dicts that holds the word.
-    tag : str, default="postag"
-        Key that holds the part-of-speech tag (``"upos"`` or ``"xpos"`` for CoNLL-U).
+    tag : str, default="auto"
+        Key that holds the part-of-speech tag. ``"auto"``: the first of ``"postag"``,
+        ``"xpos"``, ``"upos"``, ``"cpostag"``, ``"tag"`` and ``"pos"`` that the first token
+        at fit has with a value other than ``"_"`` (CoNLL-X files give ``postag``, CoNLL-U
+        files ``xpos``, or ``upos`` when their ``xpos`` column is empty); ``tag_`` names it.
     extra : tuple of str, default=()
         Further keys of the token dicts used by the ``extra`` templates.
     lowercase : bool, default=True
@@ -75,6 +80,8 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
         The sorted hashes of the kept features; column ``j`` is ``vocabulary_[j]``.
     n_features_out_ : int
         Number of kept features.
+    tag_ : str
+        The key the tags were read from.
 
     Examples
     --------
@@ -85,7 +92,7 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
     [4]
     """
 
-    def __init__(self, *, word="form", tag="postag", extra=(), lowercase=True,
+    def __init__(self, *, word="form", tag="auto", extra=(), lowercase=True,
                  features_from="gold"):
         self.word = word
         self.tag = tag
@@ -107,12 +114,32 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
         if not isinstance(self.lowercase, (bool, np.bool_)):
             raise TypeError(f"lowercase must be True or False, got {self.lowercase!r}.")
 
+    def _resolve_tag(self, X):
+        """The key of the tags: ``tag``, or for ``"auto"`` the first of ``TAG_KEYS`` that the
+        first token of ``X`` has with a value other than ``"_"``."""
+        if self.tag != "auto":
+            return self.tag
+        first = None
+        if not isinstance(X, (str, Mapping)) and hasattr(X, "__len__"):
+            first = next((sentence[0] for sentence in X
+                          if not isinstance(sentence, (str, Mapping))
+                          and hasattr(sentence, "__len__") and len(sentence)
+                          and isinstance(sentence[0], Mapping)), None)
+        if first is None:
+            return TAG_KEYS[0]  # (no token: the checks of _columns say what is wrong)
+        for key in TAG_KEYS:
+            if key in first and first[key] != "_":
+                return key
+        raise ValueError(f"the first token has no part-of-speech tag among {TAG_KEYS} (it "
+                         f"has {sorted(first)}); name the key with ArcFeatures(tag=...), "
+                         "e.g. DependencyParser(features=ArcFeatures(tag=...)).")
+
     def _columns(self, X):
         """Per key, the values of every token of ``X`` with each sentence's root first;
         and the sentence lengths."""
         if isinstance(X, (str, Mapping)) or not hasattr(X, "__len__"):
             raise TypeError("X must be a list of sentences, each a list of token dicts.")
-        keys = [self.word, self.tag, *self.extra]
+        keys = [self.word, self.tag_, *self.extra]
         columns = {key: [] for key in keys}
         lengths = np.zeros(len(X), dtype=np.int64)
         for i, sentence in enumerate(X):
@@ -128,8 +155,10 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
                                     f"columns, got {type(token).__name__}.")
                 for key in keys:
                     if key not in token:
-                        raise ValueError(f"token {j + 1} of sentence {i} has no {key!r}; it "
-                                         f"has {sorted(token)}.")
+                        raise ValueError(
+                            f"token {j + 1} of sentence {i} has no {key!r}; it has "
+                            f"{sorted(token)} (ArcFeatures' word, tag and extra name the "
+                            "keys it reads).")
                     columns[key].append(str(token[key]))
         if self.lowercase:
             columns[self.word] = [w if w == _ROOT else w.lower() for w in columns[self.word]]
@@ -142,7 +171,7 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
         columns, lengths = self._columns(X)
         codes = {key: _codes(values) for key, values in columns.items()}
         starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
-        tag = codes[self.tag]
+        tag = codes[self.tag_]
         before, after = _codes([_BEFORE, _AFTER])
         previous = np.concatenate(([before], tag[:-1]))
         previous[starts] = before
@@ -172,6 +201,7 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
         self : ArcFeatures
         """
         self._check_params()
+        self.tag_ = self._resolve_tag(X)
         tokens, lengths, starts = self._tokens(X)
         if self.features_from == "gold":
             if y is None:

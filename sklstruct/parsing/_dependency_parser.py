@@ -6,10 +6,21 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._inference.dependency import check_heads
 from ..structures import DependencyTree
+from ..utils._sequences import check_label_kinds, label_kinds
 from ._arc_features import ArcFeatures
 from ._dependency_targets import split_trees
 from ._metrics import attachment_scores
 from ._parts import PartsParser, check_sentences
+
+
+def _relation_labels(relations):
+    """The relations of all tokens (an object array) as an array of their own kind: strings,
+    numbers or bools, never mixed (as an estimator's labels)."""
+    kinds = label_kinds(relations)
+    check_label_kinds(kinds)
+    if relations.size and not kinds <= {"str", "number", "bool"}:
+        raise TypeError(f"relations must be strings or numbers; got {', '.join(kinds)}.")
+    return np.asarray(relations.tolist())
 
 
 class DependencyParser(PartsParser):
@@ -65,9 +76,11 @@ class DependencyParser(PartsParser):
     learner_ : sklstruct estimator
         The fitted tree model.
     relation_learner_ : sklstruct estimator or None
-        The fitted relation model (``relations="separate"`` with relations in ``y``).
-    relations_ : ndarray of str or None
-        The relations seen at fit, sorted; None when ``y`` had heads only.
+        The fitted relation model (``relations="separate"`` with relations of at least two
+        kinds in ``y``; a treebank of one relation gets it on every arc).
+    relations_ : ndarray or None
+        The relations seen at fit, sorted, as given (strings or numbers; predictions return
+        them as they are); None when ``y`` had heads only.
 
     Examples
     --------
@@ -132,19 +145,24 @@ class DependencyParser(PartsParser):
             raise ValueError("X has no sentences.")
         all_heads = np.concatenate(heads)
         check_heads(all_heads, lengths, single_root=self.single_root)
-        features, rows, n_rows = self._fit_features(ArcFeatures(), X, y)
-        arcs = DependencyTree.arc_index(lengths, all_heads)
         states = relation_names = None
         if relations is not None:
-            flat_relations = np.concatenate(relations).astype(str)
-            relation_names, relation_codes = np.unique(flat_relations, return_inverse=True)
+            relation_names, relation_codes = np.unique(
+                _relation_labels(np.concatenate(relations)), return_inverse=True)
             if self.relations == "joint":
                 states = relation_codes + 1
+        features, rows, n_rows = self._fit_features(ArcFeatures(), X, y)
+        arcs = DependencyTree.arc_index(lengths, all_heads)
+        if arcs.shape[0] == rows.shape[0]:
+            raise ValueError("every candidate arc of the training sentences is in their "
+                             "trees (one-token sentences only): the parser has nothing to "
+                             "learn; train on sentences of two tokens or more.")
         labels = np.zeros(rows.shape[0], dtype=np.int64)
         labels[arcs] = 1 if states is None else states
         learner = self._fit_parts(rows, labels, n_rows, self._structure())
         relation_learner = None
-        if relations is not None and self.relations == "separate":
+        if relations is not None and self.relations == "separate" \
+                and relation_names.shape[0] > 1:
             relation_learner = self._learner_for("auto")
             relation_learner.fit(rows[arcs], relation_names[relation_codes])
         self.relations_ = relation_names
