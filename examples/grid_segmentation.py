@@ -6,8 +6,8 @@ minus non-negative costs on neighbouring pixels that disagree; decoding is an ex
 cut. ``M3NSimplicialDecomposition`` (Yu and Rousu 2007) trains it and keeps the edge weights
 non-negative. A per-pixel ``LinearSVC`` on the same features is the baseline.
 
-The images are read from ``../shared/data/weizmann_horse`` (or ``--data-home``); they are not
-shipped with the package.
+The images are read from ``weizmann_horse/`` in ``--data-home`` (default ``SKLSTRUCT_DATA``, or
+``../shared/data`` beside the project); they are not shipped with the package.
 """
 
 import argparse
@@ -22,7 +22,8 @@ from sklearn.svm import LinearSVC
 from sklstruct import GridStructure, M3NSimplicialDecomposition
 from sklstruct.datasets import grid_pixel_features, load_weizmann_horses
 
-DATA_HOME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+DATA_HOME = os.environ.get("SKLSTRUCT_DATA", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
 
 
 def scores(pred, truth):
