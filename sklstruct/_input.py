@@ -198,6 +198,13 @@ def _is_indicator_matrix(y):
         return False
 
 
+def _is_label_matrix(y):
+    """Whether ``y`` is an array or sparse matrix of two or more columns."""
+    if sp.issparse(y):
+        return y.shape[1] > 1
+    return isinstance(y, np.ndarray) and y.ndim == 2 and y.shape[1] > 1
+
+
 def check_indicator_matrix(y, n_samples, n_labels=None):
     """A 0/1 label matrix (n_samples, n_labels) as an int array; clear errors otherwise."""
     if sp.issparse(y):
@@ -263,6 +270,12 @@ class InputMixin:
                 raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
                                  "volumes.")
             X, slice_shapes, y = volume_rows(X, y)
+        elif isinstance(X, (list, tuple)) and len(X) and not sp.issparse(X[0]) \
+                and np.ndim(X[0]) > 4:
+            raise ValueError(
+                f"X[0] has {np.ndim(X[0])} dimensions; a list of sequences takes 2-D arrays "
+                "(n_tokens, n_features), of images 3-D ones (n_rows, n_cols, n_features) and "
+                "of volumes 4-D ones (n_slices, n_rows, n_cols, n_features).")
         if isinstance(X, PackedSequences):
             if flat_only:
                 raise ValueError(f"{flat_only}= is not used with PackedSequences, which hold "
@@ -341,8 +354,13 @@ class InputMixin:
         if self.structure == "auto":
             # a list of vectors with a list of label arrays reads as sequences meant as
             # 2-D matrices (refused with a message); an indicator matrix comes as an array
-            return _is_indicator_matrix(y) and not (
-                isinstance(X, (list, tuple)) and isinstance(y, (list, tuple)))
+            if isinstance(X, (list, tuple)) and isinstance(y, (list, tuple)):
+                return False
+            # (so does a malformed one beside a 2-D X, e.g. of fractions or NaN, which
+            # check_indicator_matrix then refuses by name)
+            return _is_indicator_matrix(y) or (
+                (sp.issparse(X) or isinstance(X, np.ndarray) and X.ndim == 2)
+                and _is_label_matrix(y))
         if self.structure.input_form == "multilabel":
             if y is not None and np.ndim(y) != 2:
                 raise ValueError(f"{type(self.structure).__name__} needs y as an indicator "

@@ -359,6 +359,7 @@ def _fitted(structure=None):
     (lambda X, y: ([X[0], X[1][..., :2]], y), "same number of features"),
     (lambda X, y: ([X[0], np.full_like(X[1], np.nan)], y), "NaN"),
     (lambda X, y: (X, [y[0], y[1] + 2 * (y[1] == 0)]), "binary"),
+    (lambda X, y: ([x[None] for x in X], [m[None] for m in y]), "X.0. has 5 dimensions"),
 ])
 def test_bad_volume_input_is_refused(make_input, match):
     X, y = _volumes([(2, 3, 3), (3, 2, 2)], seed=16)

@@ -203,6 +203,17 @@ def test_bad_multilabel_input_is_a_clear_error(y, message):
         M3NSimplicialDecomposition(MultiLabelStructure()).fit(X, y)
 
 
+@pytest.mark.parametrize("y, message", [
+    (np.full((10, 3), 0.5), "indicator matrix of 0s and 1s"),
+    (np.full((10, 3), "a"), "indicator matrix of 0s and 1s"),
+    (np.where(np.eye(10, 3) == 1, np.nan, 0.0), "NaN"),
+])
+def test_a_malformed_indicator_matrix_is_named_with_the_default_structure(y, message):
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    with pytest.raises(ValueError, match=message):
+        M3NSimplicialDecomposition().fit(X, y)
+
+
 def test_predict_checks_the_number_of_labels_and_features():
     X, Y = make_multilabel(6, n_samples=30)
     model = _fit(M3NSimplicialDecomposition(max_iter=20), X, Y)
