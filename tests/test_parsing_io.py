@@ -139,8 +139,11 @@ def test_read_conll_paths_gzip_and_encoding(tmp_path):
         f.write(text)
     for path in (plain, packed, str(packed)):
         assert read_conll(path, encoding="latin-1").sentences[0][0]["form"] == "Ñandú"
-    with pytest.raises(UnicodeDecodeError):  # the encoding is the caller's to give
+    # the encoding is the caller's to give; the error names the line and the option
+    with pytest.raises(ValueError, match=r"line 1 on is not valid utf-8.*encoding='latin-1'"):
         read_conll(plain)
+    with pytest.raises(ValueError, match="encoding="):
+        read_conll(packed)
     with open(plain, encoding="latin-1") as f:  # an open file keeps its own encoding
         assert read_conll(f).sentences[0][0]["lemma"] == "ñandú"
     with open(plain, "rb") as f, pytest.raises(TypeError, match="text mode"):

@@ -122,9 +122,9 @@ def read_conll(source, encoding="utf-8", columns="auto"):
     ValueError
         When a line has other than ten tab-separated columns, an id or head
         is not an integer, ids do not run 1, 2, ... within a sentence, or a
-        head lies outside 0..n or points at the token itself. The message
-        names the line (counted from 1). Heads are not checked to form a
-        tree.
+        head lies outside 0..n or points at the token itself, or the file
+        does not decode with ``encoding``. The message names the line
+        (counted from 1). Heads are not checked to form a tree.
 
     See Also
     --------

@@ -31,8 +31,20 @@ def open_text(source, encoding, mode="r"):
 
 
 def numbered_lines(handle):
-    """Yield ``(line_number, line)`` with the line ending removed (numbers from 1)."""
-    for number, line in enumerate(handle, 1):
+    """Yield ``(line_number, line)`` with the line ending removed (numbers from 1); a file
+    that does not decode is a ``ValueError`` naming the line and the ``encoding`` option."""
+    lines = iter(handle)
+    number = 0
+    while True:
+        try:
+            line = next(lines)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"the text from line {number + 1} on is not valid {exc.encoding} ({exc.reason}"
+                f"); pass the file's encoding, e.g. encoding='latin-1'.") from exc
+        number += 1
         if not isinstance(line, str):
             raise TypeError("The file is open in binary mode; open it in text mode.")
         yield number, line.rstrip("\r\n")
