@@ -102,6 +102,10 @@ def test_bad_input_is_a_clear_error():
         ArcFeatures(features_from="all").fit([[{"form": "a", "postag": "X"}, {"form": "b"}]])
     with pytest.raises(TypeError, match="token 1 of sentence 0 must be a dict"):
         ArcFeatures(features_from="all").fit([["a", "b"]])
+    for value in (float("nan"), 3, None):  # (never turned into a string)
+        with pytest.raises(TypeError, match="token 2 of sentence 0: 'form' must be a str"):
+            ArcFeatures(features_from="all").fit([[{"form": "a", "postag": "X"},
+                                                   {"form": value, "postag": "Y"}]])
     with pytest.raises(TypeError, match="list of sentences"):
         ArcFeatures(features_from="all").fit("a sentence")
     with pytest.raises(ValueError, match="needs the training trees"):

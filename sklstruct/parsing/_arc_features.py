@@ -159,7 +159,11 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
                             f"token {j + 1} of sentence {i} has no {key!r}; it has "
                             f"{sorted(token)} (ArcFeatures' word, tag and extra name the "
                             "keys it reads).")
-                    columns[key].append(str(token[key]))
+                    value = token[key]
+                    if not isinstance(value, str):
+                        raise TypeError(f"token {j + 1} of sentence {i}: {key!r} must be a "
+                                        f"str, got {type(value).__name__} {value!r}.")
+                    columns[key].append(value)
         if self.lowercase:
             columns[self.word] = [w if w == _ROOT else w.lower() for w in columns[self.word]]
         return columns, lengths
