@@ -206,7 +206,8 @@ def _is_label_matrix(y):
 
 
 def check_indicator_matrix(y, n_samples, n_labels=None):
-    """A 0/1 label matrix (n_samples, n_labels) as an int array; clear errors otherwise."""
+    """A 0/1 label matrix (n_samples, n_labels) as an array of its own dtype (bool, integer
+    or float); clear errors otherwise."""
     if sp.issparse(y):
         y = y.toarray()
     y = check_array(y, ensure_2d=True, dtype=None, input_name="y", ensure_min_features=1)
@@ -217,7 +218,7 @@ def check_indicator_matrix(y, n_samples, n_labels=None):
         raise ValueError(f"X has {n_samples} samples but y has {y.shape[0]} rows.")
     if n_labels is not None and y.shape[1] != n_labels:
         raise ValueError(f"y has {y.shape[1]} labels; the model was fitted with {n_labels}.")
-    return y.astype(np.int64)
+    return y
 
 
 def expand_label_rows(X, n_labels):

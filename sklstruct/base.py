@@ -135,7 +135,8 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         batch, y_flat, form = self._validate_input(X, y, lengths, reset=True,
                                                    sequence_ids=sequence_ids)
         if form == "multilabel":  # an indicator matrix: the states are always 0 and 1
-            classes, Y = np.array([0, 1]), y_flat.astype(np.intp)
+            # (predictions in y's dtype: bool, integer or float)
+            classes, Y = np.array([0, 1]).astype(y_flat.dtype), y_flat.astype(np.intp)
         else:
             y_flat = column_or_1d(y_flat, warn=True) if form in ("flat", "multiclass") \
                 else y_flat

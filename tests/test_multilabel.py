@@ -98,6 +98,16 @@ def test_sklearn_multilabel_conventions():
     assert scores.shape == (3,)
 
 
+@pytest.mark.parametrize("dtype", [bool, np.int32, np.float64])
+def test_predictions_have_the_dtype_of_y(dtype):
+    X, Y = make_multilabel(1, n_samples=40)
+    model = _fit(M3NSimplicialDecomposition(max_iter=20, random_state=0), X, Y.astype(dtype))
+    P = model.predict(X)
+    assert P.dtype == np.dtype(dtype) and model.classes_.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(
+        P, _fit(M3NSimplicialDecomposition(max_iter=20, random_state=0), X, Y).predict(X))
+
+
 def test_the_label_interaction_helps_on_copied_labels():
     X, Y = make_multilabel(2, n_samples=200)
     independent = _fit(M3NSimplicialDecomposition(MultiLabelStructure(pairs="independent"),
