@@ -72,11 +72,15 @@ def _check_not_feature_dicts(X):
 
 def _sequences_of_object_array(X):
     """A 1-D numpy object array whose elements are 2-D arrays or sparse matrices (what
-    ``np.array(list_of_matrices, dtype=object)`` gives) as the list of sequences it holds;
+    ``np.array(list_of_matrices, dtype=object)`` gives for sequences of different lengths)
+    as the list of sequences it holds, and a 3-D object array (what it gives when they all
+    have the same length) as the list of its 2-D slices, each in the dtype of its values;
     any other ``X`` unchanged."""
     if isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 1 and X.shape[0] and \
             all(sp.issparse(x) or np.ndim(x) == 2 for x in X):
         return list(X)
+    if isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 3 and X.shape[0]:
+        return [np.asarray(x.tolist()) for x in X]
     return X
 
 

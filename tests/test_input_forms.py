@@ -107,6 +107,19 @@ def test_object_array_of_sequences_is_the_list_form():
     assert model.score(as_objects, labels) == reference.score(X, y)
 
 
+def test_object_array_of_sequences_of_one_length_is_the_list_form():
+    X, y = make_chain_data(20, seed=0)
+    same = [x[:3] for x in X if len(x) >= 3]
+    labels = [t[:3] for t in y if len(t) >= 3]
+    as_objects = np.array(same, dtype=object)  # (numpy makes it 3-D)
+    assert as_objects.ndim == 3
+    model = StructSVMCuttingPlane().fit(as_objects, labels)
+    reference = StructSVMCuttingPlane().fit(same, labels)
+    np.testing.assert_array_equal(model.w_, reference.w_)
+    for a, b in zip(model.predict(as_objects), reference.predict(same)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_flat_x_without_lengths_is_multiclass_as_the_readme_says():
     X, y = make_chain_data(20, seed=0)
     flat, labels = np.vstack(X), np.concatenate(y)
