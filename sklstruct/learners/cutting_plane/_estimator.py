@@ -156,6 +156,14 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     token_map_ : LowRankKernelMap or None
         The fitted kernel feature map (``None`` for the linear kernel); ``coef_`` then holds
         weights on its ``k`` basis features.
+    n_inexact_examples_ : int
+        Training examples on which the structure's max-oracle may be approximate (graphs
+        with cycles beyond enumeration, decoded by TRW-S; the fit then warns that the gap of
+        ``history_`` certifies nothing); 0 otherwise.
+    inexact_gap_bound_ : float or None
+        Set when ``n_inexact_examples_ > 0``: a true, looser certificate, an upper bound on
+        the primal objective from the oracle's bounds (TRW-S's dual) minus the last dual
+        value; None when the structure gives no such bounds.
 
     Examples
     --------

@@ -112,6 +112,10 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         is zero (the model's token scores are ``K(x, X_fit_) @ dual_coef_``).
     transition_, start_, end_, temperature_
         As in :class:`StructSVMCuttingPlane`.
+    n_inexact_examples_, inexact_gap_bound_
+        As in :class:`StructSVMCuttingPlane`.
+    token_map_ : None
+        Always None here (:class:`StructSVMCuttingPlane`'s kernel maps set it).
     coef_ : ndarray of shape (n_classes, n_features)
         Linear kernel only (for two classes in the multiclass form shape (1, n_features), as
         in :class:`StructSVMCuttingPlane`).

@@ -115,6 +115,10 @@ class M3NExpGrad(BaseStructuredClassifier):
         As in :class:`StructSVMCuttingPlane`; ``n_iter_`` counts passes.
     transition_, start_, end_, temperature_
         As in :class:`StructSVMCuttingPlane`.
+    n_inexact_examples_, inexact_gap_bound_
+        As in :class:`StructSVMCuttingPlane`.
+    token_map_ : None
+        Always None here (:class:`StructSVMCuttingPlane`'s kernel maps set it).
     history_ : dict of ndarray
         Per check: ``primal``, ``dual``, ``gap``, ``time``, ``oracle_calls`` (calls of the
         marginal oracle on single examples, backtracking included), ``passes`` and ``eta``

@@ -153,6 +153,10 @@ class L1M3N(BaseStructuredClassifier):
         weights, so ``sklearn.feature_selection.SelectFromModel`` can use it.
     transition_, start_, end_, temperature_
         As in :class:`StructSVMCuttingPlane`.
+    n_inexact_examples_, inexact_gap_bound_
+        As in :class:`StructSVMCuttingPlane`.
+    token_map_ : None
+        Always None here (:class:`StructSVMCuttingPlane`'s kernel maps set it).
     beta_ : ndarray of shape (n_weights,)
         ``solver="em"``: the scales ``beta`` the next M-step would use (zero for discarded
         weights).

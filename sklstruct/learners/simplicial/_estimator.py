@@ -162,6 +162,10 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         sweeps' visits divided by ``n_samples``, rounded up).
     transition_, start_, end_, temperature_
         As in :class:`StructSVMCuttingPlane`.
+    n_inexact_examples_, inexact_gap_bound_
+        As in :class:`StructSVMCuttingPlane`.
+    token_map_ : None
+        Always None here (:class:`StructSVMCuttingPlane`'s kernel maps set it).
     history_ : dict of ndarray
         Per certificate: ``primal``, ``dual``, ``gap``, ``time``, ``oracle_calls`` (decodings
         of single examples, certificates included), ``passes`` and ``fw_gap`` (the summed
