@@ -147,6 +147,10 @@ def test_trees_that_do_not_fit_are_refused(fitted, toy):
     odd = tree_from_string("(S (VP (VBZ sleeps)) (NP (PRP it)))")
     with pytest.raises(ValueError, match="rule S -> VP\\+VBZ NP\\+PRP"):
         fitted.objective([[("sleeps", "VBZ"), ("it", "PRP")]], [odd])
+    # a label the grammar lacks is named as the tree has it
+    with pytest.raises(ValueError, match="phrasal label 'ZZZ'"):
+        fitted.objective([[("the", "DT"), ("big", "JJ"), ("red", "JJ"), ("dog", "NN")]],
+                         [tree_from_string("(ZZZ (DT the) (JJ big) (JJ red) (NN dog))")])
     with pytest.raises(ValueError, match="lexical label 'FRAG\\+VBZ'"):
         fitted.objective([[("sleeps", "VBZ")]], [tree_from_string("(FRAG (VBZ sleeps))")])
     assert np.isfinite(fitted.objective(X_test, y_test))

@@ -192,7 +192,12 @@ class TreeGrammar:
             a = self.index.get(label)
             kind = "lexical" if is_preterminal(node) else "phrasal"
             if a is None or not (self.lexical if kind == "lexical" else self.phrasal)[a]:
-                raise ValueError(f"{name} holds the {kind} label {label!r} over words "
+                # (the tree's own label: without the intermediate mark, the markovised
+                # siblings and the parent annotation of binarisation)
+                given = label.lstrip("@").split("|")[0].split("^")[0]
+                shown = repr(given) if given == label else \
+                    f"{given!r} ({label!r} after binarisation)"
+                raise ValueError(f"{name} holds the {kind} label {shown} over words "
                                  f"{start}..{end - 1}, which the grammar read at fit lacks.")
             if not is_preterminal(node) and self._rule_key(node) not in self.rule_index:
                 raise ValueError(
