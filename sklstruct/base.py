@@ -83,6 +83,8 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
     # whether the learner reads every loss it needs off loss_augmented_decode, so that it
     # trains structures whose loss does not decompose over tokens (``loss_decomposes``)
     _takes_oracle_losses = False
+    # whether the learner trains on the structure's marginals (the exp-oracle)
+    _trains_on_marginals = False
 
     def _rescale(self):
         """The rescaling of the structured hinge used by :meth:`objective`."""
@@ -185,6 +187,10 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         """
         inexact = np.asarray(self.structure_.inexact_examples(batch))
         self.n_inexact_examples_ = int(inexact.shape[0])
+        if inexact.shape[0] and self._trains_on_marginals \
+                and hasattr(self.structure_, "check_marginals"):
+            # (a refusal to train comes before a warning about the certificate)
+            self.structure_.check_marginals(batch)
         if inexact.shape[0]:
             warnings.warn(
                 f"{type(self.structure_).__name__}'s max-oracle may be approximate on "

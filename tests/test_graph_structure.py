@@ -182,6 +182,15 @@ def test_an_approximate_oracle_warns_and_is_recorded():
     assert model.inexact_gap_bound_ >= model.history_["gap"][-1] - 1e-9
 
 
+@pytest.mark.parametrize("learner", [M3NExpGrad, M3NExcessiveGap])
+def test_learners_on_marginals_refuse_loopy_graphs_before_warning(learner):
+    X, y = make_graphs(10, n_graphs=4, max_nodes=5, loopy=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # (no warning about the certificate)
+        with pytest.raises(ValueError, match="exact marginals"):
+            learner(GraphStructure(inference="trws"), max_iter=5).fit(X, y)
+
+
 def test_batches_carry_their_graphs_through_select_and_take():
     edges = ExampleArrays(np.array([[0, 1], [0, 1], [1, 2], [0, 1]]),
                           np.array([0, 1, 1, 3, 4]))

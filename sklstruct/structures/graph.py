@@ -339,13 +339,28 @@ class PairwiseGraphBase(BaseStructure):
 
     def _check_marginals(self, kernels):
         if not kernels.has_marginals:
-            methods = np.asarray(kernels.methods)
-            i = int(np.flatnonzero(methods >= _LOOPY_AUTO)[0])
-            raise ValueError(
-                f"{type(self).__name__} has exact marginals on forests and on graphs of at "
-                f"most max_enumeration={self.max_enumeration} labellings; example {i} is "
-                "neither (use a max-oracle learner: StructSVMCuttingPlane, "
-                "M3NSimplicialDecomposition or L1M3N).")
+            self._refuse_marginals(np.asarray(kernels.methods))
+
+    def check_marginals(self, batch):
+        """Raise the ``ValueError`` of :meth:`marginals` when an example of ``batch`` has no
+        exact marginals (a graph with cycles beyond ``max_enumeration``), before any is
+        computed.
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        """
+        methods = np.asarray(self._layout(batch).methods)
+        if np.any(methods >= _LOOPY_AUTO):
+            self._refuse_marginals(methods)
+
+    def _refuse_marginals(self, methods):
+        i = int(np.flatnonzero(methods >= _LOOPY_AUTO)[0])
+        raise ValueError(
+            f"{type(self).__name__} has exact marginals on forests and on graphs of at "
+            f"most max_enumeration={self.max_enumeration} labellings; example {i} is "
+            "neither (use a max-oracle learner: StructSVMCuttingPlane, "
+            "M3NSimplicialDecomposition or L1M3N).")
 
 
 class GraphStructure(PairwiseGraphBase):

@@ -150,6 +150,8 @@ class M3NExcessiveGap(BaseStructuredClassifier):
     [['a', 'b'], ['b', 'a', 'a']]
     """
 
+    _trains_on_marginals = True
+
     _parameter_constraints = {
         **BaseStructuredClassifier._parameter_constraints,
         "kernel": [StrOptions(_KERNELS), callable],

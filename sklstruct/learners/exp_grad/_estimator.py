@@ -143,6 +143,8 @@ class M3NExpGrad(BaseStructuredClassifier):
     [['a', 'b'], ['b', 'a', 'a']]
     """
 
+    _trains_on_marginals = True
+
     _parameter_constraints = {
         **BaseStructuredClassifier._parameter_constraints,
         "algorithm": [StrOptions({"auto", "online", "batch"})],
