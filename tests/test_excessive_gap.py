@@ -244,6 +244,25 @@ def test_adaptive_smoothing_stays_exact_at_small_mu():
         kernel.history_["gap"][-1] + linear.history_["gap"][-1] + 1e-9
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_a_linear_kernel_keeps_the_multiclass_intercepts(fit_intercept):
+    """With a kernel, fit_intercept adds the constant feature in the kernel's space: a
+    linear-kernel callable fits the linear model, intercepts included or not, as the cutting
+    plane's kernel maps do."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 3)) + 2.0  # (off-centre: the intercepts matter)
+    y = rng.integers(0, 3, size=60)
+    params = dict(C=1.0, tol=1e-6, max_iter=20000, fit_intercept=fit_intercept)
+    linear = _fit_quietly(M3NExcessiveGap(**params), X, y)
+    kernel = _fit_quietly(M3NExcessiveGap(kernel=lambda A, B: A @ B.T, **params), X, y)
+    assert abs(kernel.objective(X, y) - linear.objective(X, y)) <= \
+        kernel.history_["gap"][-1] + linear.history_["gap"][-1] + 1e-9
+    other = _fit_quietly(M3NExcessiveGap(**{**params, "fit_intercept": not fit_intercept}),
+                         X, y)
+    assert abs(kernel.objective(X, y) - other.objective(X, y)) > \
+        kernel.history_["gap"][-1] + other.history_["gap"][-1]
+
+
 def test_rbf_kernel_fits_a_problem_a_linear_model_cannot():
     rng = np.random.default_rng(0)
     X = [rng.normal(size=(int(rng.integers(2, 6)), 2)) for _ in range(40)]

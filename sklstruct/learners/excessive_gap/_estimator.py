@@ -51,8 +51,10 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         learn per-class intercepts as :class:`~sklearn.svm.LinearSVC` does: a constant
         feature of value 1 is appended to every sample, so the intercepts are regularised
         like the other weights (``intercept_``). Chain and grid models ignore it (they have
-        start, end and transition scores), and so do exact kernels (no constant feature is
-        passed to the kernel).
+        start, end and transition scores). With a non-linear kernel the constant feature
+        goes into the kernel's feature space, ``K(x, x') + 1``, so that the model is the one
+        :class:`StructSVMCuttingPlane`'s kernel maps fit (their basis features with a
+        constant column); its intercepts are then part of ``dual_coef_``.
     kernel : {"linear", "rbf", "poly"} or callable, default="linear"
         Kernel on token feature vectors (section 4.3): with a non-linear kernel ``w`` is kept
         implicitly through the marginals of ``beta_k`` (Theorem 9) and the token kernel matrix
@@ -210,7 +212,10 @@ class M3NExcessiveGap(BaseStructuredClassifier):
 
     def _kernel(self, A, B):
         gamma = self.gamma if self.gamma is not None else 1.0 / self.n_features_in_
-        return token_kernel(A, B, self.kernel, gamma, self.degree, self.coef0)
+        K = token_kernel(A, B, self.kernel, gamma, self.degree, self.coef0)
+        if getattr(self, "_kernel_intercept", False):  # (a constant feature: see fit_intercept)
+            K += 1.0
+        return K
 
     def _potentials(self, batch):
         if self._linear:
@@ -262,6 +267,8 @@ class M3NExcessiveGap(BaseStructuredClassifier):
 
     def _fit_batch(self, batch, Y, sample_weight):
         # fit takes no sample_weight, so every sequence weighs 1 here
+        self._kernel_intercept = bool(self.fit_intercept) and not self._linear and \
+            self.structure_.one_token_per_example
         geometry, token_norms = self._geometry(batch)
         if token_norms is None:
             token_norms = row_norms(batch.X)
