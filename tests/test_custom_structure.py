@@ -112,3 +112,16 @@ def test_a_missing_oracle_is_a_clear_error(model):
     X, y = _data()
     with pytest.raises(NotImplementedError, match="oracle"):
         model.fit(X, y)
+
+
+class _ShadowingLoss(BaseStructure):
+    """A structure whose parameter takes the name of a structure method."""
+
+    def __init__(self, loss="hamming"):
+        self.loss = loss
+
+
+def test_a_parameter_named_like_a_method_is_refused():
+    X, y = _data()
+    with pytest.raises(TypeError, match=r"\['loss'\] have the names of structure methods"):
+        StructSVMCuttingPlane(_ShadowingLoss()).fit(X, y)

@@ -78,7 +78,14 @@ class BaseStructure(BaseEstimator):
         structure : BaseStructure
             A new instance with ``n_features_``, ``n_states_`` and ``loss_weights_`` set.
         """
-        bound = self.__class__(**self.get_params(deep=False))
+        params = self.get_params(deep=False)
+        shadowed = sorted(name for name in params
+                          if callable(getattr(BaseStructure, name, None)))
+        if shadowed:
+            raise TypeError(f"{type(self).__name__}'s parameter(s) {shadowed} have the names "
+                            "of structure methods, which the stored values would replace; "
+                            "rename them.")
+        bound = self.__class__(**params)
         bound.n_features_ = int(n_features)
         bound.n_states_ = int(n_states)
         bound.loss_weights_ = _resolve_class_weight(

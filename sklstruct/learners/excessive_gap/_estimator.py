@@ -242,7 +242,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         needed = batch.n_tokens ** 2 * 8 / 2 ** 20
         if needed > self.kernel_memory_mb:
             raise ValueError(
-                f"The token kernel matrix would take {needed:.0f} MB for {batch.n_tokens} "
+                f"The token kernel matrix would take {needed:.3g} MB for {batch.n_tokens} "
                 f"tokens, above kernel_memory_mb={self.kernel_memory_mb}; raise the limit, "
                 "use fewer tokens or a low-rank kernel map (StructSVMCuttingPlane).")
         K = self._kernel(batch.X, batch.X)
