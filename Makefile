@@ -76,5 +76,6 @@ doc-nogallery: $(DOCS_STAMP)
 
 clean:
 	rm -rf build *.egg-info
+	rm -f $(STAMP)  # (the next make dev rebuilds the removed extensions)
 	find sklstruct -name "*.c" -o -name "*.so" -o -name "*.html" | xargs rm -f
 	rm -rf doc/_build doc/auto_examples doc/generated doc/_api_listing.rst doc/sg_execution_times.rst

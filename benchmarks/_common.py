@@ -15,7 +15,8 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_DATA_HOME = os.path.join(ROOT, "..", "shared", "data")
+DEFAULT_DATA_HOME = os.environ.get("SKLSTRUCT_DATA",
+                                   os.path.join(ROOT, "..", "shared", "data"))
 DEFAULT_RUN = "default"
 _LOAD_AT_START = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 

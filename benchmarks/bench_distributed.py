@@ -172,7 +172,7 @@ def run(config, args):
 
 
 def _as_shard(make, n_tokens, seed):
-    from sklstruct.distributed import _load
+    from sklstruct.learners.cutting_plane._sharded import _load
 
     return _load(make(n_tokens, seed))
 

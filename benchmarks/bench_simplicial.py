@@ -84,7 +84,9 @@ def dimension(args):
                 check_every=(10 if r == 1 else 5) if per_example else 1, random_state=0)
             memory = _fit(model, X, y)
             h = model.history_
-            row = {"blocks": blocks, "r": r, "working_set": model._resolved_working_set(len(X)),
+            # (the compiled passes visit one example at a time: per-example blocks on OCR)
+            row = {"blocks": blocks, "r": r,
+                   "working_set": model._resolved_working_set(len(X), compiled=per_example),
                    "fit_s": memory.seconds, "passes": model.n_iter_,
                    "oracle_calls": int(h["oracle_calls"][-1])}
             for threshold in (1e-1, 1e-2, 1e-3):
