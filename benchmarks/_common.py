@@ -3,6 +3,7 @@ results files."""
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -30,6 +31,16 @@ def parser(description):
                    help="name of this run in the --json file, whose other runs are kept "
                         f"(default: the experiment or data set, else {DEFAULT_RUN!r})")
     return p
+
+
+def not_installed(module, package):
+    """A message naming ``package`` when ``module`` cannot be imported, else None: the row of a
+    peer that is not installed, instead of a worker's traceback."""
+    if importlib.util.find_spec(module) is not None:
+        return None
+    message = f"{package} is not installed (pip install {package}): skipped"
+    print(message)
+    return message
 
 
 def ocr_fold1(data_home):

@@ -34,8 +34,9 @@ development set (training on wsj_0001-0139) among 0.1, 0.3, 1, 3, 10.
         [--quick] [--json PATH] [--run NAME]
 
 ``--quick`` shrinks every section (smaller training sets, fewer sizes) to a few minutes.
-The rows of every section are stored as a run (``default``, or ``quick`` with ``--quick``)
-of ``benchmarks/results/cfg.json`` (or ``--json``), beside the script's arguments.
+With ``--json PATH`` the rows of every section are stored as a run (``default``, or ``quick``
+with ``--quick``, or ``--run``) of PATH, beside the script's arguments (the committed run:
+``--json benchmarks/results/cfg.json``); without it nothing is written.
 """
 
 import csv
@@ -50,7 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, os.pardir))
 
-from _common import DEFAULT_RUN, ROOT, parser, print_table, write_json  # noqa: E402
+from _common import DEFAULT_RUN, parser, print_table, write_json  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from sklstruct import (  # noqa: E402
@@ -352,7 +353,6 @@ def main():
     p.add_argument("--learners", nargs="*", default=None,
                    help="substrings of the learners to run in 'learners' (default: all)")
     p.add_argument("--nltk-sentences", type=int, default=110)
-    p.set_defaults(json=os.path.join(ROOT, "benchmarks", "results", "cfg.json"))
     args = p.parse_args()
     if args.quick:
         args.sizes = [s for s in args.sizes if s <= 200]

@@ -1,8 +1,11 @@
 """Reproduce the shape of Joachims, Finley and Yu (2009)'s findings on our data.
 
-Prints tables, stores the rows (under ``table1``, ``cache``, ``tol``, ``C`` and ``scaling``) as
-a run of ``benchmarks/results/cutting_plane_paper.json`` (or ``--json``) and, with ``--plots
-DIR``, draws the figures into ``DIR`` (matplotlib, when installed):
+Prints tables, with ``--json PATH`` stores the rows (under ``table1``, ``cache``, ``tol``,
+``C`` and ``scaling``) as a run of PATH (the committed run: ``--json
+benchmarks/results/cutting_plane_paper.json``; ``--quick`` runs are named ``quick`` unless
+``--run`` says otherwise) and, with ``--plots DIR``, draws the figures into ``DIR``
+(matplotlib, when installed); ``--replot --plots DIR`` draws them from a stored run (of
+``benchmarks/results/cutting_plane_paper.json`` unless ``--json`` names another file):
 
 - Table 1: 1-slack (with the label cache) vs n-slack — wall time, calls of the separation
   oracle on single examples, support vectors (dual variables > 0) — on OCR letters (fold 1)
@@ -28,6 +31,8 @@ from _common import DEFAULT_RUN, ROOT, parser, print_table, pyplot, read_rows, w
 from sklstruct import ChainStructure, StructSVMCuttingPlane
 from sklstruct.datasets import load_conll2000, load_ocr_letters
 from sklstruct.preprocessing import SequenceVectorizer, window_features
+
+STORED = os.path.join(ROOT, "benchmarks", "results", "cutting_plane_paper.json")
 
 
 def fit(X, y, **params):
@@ -126,15 +131,15 @@ def main():
     p.add_argument("--plots", default=None, help="draw the figures into this folder")
     p.add_argument("--replot", action="store_true",
                    help="only draw the figures of the stored run (with --plots)")
-    p.set_defaults(json=os.path.join(ROOT, "benchmarks", "results", "cutting_plane_paper.json"))
     args = p.parse_args()
     if args.plots:
         os.makedirs(args.plots, exist_ok=True)
     if args.replot:
-        results = read_rows(args.json, args.run or DEFAULT_RUN)
+        path = args.json or STORED
+        results = read_rows(path, args.run or DEFAULT_RUN)
         if results is None or not args.plots:
             raise SystemExit(f"--replot needs --plots DIR and a run {args.run or DEFAULT_RUN!r} "
-                             f"in {args.json}")
+                             f"in {path}")
         plot(results, args.plots)
         return
     results = {
@@ -147,7 +152,7 @@ def main():
     for key, rows in results.items():
         print(f"\n== {key}")
         print_table(rows, list(rows[0]))
-    write_json(args.json, results, args.run)
+    write_json(args.json, results, args.run or ("quick" if args.quick else None))
     if args.plots:
         plot(results, args.plots)
 

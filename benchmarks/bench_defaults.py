@@ -53,7 +53,7 @@ import scipy.sparse as sp
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _common import ROOT, ocr_fold1, parser, peak_rss_mb, print_table, write_json  # noqa: E402
+from _common import ROOT, not_installed, ocr_fold1, parser, peak_rss_mb, print_table, write_json  # noqa: E402
 
 ESTIMATORS = ["StructSVMCuttingPlane", "M3NExpGrad", "M3NExcessiveGap", "L1M3N",
               "M3NSimplicialDecomposition"]
@@ -319,6 +319,10 @@ def _curve_callback(dataset, X_test, y_test, records, scoring):
 
 
 def run(system, dataset, folder, C, params, curve, timeout):
+    missing = system.startswith("crfsuite") and not_installed("sklearn_crfsuite",
+                                                              "sklearn-crfsuite")
+    if missing:
+        return {"system": system, "dataset": dataset, "error": missing}
     command = [sys.executable, os.path.abspath(__file__), "--worker", system, "--dataset",
                dataset, "--folder", folder, "--C", str(C), "--params", json.dumps(params)]
     try:

@@ -120,8 +120,8 @@ def run(config, args):
             sources = [client.scatter(p, workers=[workers[k % n_workers]], hash=False)
                        for k, p in enumerate(conll_shards(args.data_home, 2))]
         else:
-            sources = [client.submit(_as_shard, make_shard, n, seed, workers=[workers[k % n_workers]],
-                                     pure=False)
+            sources = [client.submit(_as_shard, make_shard, n, seed,
+                                     workers=[workers[k % n_workers]], pure=False)
                        for k, (n, seed) in enumerate([(half, 1), (args.tokens - half, 2)])]
         shards = ShardedSequences(client, sources, scattered=args.conll)
         waiting = [0.0]

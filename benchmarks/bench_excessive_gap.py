@@ -4,17 +4,20 @@ model.
 ``--experiment rate`` (OCR letters, train fold 1, C=0.1, chain without start/end biases)
     Runs M3NExcessiveGap (adaptive and worst-case smoothing), M3NExpGrad (online and batch) and
     StructSVMCuttingPlane (1-slack) for a fixed budget of iterations and plots the certified
-    duality gap against iterations and against wall time (``results/excessive_gap_rate.png``);
-    the rows are stored as run ``rate`` of ``results/excessive_gap.json`` unless ``--json``
-    says otherwise.
+    duality gap against iterations and against wall time. With ``--json PATH`` the rows are
+    stored as run ``rate`` (or ``--run``) of PATH and the plot is drawn beside it as
+    ``<PATH without .json>_rate.png`` (the committed run: ``--json
+    benchmarks/results/excessive_gap.json``).
     The slope of log(gap) against log(k) is fitted over the second half of each run (the seed's
     theory: about -2 for excessive gap, -1 for exponentiated gradient).
 ``--experiment kernel``
     Per-letter test accuracy of the kernelized model (section 4.3) trained on OCR fold 1 and
     tested on folds 0 and 2-9, beside the linear one.
 
-    python benchmarks/bench_excessive_gap.py --experiment rate [--iterations 2000]
-    python benchmarks/bench_excessive_gap.py --experiment kernel [--iterations 1000]
+    python benchmarks/bench_excessive_gap.py --experiment rate [--iterations 2000] [--json PATH]
+    python benchmarks/bench_excessive_gap.py --experiment kernel [--iterations 1000] [--json PATH]
+
+Without ``--json`` nothing is written.
 
 Time to a relative gap of 1e-2 / 1e-3, memory and accuracy on OCR and CoNLL-2000 beside the
 other learners: ``benchmarks/bench_exp_grad.py --experiment ocr|conll2000``.
@@ -26,13 +29,10 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from _common import ROOT, PeakMemory, parser, print_summary, print_table, pyplot, write_json
+from _common import PeakMemory, parser, print_summary, print_table, pyplot, write_json
 from sklstruct import ChainStructure, M3NExcessiveGap, M3NExpGrad, StructSVMCuttingPlane
 from sklstruct.datasets import load_ocr_letters
 from sklstruct.metrics import token_accuracy
-
-RESULTS = os.path.join(ROOT, "benchmarks", "results")
-
 
 def _ocr(data_home):
     words = load_ocr_letters(data_home)
@@ -86,9 +86,9 @@ def rate(args):
     print()
     print_table(rows, ["model", "fit_s", "peak_MB", "iterations", "final_rel_gap", "slope",
                        "test_accuracy"])
-    write_json(args.json or os.path.join(RESULTS, "excessive_gap.json"), rows,
-               args.run or "rate")
-    _plot(rows, os.path.join(RESULTS, "excessive_gap_rate.png"))
+    write_json(args.json, rows, args.run or "rate")
+    if args.json:
+        _plot(rows, os.path.splitext(args.json)[0] + "_rate.png")
 
 
 def _plot(rows, path):

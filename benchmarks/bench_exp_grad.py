@@ -11,9 +11,10 @@ Three experiments:
     (the seed used CoNLL-2003 English): the dual objective after each pass over the training
     set for batch EG, online EG (adaptive and fixed steps, uniform and biased initial
     potentials as in the seed's Figure 4(b)) and the cutting-plane learners.
-    Stores its rows as run ``figure4`` of ``results/exp_grad.json`` (unless ``--json`` says
-    otherwise) and draws ``results/exp_grad_figure4.png``; ``--replot`` redraws the plot from
-    that run.
+    With ``--json PATH`` its rows are stored as run ``figure4`` (or ``--run``) of PATH and the
+    plot is drawn beside it as ``<PATH without .json>_figure4.png`` (the committed run:
+    ``--json benchmarks/results/exp_grad.json``); ``--replot`` redraws the plot from the stored
+    run (of ``benchmarks/results/exp_grad.json`` unless ``--json`` names another file).
 ``--experiment ocr``
     OCR letters, train fold 1, test folds 0 and 2-9, C=0.1, chain without start/end biases.
 ``--experiment conll2000``
@@ -27,7 +28,8 @@ gives the wall time and passes at which the certified relative duality gap first
     python benchmarks/bench_exp_grad.py --experiment conll2000 [--max-passes 300]
     python benchmarks/bench_exp_grad.py --experiment figure4 [--passes 60] [--replot]
 
-Every run is stored under its ``--run`` name (default: the experiment) in the ``--json`` file.
+With ``--json PATH`` every run is stored under its ``--run`` name (default: the experiment) in
+PATH; without it nothing is written.
 """
 
 import os
@@ -44,7 +46,6 @@ from sklstruct.preprocessing import SequenceVectorizer, window_features
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 FIGURE4_JSON = os.path.join(RESULTS, "exp_grad.json")
-FIGURE4_PNG = os.path.join(RESULTS, "exp_grad_figure4.png")
 
 
 def _first(history, threshold):
@@ -156,12 +157,19 @@ def figure4(args):
         passes_axis = h["passes"] if "passes" in h else np.arange(1, len(h["dual"]) + 1)
         rows.append({"curve": name, "fit_s": m.seconds, "passes": passes_axis,
                      "dual": h["dual"], "primal": h["primal"], "time": h["time"]})
-        print(f"{name:36s} {m.seconds:7.2f} s  dual after pass 1/5/20/last: "
-              + " / ".join(f"{_at(passes_axis, h['dual'], k):.5g}"
-                           for k in (1, 5, 20, passes_axis[-1])))
-    write_json(args.json or FIGURE4_JSON, rows, args.run or "figure4")
-    _plot(rows, FIGURE4_PNG)
+        last = int(passes_axis[-1])
+        shown = [k for k in (1, 5, 20) if k < last] + [last]
+        print(f"{name:36s} {m.seconds:7.2f} s  dual after pass "
+              + "/".join(map(str, shown)) + ": "
+              + " / ".join(f"{_at(passes_axis, h['dual'], k):.5g}" for k in shown))
+    write_json(args.json, rows, args.run or "figure4")
+    if args.json:
+        _plot(rows, _figure4_png(args.json))
     return rows
+
+
+def _figure4_png(json_path):
+    return os.path.splitext(json_path)[0] + "_figure4.png"
 
 
 def _at(passes, values, k):
@@ -201,15 +209,17 @@ def main():
                    help="pass limit (1-slack: 20x as many iterations)")
     p.add_argument("--passes", type=int, default=60, help="passes in figure4")
     p.add_argument("--replot", action="store_true",
-                   help="figure4: redraw results/exp_grad_figure4.png from the stored run")
+                   help="figure4: redraw the plot from the stored run of --json "
+                        "(default benchmarks/results/exp_grad.json)")
     p.add_argument("--skip", nargs="*", default=[],
                    help="skip learners whose name contains one of these strings")
     args = p.parse_args()
     if args.replot:
-        rows = read_rows(args.json or FIGURE4_JSON, args.run or "figure4")
+        path = args.json or FIGURE4_JSON
+        rows = read_rows(path, args.run or "figure4")
         if rows is None:
-            raise SystemExit(f"no run {args.run or 'figure4'!r} in {args.json or FIGURE4_JSON}")
-        _plot(rows, FIGURE4_PNG)
+            raise SystemExit(f"no run {args.run or 'figure4'!r} in {path}")
+        _plot(rows, _figure4_png(path))
         return
     rows = {"ocr": ocr, "conll2000": conll2000, "figure4": figure4}[args.experiment](args)
     if args.experiment != "figure4":

@@ -42,7 +42,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _common import parser, peak_rss_mb, print_table, write_json  # noqa: E402
+from _common import not_installed, parser, peak_rss_mb, print_table, write_json  # noqa: E402
 
 CASES = ["baseline", "crfsuite-pa", "sklstruct", "forms"]
 
@@ -199,6 +199,9 @@ def worker(case, args):
 
 
 def run(case, args):
+    missing = case == "crfsuite-pa" and not_installed("sklearn_crfsuite", "sklearn-crfsuite")
+    if missing:
+        return {"case": case, "error": missing}
     command = [sys.executable, os.path.abspath(__file__), "--worker", case, "--data-home",
                args.data_home, "--repeats", str(args.repeats), "--crf-iterations",
                str(args.crf_iterations)]

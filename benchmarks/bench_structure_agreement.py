@@ -14,6 +14,9 @@ multi-label graphs of 4 labels). Problems:
 - ``hierarchy``: :class:`~sklstruct.MultiLabelStructure` with a 6-label hierarchy.
 
     python benchmarks/bench_structure_agreement.py [--C 1.0] [--json PATH]
+
+With ``--json PATH`` the rows are stored as a run of PATH (the committed run: ``--json
+benchmarks/results/structure_agreement.json``); without it nothing is written.
 """
 
 import os
@@ -126,8 +129,7 @@ def main():
     for problem, lower, upper, ok in verdicts:
         print(f"{problem:22s} optimum in [{lower:.6f}, {upper:.6f}]: learners "
               f"{'agree' if ok else 'DISAGREE'} within their certified gaps")
-    print_summary(rows, args.json or os.path.join(HERE, "results", "structure_agreement.json"),
-                  args.run)
+    print_summary(rows, args.json, args.run)
 
 
 if __name__ == "__main__":
