@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed
 help:
 	@echo "make demo   - train a chain structural SVM on the embedded OCR sample and print results"
 	@echo "make test   - run the test suite"
+	@echo "make dev    - build the extensions in place and install the package editable into .venv"
+	@echo "make test-debug - the test suite on a build with Cython's bounds and wraparound checks"
 	@echo "make bench  - run the benchmarks (needs ../shared/data)"
 	@echo "make doc    - build the documentation with the example gallery into doc/_build/html"
 	@echo "              (downloads CoNLL-2000 for the gallery when it is missing)"
@@ -32,13 +34,14 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+# the stamp goes first: whatever the tests do, the next `make dev` rebuilds without the checks
 test-debug: $(PY)
+	rm -f $(STAMP)
 	SKLSTRUCT_CYTHON_DEBUG=1 $(PY) -m pip install -q --no-build-isolation -e ".[tests]"
 	$(PY) -m pytest
-	rm -f $(STAMP)
 
 bench: $(STAMP)
-	$(PY) -m pip install -q ".[benchmarks]" --no-build-isolation
+	$(PY) -m pip install -q --no-build-isolation -e ".[benchmarks]"
 	$(PY) benchmarks/bench_oracles.py
 	$(PY) benchmarks/bench_chunking.py
 
