@@ -231,8 +231,11 @@ def main():
     p = parser(__doc__)
     p.add_argument("--experiment", choices=["dimension", "ocr", "conll2000", "horses"],
                    required=True)
-    p.add_argument("--max-passes", type=int, default=300)
-    p.add_argument("--budgets", type=int, nargs="*", default=[5, 10])
+    p.add_argument("--max-passes", type=int, default=300,
+                   help="pass limit of the long runs of 'conll2000' and 'horses' and of the "
+                        "single-block runs of 'dimension' ('ocr' has a limit per learner)")
+    p.add_argument("--budgets", type=int, nargs="*", default=[5, 10],
+                   help="'conll2000': the short pass budgets")
     p.add_argument("--C", type=float, default=0.1, help="C of the horses experiment")
     args = p.parse_args()
     rows = {"dimension": dimension, "ocr": ocr, "conll2000": conll2000,
