@@ -60,7 +60,8 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
 
     A fit runs on a staged copy of the estimator whose fitted attributes replace the
     estimator's own only when the fit completes: a fit that fails or is interrupted leaves the
-    estimator as it was.
+    estimator's fitted attributes as they were (a ``warm_start`` fit that fails drops the dual
+    state it was continuing, which its passes changed: the next fit starts afresh).
     """
 
     _parameter_constraints = {
@@ -125,7 +126,15 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         staged = object.__new__(type(self))
         # parameters and the warm-start state carry over; fitted attributes ("_" suffix) do not
         staged.__dict__.update({k: v for k, v in vars(self).items() if not k.endswith("_")})
-        staged._fit_staged(X, y, lengths, sample_weight, sequence_ids)
+        try:
+            staged._fit_staged(X, y, lengths, sample_weight, sequence_ids)
+        except BaseException:
+            if staged.__dict__.get("_warm_state_taken"):
+                # its passes changed the previous fit's dual state in place: it no longer
+                # matches the fitted attributes kept here, so the next fit starts afresh
+                self.__dict__.pop("_dual_state", None)
+            raise
+        staged.__dict__.pop("_warm_state_taken", None)
         self.__dict__ = staged.__dict__
         return self
 
@@ -266,6 +275,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         previous = getattr(self, "_dual_state", None)
         if previous is None or previous[0] != (settings, _digest(batch, Y, self.structure_)):
             return None
+        self._warm_state_taken = True
         return previous[1]
 
     def _keep_warm_state(self, settings, batch, Y, state):

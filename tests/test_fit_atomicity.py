@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from sklstruct import (ChainStructure, L1M3N, M3NExcessiveGap, M3NExpGrad,
@@ -110,3 +111,31 @@ def test_an_unfitted_estimator_stays_unfitted():
     with pytest.raises(KeyboardInterrupt):
         model.fit(X, y)
     assert not [k for k in vars(model) if k.endswith("_")]
+
+
+@pytest.mark.parametrize("model", [
+    M3NExpGrad(C=0.5, tol=0.2, warm_start=True, random_state=0),
+    M3NExpGrad(C=0.5, tol=0.2, warm_start=True, random_state=0, algorithm="batch"),
+    M3NSimplicialDecomposition(C=0.5, tol=0.2, warm_start=True, random_state=0),
+    M3NSimplicialDecomposition(C=0.5, tol=0.2, warm_start=True, random_state=0, max_points=1),
+    M3NSimplicialDecomposition(C=0.5, tol=0.2, warm_start=True, random_state=0,
+                               blocks="single"),
+], ids=repr)
+def test_interrupted_warm_start_leaves_no_changed_dual_state(model):
+    """A continued fit changes the previous dual state in place: when it is interrupted the
+    state is dropped with it, so the next fit equals a fit from scratch, not a continuation
+    of the interrupted passes."""
+    X, y = make_chain_data(n_sequences=20, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+        before = _snapshot(model)
+        model.set_params(tol=1e-9, max_iter=10**4, callback=_InterruptedCallback())
+        with pytest.raises(KeyboardInterrupt):
+            model.fit(X, y)
+        after = _snapshot(model)
+        assert all(after[key] is value for key, value in before.items())
+        model.set_params(tol=0.2, max_iter=1000, callback=None).fit(X, y)
+        fresh = clone(model).set_params(warm_start=False).fit(X, y)
+    np.testing.assert_array_equal(model.coef_, fresh.coef_)
+    assert model.n_iter_ == fresh.n_iter_ > 0
