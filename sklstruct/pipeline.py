@@ -42,6 +42,40 @@ class SequencePipeline(Pipeline):
     sklstruct.inspection.state_features : The top weighted features of each label.
     """
 
+    def fit(self, X, y=None, **params):
+        """Fit every step, as :meth:`sklearn.pipeline.Pipeline.fit`; a fit that fails or is
+        interrupted leaves every step as it was.
+
+        The vectoriser is refitted before the model sees the data, so a refit whose model
+        refuses the labels (or is interrupted) would otherwise leave a new vocabulary beside
+        the old model. The steps' own attributes are restored then (a step's fit replaces its
+        fitted attributes rather than changing them in place, as scikit-learn's do), and the
+        model keeps its previous fit (its fits are staged).
+
+        Parameters
+        ----------
+        X : list of list of dict
+            Sequences of per-token feature dicts.
+        y : list of list, default=None
+            The label sequences.
+        **params
+            Passed to :meth:`sklearn.pipeline.Pipeline.fit`.
+
+        Returns
+        -------
+        self : SequencePipeline
+            The fitted pipeline.
+        """
+        steps = list(self.steps)
+        states = [(step, dict(vars(step))) for _, step in steps if hasattr(step, "__dict__")]
+        try:
+            return super().fit(X, y, **params)
+        except BaseException:
+            for step, state in states:
+                step.__dict__ = state
+            self.steps = steps
+            raise
+
     def _named_parts(self):
         check_is_fitted(self)
         model = self.steps[-1][1]
@@ -52,7 +86,7 @@ class SequencePipeline(Pipeline):
         if len(names) != getattr(model, "n_features_in_", len(names)):
             raise ValueError(f"The vectoriser gives {len(names)} features but the model was "
                              f"fitted on {model.n_features_in_}: they come from different "
-                             "fits (a refit that failed after refitting the vectoriser?); "
+                             "fits (a vectoriser refitted on its own?); "
                              "fit the pipeline again.")
         return model, names
 

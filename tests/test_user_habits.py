@@ -381,15 +381,29 @@ def test_pipeline_state_features_of_a_two_class_model():
         {feature: weight for (feature, _), weight in named.items()}
 
 
-def test_state_features_of_a_pipeline_whose_refit_failed_are_a_clear_error():
-    """A refit that fails in the model after refitting the vectoriser leaves the two from
-    different fits: naming the weights is then an error that says so, not an IndexError (or,
-    with vocabularies of one size, weights paired with the wrong names)."""
+def test_a_pipeline_refit_that_fails_leaves_the_pipeline_as_it_was():
+    """The vectoriser is refitted before the model refuses the labels (or is interrupted):
+    the pipeline then restores it, so that it still predicts and names its weights as
+    before, instead of pairing a new vocabulary with the old model."""
     X = [[{"w": "the"}, {"w": "cat"}], [{"w": "a"}, {"w": "dog"}, {"w": "ran"}]]
     y = [["DT", "NN"], ["DT", "NN", "VB"]]
     tagger = make_sequence_pipeline(M3NSimplicialDecomposition(C=1.0)).fit(X, y)
-    assert ("w=cat", "NN") in tagger.state_features_
+    named, predicted = tagger.state_features_, tagger.predict(X)
+    vectorizer, model = tagger.steps[0][1], tagger.steps[1][1]
+
+    def interrupt(estimator, info):
+        raise KeyboardInterrupt
+
+    new_X = [[{"w": "x", "z": "q"}, {"w": "y"}]]
     with pytest.raises(TypeError):
-        tagger.fit([[{"w": "x", "z": "q"}, {"w": "y"}]], [[1, "a"]])
+        tagger.fit(new_X, [[1, "a"]])
+    tagger.set_params(m3nsimplicialdecomposition__callback=interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        tagger.fit(new_X, [["A", "B"]])
+    assert tagger.steps[0][1] is vectorizer and tagger.steps[1][1] is model
+    assert tagger.state_features_ == named
+    assert tagger.predict(X) == predicted
+    # a vectoriser refitted on its own still gives the clear error, not wrong names
+    vectorizer.fit(new_X)
     with pytest.raises(ValueError, match="different fits"):
         _ = tagger.state_features_
