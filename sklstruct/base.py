@@ -45,11 +45,12 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
 
     Outputs follow the input form.
 
-    In the multiclass form the estimator is a drop-in for :class:`~sklearn.svm.LinearSVC`:
-    with ``fit_intercept`` a constant feature of value 1 is appended to every sample (its
-    weights, regularised like the others, are ``intercept_``), ``coef_`` has shape
-    (1, n_features) for two classes, and ``predict_proba`` gives the (temperature-scaled)
-    softmax of the class scores.
+    With ``structure=MultiClass()`` the estimator is a drop-in for
+    :class:`~sklearn.svm.LinearSVC` (``multi_class="crammer_singer"``, the same ``C``; for two
+    classes ``LinearSVC(loss="hinge")`` at twice this ``C``): with ``fit_intercept`` a
+    constant feature of value 1 is appended to every sample (its weights, regularised like the
+    others, are ``intercept_``), ``coef_`` has shape (1, n_features) for two classes, and
+    ``predict_proba`` gives the (temperature-scaled) softmax of the class scores.
 
     scikit-learn stratifies the integer ``cv`` folds of classifiers by their labels, which
     sequence labels cannot be; so the estimators declare themselves classifiers to
