@@ -98,14 +98,16 @@ class Certificate:
         primal = self.last("primal")
         return self.last("gap") / abs(primal) if primal else np.nan
 
-    def check(self, iteration, primal, dual, oracle_calls, converged=None, w=None, **extra):
+    def check(self, iteration, primal, dual, oracle_calls, converged=None, w=None, note="",
+              **extra):
         """Record one check; return whether the fit stops here.
 
         ``converged`` overrides the relative-gap test (for learners with another stopping
         rule); a NaN primal (no certificate at this check) never converges by the gap. The
         callback gets a fitted copy of the estimator at a copy of ``w`` (the current weights,
         often an array the learner keeps updating) and ``info``: the check's row,
-        ``iteration`` and ``w``.
+        ``iteration`` and ``w``. ``note`` ends the check's ``verbose`` line (e.g. to tell a
+        second check of the same iteration from the first).
         """
         gap = primal - dual
         row = dict(primal=primal, dual=dual, gap=gap, time=self.elapsed(),
@@ -125,10 +127,10 @@ class Certificate:
                 row["time"] >= self.max_time:
             self.stop_reason = "max_time"
         stops = self.stop_reason is not None or iteration >= self.max_iter
-        self._print(iteration, row, stops, extra)
+        self._print(iteration, row, stops, extra, note)
         return self.stop_reason is not None
 
-    def _print(self, iteration, row, stops, extra):
+    def _print(self, iteration, row, stops, extra, note=""):
         """verbose=1: the first and last checks and at most one a second, skipping checks
         that certify nothing (no primal value); verbose=2: every check, with its extras."""
         primal, gap = row["primal"], row["gap"]
@@ -141,8 +143,8 @@ class Certificate:
                        if self.verbose >= 2)
         print(f"[{self.name}] {self.unit} {iteration:5d}  primal {primal:.6g}  "
               f"dual {row['dual']:.6g}  gap {gap:.3g} ({relative:.2e})  "
-              f"time {row['time']:.2f}s  oracle calls {int(row['oracle_calls'])}{more}",
-              flush=True)
+              f"time {row['time']:.2f}s  oracle calls {int(row['oracle_calls'])}{more}"
+              f"{'  ' + note if note else ''}", flush=True)
 
     def amend_last(self, primal, dual):
         """Make the last record certify other weights than the last iterate's: ``primal``

@@ -60,6 +60,20 @@ def test_verbose_prints_the_same_columns_for_every_learner(model, capsys):
     assert len(lines) <= 2 + history["time"][-1] / 1.0 + 1
 
 
+def test_a_second_check_of_the_same_iteration_says_what_it_certifies(capsys):
+    """At max_iter the 1-slack cutting plane's QP moves the weights after the iteration's
+    check, and a second check certifies the weights returned: its line says so."""
+    X, y = make_chain_data(n_sequences=20, seed=2)
+    model = fit_quietly(StructSVMCuttingPlane(variant="1-slack", tol=1e-9, max_iter=3,
+                                              verbose=1), X, y)
+    lines = capsys.readouterr().out.strip().splitlines()
+    first, second = LINE.match(lines[-2]), LINE.match(lines[-1])
+    assert first["count"] == second["count"] == "3"
+    assert first["more"] == ""
+    assert second["more"] == "  (the weights returned, after this iteration's QP)"
+    assert float(second["primal"]) == pytest.approx(model.history_["primal"][-1], rel=1e-5)
+
+
 def test_verbose_is_rate_limited_but_verbose_2_prints_every_check(capsys):
     X, y = make_chain_data(n_sequences=40, seed=3)
     quiet = fit_quietly(StructSVMCuttingPlane(variant="1-slack", tol=1e-6, verbose=1), X, y)

@@ -390,7 +390,8 @@ def solve_one_slack(structure, oracle, *, C, inactive_window, certificate):
         dual = float(alpha @ working_set.offsets) - 0.5 * norm2
         reason = certificate.stop_reason
         certificate.check(iteration, primal, dual, oracle_calls + n, w=w,
-                          n_constraints=len(working_set))
+                          n_constraints=len(working_set),
+                          note="(the weights returned, after this iteration's QP)")
         certificate.stop_reason = certificate.stop_reason or reason
     certificate.finish(iteration)
     return w, alpha
