@@ -252,6 +252,7 @@ class L1M3N(BaseStructuredClassifier):
         radius = l1_norm(w)
         if radius == 0.0:
             warnings.warn(f"{type(self).__name__}(solver='subgradient'): the default radius is "
-                          f"0 (the l1 model at C={self.C} has no non-zero weight), so every "
-                          "weight is 0; give a radius or a larger C.", UserWarning)
+                          f"0 (EM at C={self.C} and tol={self.tol} returned no non-zero "
+                          "weight; it can stop there before P1's optimum), so every weight "
+                          "is 0; give a radius, a smaller tol or a larger C.", UserWarning)
         return radius
