@@ -48,9 +48,10 @@ class SequencePipeline(Pipeline):
 
         The vectoriser is refitted before the model sees the data, so a refit whose model
         refuses the labels (or is interrupted) would otherwise leave a new vocabulary beside
-        the old model. The steps' own attributes are restored then (a step's fit replaces its
+        the old model. The other steps' attributes are restored then (a step's fit replaces its
         fitted attributes rather than changing them in place, as scikit-learn's do), and the
-        model keeps its previous fit (its fits are staged).
+        model keeps its previous fit itself (its fits are staged; a failed ``warm_start`` fit
+        drops the dual state it changed).
 
         Parameters
         ----------
@@ -67,7 +68,8 @@ class SequencePipeline(Pipeline):
             The fitted pipeline.
         """
         steps = list(self.steps)
-        states = [(step, dict(vars(step))) for _, step in steps if hasattr(step, "__dict__")]
+        states = [(step, dict(vars(step))) for _, step in steps[:-1]
+                  if hasattr(step, "__dict__")]
         try:
             return super().fit(X, y, **params)
         except BaseException:

@@ -407,3 +407,27 @@ def test_a_pipeline_refit_that_fails_leaves_the_pipeline_as_it_was():
     vectorizer.fit(new_X)
     with pytest.raises(ValueError, match="different fits"):
         _ = tagger.state_features_
+
+
+def test_a_failed_warm_refit_of_a_pipeline_keeps_no_changed_dual_state():
+    """The pipeline restores its vectoriser, not the model, whose failed warm fit dropped the
+    dual state it changed: the next fit equals a fit from scratch."""
+    X = [[{"w": w} for w in sentence.split()] for sentence in
+         ["the cat sat", "a dog ran off", "the dog sat", "a cat ran", "the cat ran off"]]
+    y = [["DT", "NN", "VB"], ["DT", "NN", "VB", "RP"], ["DT", "NN", "VB"], ["DT", "NN", "VB"],
+         ["DT", "NN", "VB", "RP"]]
+
+    def interrupt(estimator, info):
+        raise KeyboardInterrupt
+
+    model = M3NSimplicialDecomposition(C=1.0, tol=0.3, warm_start=True, random_state=0)
+    tagger = make_sequence_pipeline(model).fit(X, y)
+    tagger.set_params(m3nsimplicialdecomposition__tol=1e-9,
+                      m3nsimplicialdecomposition__callback=interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        tagger.fit(X, y)
+    tagger.set_params(m3nsimplicialdecomposition__tol=0.3,
+                      m3nsimplicialdecomposition__callback=None).fit(X, y)
+    fresh = make_sequence_pipeline(M3NSimplicialDecomposition(C=1.0, tol=0.3,
+                                                              random_state=0)).fit(X, y)
+    np.testing.assert_array_equal(tagger[-1].coef_, fresh[-1].coef_)
