@@ -276,8 +276,8 @@ def test_dual_states_of_many_labels_stay_within_the_token_arrays():
     structure = ChainStructure().bind(4, n_states)
     batch = SequenceBatch(np.vstack(X), offsets_from_lengths(np.full(n_sequences, 3)))
     assert per_example_tables_too_large(structure, batch, 1)
-    conll_shape = SequenceBatch(np.zeros((211727, 1)),
-                                offsets_from_lengths(np.full(8936, 211727 // 8936)))
+    conll_shape = SequenceBatch(np.zeros((8936 * 23, 1)),  # (211,727 tokens in 8,936)
+                                offsets_from_lengths(np.full(8936, 23)))
     assert not per_example_tables_too_large(ChainStructure().bind(1, 22), conll_shape, 2)
     for model in (M3NSimplicialDecomposition(max_points=1, max_iter=2, random_state=0),
                   M3NExpGrad(max_iter=2, random_state=0)):

@@ -40,6 +40,16 @@ class SequenceBatch:
         Per-example data beside the token rows (a graph's edges and edge features), each
         an :class:`ExampleArrays` with one block of rows per example; :meth:`select` and
         :meth:`take` carry them to sub-batches. Read them with :meth:`extra`.
+
+    Raises
+    ------
+    ValueError
+        When ``offsets`` do not split the rows of ``X`` (non-decreasing, from 0 to
+        ``X.shape[0]``) or a CSR ``X`` breaks its own format (an ``indptr`` that does not
+        grow to the number of stored entries, a column index outside ``[0, n_features)``, as
+        a matrix whose ``indices`` were changed after it was built has): the compiled code
+        reads the rows and columns these arrays name. Sub-batches of a checked batch
+        (:meth:`select`, :meth:`take`) are not checked again.
     """
 
     X: object
@@ -48,6 +58,20 @@ class SequenceBatch:
     output_offsets: object = None
     slice_shapes: object = None
     extras: object = None
+
+    def __post_init__(self):
+        _check_batch_arrays(self.X, self.offsets)
+
+    @classmethod
+    def _of_checked(cls, X, offsets, widths=None, output_offsets=None, slice_shapes=None,
+                    extras=None):
+        """A batch of arrays taken from a checked batch (rows of it): not checked again."""
+        batch = object.__new__(cls)
+        for name, value in (("X", X), ("offsets", offsets), ("widths", widths),
+                            ("output_offsets", output_offsets),
+                            ("slice_shapes", slice_shapes), ("extras", extras)):
+            object.__setattr__(batch, name, value)
+        return batch
 
     @property
     def n_tokens(self):
@@ -123,14 +147,43 @@ class SequenceBatch:
             lo, hi = int(self.offsets[indices[0]]), int(self.offsets[indices[-1] + 1])
             if lo == 0 and hi == self.n_tokens:
                 return self, np.arange(hi)
-            sub = SequenceBatch(_row_view(self.X, lo, hi),
-                                self.offsets[indices[0]: indices[-1] + 2] - lo,
-                                widths, slice_shapes=slice_shapes,
-                                extras=self._extras_of(indices))
+            sub = SequenceBatch._of_checked(_row_view(self.X, lo, hi),
+                                            self.offsets[indices[0]: indices[-1] + 2] - lo,
+                                            widths, slice_shapes=slice_shapes,
+                                            extras=self._extras_of(indices))
             return sub, np.arange(lo, hi)
         rows = token_rows(self.offsets, indices)
-        return SequenceBatch(self.X[rows], offsets_from_lengths(lengths), widths,
-                             slice_shapes=slice_shapes, extras=self._extras_of(indices)), rows
+        return SequenceBatch._of_checked(self.X[rows], offsets_from_lengths(lengths), widths,
+                                         slice_shapes=slice_shapes,
+                                         extras=self._extras_of(indices)), rows
+
+
+def _check_batch_arrays(X, offsets):
+    """Raise ``ValueError`` unless ``offsets`` split the rows of ``X`` and a CSR ``X`` keeps
+    its format (see :class:`SequenceBatch`): O(n_sequences + stored entries), a small part of
+    any pass over them."""
+    shape = getattr(X, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise ValueError(f"A batch's X must be 2-D (n_tokens, n_features); got "
+                         f"{type(X).__name__} of shape {shape}.")
+    offsets = np.asarray(offsets)
+    if offsets.ndim != 1 or offsets.shape[0] < 1 or offsets.dtype.kind not in "iu":
+        raise ValueError("A batch's offsets must be a 1-D integer array of n_sequences + 1 "
+                         f"entries; got {offsets.dtype} of shape {offsets.shape}.")
+    if offsets[0] != 0 or offsets[-1] != shape[0] or np.any(np.diff(offsets) < 0):
+        raise ValueError(f"A batch's offsets must grow from 0 to the {shape[0]} rows of X; "
+                         f"got {offsets[:5].tolist()}...{offsets[-1:].tolist()}.")
+    if not sp.issparse(X) or X.format != "csr":
+        return
+    indptr, indices = X.indptr, X.indices
+    if (indptr.shape[0] != shape[0] + 1 or indptr[0] != 0 or indptr[-1] != indices.shape[0]
+            or indices.shape[0] != X.data.shape[0] or np.any(np.diff(indptr) < 0)):
+        raise ValueError("A batch's CSR X breaks its format: its indptr does not grow from 0 "
+                         "to its number of stored entries.")
+    if indices.shape[0] and (indices.min() < 0 or indices.max() >= shape[1]):
+        raise ValueError(f"A batch's CSR X has column indices outside [0, {shape[1]}) (its "
+                         "indices were changed after it was built?): "
+                         f"min {int(indices.min())}, max {int(indices.max())}.")
 
 
 def _row_view(X, lo, hi):

@@ -157,7 +157,8 @@ def _token_rows(batch, tokens):
     when ``tokens`` is None."""
     if tokens is None:
         return batch
-    return SequenceBatch(batch.X[tokens], np.array([0, tokens.shape[0]], dtype=np.int64))
+    return SequenceBatch._of_checked(batch.X[tokens],
+                                     np.array([0, tokens.shape[0]], dtype=np.int64))
 
 
 def _direction(structure, batch, tokens, M, pairwise):

@@ -1,0 +1,62 @@
+"""A SequenceBatch built by hand is checked: the compiled code reads the rows and columns its
+arrays name, so broken offsets or a CSR matrix whose indices were changed after it was built
+are a ValueError, not a read outside the weights."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sklstruct import ChainStructure, GraphStructure, MultiClass
+from sklstruct.utils import SequenceBatch
+from sklstruct.utils._sequences import offsets_from_lengths
+
+
+def _csr(seed=0):
+    return sp.random(12, 5, density=0.5, format="csr", random_state=seed)
+
+
+def test_broken_offsets_are_refused():
+    X = _csr()
+    for offsets in ([0, 5, 3, 12], [1, 6, 12], [0, 6, 13], [0, -5, 12], [[0, 12]],
+                    np.array([0.0, 12.0]), []):
+        with pytest.raises(ValueError, match="offsets"):
+            SequenceBatch(X, np.asarray(offsets))
+
+
+def test_a_csr_matrix_changed_after_it_was_built_is_refused():
+    for change in ("high", "negative", "indptr"):
+        X = _csr()
+        if change == "high":
+            X.indices[0] = 10**7
+        elif change == "negative":
+            X.indices[-1] = -1
+        else:
+            X.indptr[3] = X.indptr[4] + 1
+        with pytest.raises(ValueError, match="CSR X"):
+            SequenceBatch(X, offsets_from_lengths([6, 6]))
+    with pytest.raises(ValueError, match="2-D"):
+        SequenceBatch(np.zeros(12), offsets_from_lengths([6, 6]))
+
+
+@pytest.mark.parametrize("structure", [ChainStructure(), MultiClass(), GraphStructure()],
+                         ids=repr)
+def test_structure_methods_refuse_a_changed_matrix_before_reading_it(structure):
+    """(These calls read the weights at the changed index and crashed the interpreter.)"""
+    X = _csr()
+    structure = structure.bind(5, 3)
+    w = np.ones(structure.size_joint_feature_)
+    X.indices[0] = 10**7
+    with pytest.raises(ValueError, match="column indices"):
+        structure.potentials(SequenceBatch(X, offsets_from_lengths([6, 6])), w)
+
+
+def test_sub_batches_of_a_checked_batch_share_its_rows():
+    X = _csr()
+    batch = SequenceBatch(X, offsets_from_lengths([3, 4, 5]))
+    sub, rows = batch.select([1, 2])
+    np.testing.assert_array_equal(rows, np.arange(3, 12))
+    assert sub.X.indices.base is not None  # a view of the batch's indices, not a copy
+    np.testing.assert_array_equal(sub.X.toarray(), X.toarray()[3:])
+    other = batch.take([2, 0])
+    np.testing.assert_array_equal(other.X.toarray(), X.toarray()[[7, 8, 9, 10, 11, 0, 1, 2]])
+    np.testing.assert_array_equal(other.offsets, [0, 5, 8])
