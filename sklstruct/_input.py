@@ -22,6 +22,7 @@ from .utils._sequences import (
     SequenceBatch,
     check_label_kinds,
     check_lengths,
+    check_sparse_arrays,
     check_token_matrix,
     flatten_labels,
     image_rows,
@@ -342,12 +343,14 @@ class InputMixin:
         if form == "multilabel":
             stacked = expand_label_rows(stacked, n_labels)
         offsets = offsets_from_lengths(seq_lengths)
+        # (the arrays of X were checked on the way in, the lengths by their readers)
         if np.all(seq_lengths > 0):
-            batch = SequenceBatch(stacked, offsets, widths, slice_shapes=slice_shapes,
-                                  extras=extras)
+            batch = SequenceBatch._of_checked(stacked, offsets, widths,
+                                              slice_shapes=slice_shapes, extras=extras)
         else:  # (images, volumes and graphs are never empty: their readers refuse it)
-            batch = SequenceBatch(stacked, offsets_from_lengths(seq_lengths[seq_lengths > 0]),
-                                  widths, output_offsets=offsets)
+            batch = SequenceBatch._of_checked(
+                stacked, offsets_from_lengths(seq_lengths[seq_lengths > 0]), widths,
+                output_offsets=offsets)
         return batch, y_flat, form
 
     def _reads_multilabel(self, X, y, reset):
@@ -413,12 +416,14 @@ class InputMixin:
         ``False``: from ``X`` itself."""
         params = dict(reset=reset, accept_sparse="csr", dtype=np.float64, order="C",
                       ensure_min_samples=0 if allow_empty else 1)
-        if names_of is not False:
+        if names_of is not False:  # (stack_sequences checked the arrays of X)
             X = check_array(X, input_name="X", **{k: v for k, v in params.items()
                                                    if k != "reset"})
             _check_n_features(self, X, reset=reset)
             _check_feature_names(self, X if names_of is None else names_of, reset=reset)
             return X, None
+        if sp.issparse(X):  # (before check_array converts it: scipy reads the indices)
+            check_sparse_arrays(X)
         if y is None:
             return validate_data(self, X, **params), None
         return validate_data(self, X, y, **params)

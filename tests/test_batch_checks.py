@@ -60,3 +60,51 @@ def test_sub_batches_of_a_checked_batch_share_its_rows():
     other = batch.take([2, 0])
     np.testing.assert_array_equal(other.X.toarray(), X.toarray()[[7, 8, 9, 10, 11, 0, 1, 2]])
     np.testing.assert_array_equal(other.offsets, [0, 5, 8])
+
+
+def _changed(kind):
+    """A 4 x 5 sparse matrix whose arrays were changed after it was built (scipy does not
+    check them again; its own conversions and products read out of bounds)."""
+    if kind == "csc_index":
+        A = sp.csc_matrix(np.ones((4, 5)))
+        A.indices[2] = 9_999_999
+        return A
+    if kind == "coo_col":
+        A = sp.coo_matrix(np.ones((4, 5)))
+        A.col[0] = 100
+        return A
+    A = sp.csr_matrix(np.ones((4, 5)))
+    if kind == "csr_index":
+        A.indices[0] = 10**6
+    elif kind == "csr_negative":
+        A.indices[3] = -2
+    elif kind == "csr_indptr":
+        A.indptr[2] = 100
+    elif kind == "csr_int64_wrap":  # column 2**32 + 1 read as column 1 after an int32 cast
+        A.indices = A.indices.astype(np.int64)
+        A.indptr = A.indptr.astype(np.int64)
+        A.indices[1] = 2**32 + 1
+    return A
+
+
+KINDS = ["csr_index", "csr_negative", "csr_indptr", "csr_int64_wrap", "csc_index", "coo_col"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_estimators_refuse_a_sparse_matrix_changed_after_it_was_built(kind):
+    from sklstruct import M3NExpGrad, StructSVMCuttingPlane
+
+    rng = np.random.default_rng(0)
+    good = [sp.csr_matrix(rng.random((4, 5))) for _ in range(6)]
+    y = [np.array([0, 1, 0, 1])] * 6
+    model = StructSVMCuttingPlane(C=0.1).fit(good, y)
+    X = [_changed(kind)] + good[1:]
+    with pytest.raises(ValueError, match="changed after it was built"):
+        M3NExpGrad(max_iter=2).fit(X, y)
+    with pytest.raises(ValueError, match="changed after it was built"):
+        model.predict(X)
+    flat = _changed(kind)
+    with pytest.raises(ValueError, match="changed after it was built"):
+        model.predict(flat, lengths=[4])
+    with pytest.raises(ValueError, match="changed after it was built"):
+        StructSVMCuttingPlane(C=0.1).fit(flat, np.array([0, 1, 0, 1]))

@@ -463,13 +463,16 @@ def stack_sequences(X, allow_empty=False):
         if not allow_empty and not np.all(shapes[:, 0] > 0):
             raise ValueError(f"Sequence {int(np.argmin(shapes[:, 0]))} of X is empty; every "
                              "sequence needs a token.")
-        return _stack_csr(X), shapes[:, 0]
+        stacked = _stack_csr(X)
+        check_sparse_arrays(stacked)  # (a block's broken arrays break the stacked ones)
+        return stacked, shapes[:, 0]
     any_sparse = False
     widths = set()
     blocks = []
     for i, x in enumerate(X):
         if sp.issparse(x):
             any_sparse = True
+            check_sparse_arrays(x, f"Sequence {i} of X")
             block = x
         else:
             try:
@@ -504,6 +507,41 @@ def stack_sequences(X, allow_empty=False):
 
 # a dense token matrix with at most this fraction of non-zeros is handled as CSR
 DENSE_TO_CSR_DENSITY = 0.1
+
+
+def check_sparse_arrays(X, name="X"):
+    """Raise ``ValueError`` when the arrays of a scipy.sparse matrix break its format.
+
+    scipy checks a CSR, CSC or BSR matrix's index pointers and column (row) indices only when
+    the matrix is built; arrays changed afterwards (``X.indices[0] = 10**6``) reach its own
+    conversions and products unchecked, and so the compiled code, which reads the weights at
+    those indices. Checked: the pointers grow from 0 to at most the stored entries, and the
+    indices (COO: rows and columns) lie in the matrix's shape. O(stored entries); other
+    formats pass.
+    """
+    fmt = getattr(X, "format", None)
+    if fmt in ("csr", "csc", "bsr"):
+        n_major, n_minor = X.shape if fmt != "csc" else X.shape[::-1]
+        if fmt == "bsr":
+            n_major //= X.blocksize[0]
+            n_minor //= X.blocksize[1]
+        indptr, indices = np.asarray(X.indptr), np.asarray(X.indices)
+        if (indptr.ndim != 1 or indptr.shape[0] != n_major + 1 or indptr[0] != 0
+                or indptr[-1] > indices.shape[0] or np.any(np.diff(indptr) < 0)):
+            raise ValueError(f"{name} is a {fmt.upper()} matrix whose indptr does not grow from "
+                             "0 to at most its stored entries (its arrays were changed after "
+                             "it was built?).")
+        used = indices[:indptr[-1]]
+        if used.shape[0] and (used.min() < 0 or used.max() >= n_minor):
+            raise ValueError(f"{name} is a {fmt.upper()} matrix with indices outside "
+                             f"[0, {n_minor}) (its arrays were changed after it was built?): "
+                             f"min {int(used.min())}, max {int(used.max())}.")
+    elif fmt == "coo" and X.nnz:
+        for axis, index in enumerate((X.row, X.col)):
+            if index.min() < 0 or index.max() >= X.shape[axis]:
+                raise ValueError(f"{name} is a COO matrix with {('row', 'column')[axis]} "
+                                 f"indices outside [0, {X.shape[axis]}) (its arrays were "
+                                 "changed after it was built?).")
 
 
 def _stack_csr(blocks):
@@ -541,6 +579,8 @@ def check_token_matrix(X, validated=False):
     (the same values; products with it then cost its non-zeros, not
     ``n_tokens * n_features``).
     """
+    if sp.issparse(X):
+        check_sparse_arrays(X)
     if not validated:
         X = check_array(
             X, accept_sparse="csr", dtype=np.float64, order="C", ensure_all_finite=True,
