@@ -159,6 +159,12 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         weights = check_sequence_weights(sample_weight, batch.n_sequences)
         self._check_oracle_exactness(batch)
         self.w_ = self._fit_batch(batch, Y, weights)
+        if not np.all(np.isfinite(self.w_)):  # (e.g. features near the largest double)
+            largest = float(abs(batch.X).max()) if batch.X.shape[0] else 0.0
+            raise ValueError(f"{type(self).__name__} produced non-finite weights: the "
+                             f"features (largest magnitude {largest:.3g}) overflow double "
+                             "precision in its sums; scale them (e.g. StandardScaler or "
+                             "MaxAbsScaler).")
         self.temperature_ = 1.0
         if self.n_inexact_examples_:
             self._certify_with_bounds(batch, Y, weights)

@@ -286,3 +286,18 @@ def test_dual_states_of_many_labels_stay_within_the_token_arrays():
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert peak < 150 * 2**20, (model, peak)
+
+
+def test_weights_that_overflow_are_an_error_not_a_fitted_model():
+    """Features near the largest double overflow M3NExpGrad's sums: its weights came back NaN
+    with only overflow warnings and a NaN certificate; the fit now fails and leaves the
+    estimator unfitted."""
+    rng = np.random.RandomState(0)
+    X = [rng.randn(4, 5) * 1e300 for _ in range(6)]
+    y = [rng.randint(3, size=4) for _ in range(6)]
+    model = M3NExpGrad(max_iter=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="non-finite weights.*overflow"):
+            model.fit(X, y)
+    assert not hasattr(model, "w_")
