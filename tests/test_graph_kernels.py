@@ -371,6 +371,8 @@ def test_check_graph_packs_graphs():
      r"graph 1, edge 1: edge_features contains NaN"),
     ([3, 0], [[(0, 1)], []], None, r"graph 1 has 0 nodes"),
     ([3], [[(0, 1, 2)]], None, r"graph 0: edges must have shape \(n_edges, 2\)"),
+    ([3, 3], [[(0, 1)], [(0, 1)]], [np.ones((1, 0)), np.ones((1, 0))],
+     r"an edge needs at least one feature"),
 ])
 def test_check_graph_names_the_bad_graph_and_edge(n_nodes, edges, features, message):
     with pytest.raises(ValueError, match=message):

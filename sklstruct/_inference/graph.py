@@ -203,6 +203,9 @@ def check_graph(n_nodes, edges, edge_features=None, *, feature_shape=None):
             shaped = shaped or [a for a in arrays if a.ndim >= 1]
             feature_shape = shaped[0].shape[1:] if shaped else ()
         feature_shape = tuple(feature_shape)
+        if 0 in feature_shape:
+            raise ValueError(f"edge_features have shape {feature_shape} per edge: an edge "
+                             "needs at least one feature (leave edge_features out for none).")
         for g, array in enumerate(arrays):
             expected = (edge_arrays[g].shape[0],) + feature_shape
             if array.size == 0 and expected[0] == 0:
