@@ -32,7 +32,7 @@ def test_a_csr_matrix_changed_after_it_was_built_is_refused():
             X.indices[-1] = -1
         else:
             X.indptr[3] = X.indptr[4] + 1
-        with pytest.raises(ValueError, match="CSR X"):
+        with pytest.raises(ValueError, match="A batch's X is a CSR matrix"):
             SequenceBatch(X, offsets_from_lengths([6, 6]))
     with pytest.raises(ValueError, match="2-D"):
         SequenceBatch(np.zeros(12), offsets_from_lengths([6, 6]))
@@ -46,8 +46,19 @@ def test_structure_methods_refuse_a_changed_matrix_before_reading_it(structure):
     structure = structure.bind(5, 3)
     w = np.ones(structure.size_joint_feature_)
     X.indices[0] = 10**7
-    with pytest.raises(ValueError, match="column indices"):
+    with pytest.raises(ValueError, match="indices outside"):
         structure.potentials(SequenceBatch(X, offsets_from_lengths([6, 6])), w)
+
+
+def test_a_csr_matrix_with_room_beyond_its_entries_is_a_valid_batch():
+    X = _csr()
+    n = X.nnz
+    roomy = X.copy()  # (arrays longer than indptr says: scipy prunes them when it builds)
+    roomy.indices = np.concatenate([X.indices, [99, -4]]).astype(X.indices.dtype)
+    roomy.data = np.concatenate([X.data, [7.0, 7.0]])
+    assert roomy.indptr[-1] == n < roomy.indices.shape[0]
+    batch = SequenceBatch(roomy, offsets_from_lengths([6, 6]))
+    np.testing.assert_array_equal(batch.X.toarray(), X.toarray())
 
 
 def test_sub_batches_of_a_checked_batch_share_its_rows():

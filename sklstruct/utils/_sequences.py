@@ -45,11 +45,10 @@ class SequenceBatch:
     ------
     ValueError
         When ``offsets`` do not split the rows of ``X`` (non-decreasing, from 0 to
-        ``X.shape[0]``) or a CSR ``X`` breaks its own format (an ``indptr`` that does not
-        grow to the number of stored entries, a column index outside ``[0, n_features)``, as
-        a matrix whose ``indices`` were changed after it was built has): the compiled code
-        reads the rows and columns these arrays name. Sub-batches of a checked batch
-        (:meth:`select`, :meth:`take`) are not checked again.
+        ``X.shape[0]``) or a sparse ``X`` breaks its own format (see
+        :func:`check_sparse_arrays`: a matrix whose arrays were changed after it was built):
+        the compiled code reads the rows and columns these arrays name. Sub-batches of a
+        checked batch (:meth:`select`, :meth:`take`) are not checked again.
     """
 
     X: object
@@ -159,9 +158,9 @@ class SequenceBatch:
 
 
 def _check_batch_arrays(X, offsets):
-    """Raise ``ValueError`` unless ``offsets`` split the rows of ``X`` and a CSR ``X`` keeps
-    its format (see :class:`SequenceBatch`): O(n_sequences + stored entries), a small part of
-    any pass over them."""
+    """Raise ``ValueError`` unless ``offsets`` split the rows of ``X`` and a sparse ``X``
+    keeps its format (see :class:`SequenceBatch`): O(n_sequences + stored entries), a small
+    part of any pass over them."""
     shape = getattr(X, "shape", None)
     if shape is None or len(shape) != 2:
         raise ValueError(f"A batch's X must be 2-D (n_tokens, n_features); got "
@@ -173,17 +172,8 @@ def _check_batch_arrays(X, offsets):
     if offsets[0] != 0 or offsets[-1] != shape[0] or np.any(np.diff(offsets) < 0):
         raise ValueError(f"A batch's offsets must grow from 0 to the {shape[0]} rows of X; "
                          f"got {offsets[:5].tolist()}...{offsets[-1:].tolist()}.")
-    if not sp.issparse(X) or X.format != "csr":
-        return
-    indptr, indices = X.indptr, X.indices
-    if (indptr.shape[0] != shape[0] + 1 or indptr[0] != 0 or indptr[-1] != indices.shape[0]
-            or indices.shape[0] != X.data.shape[0] or np.any(np.diff(indptr) < 0)):
-        raise ValueError("A batch's CSR X breaks its format: its indptr does not grow from 0 "
-                         "to its number of stored entries.")
-    if indices.shape[0] and (indices.min() < 0 or indices.max() >= shape[1]):
-        raise ValueError(f"A batch's CSR X has column indices outside [0, {shape[1]}) (its "
-                         "indices were changed after it was built?): "
-                         f"min {int(indices.min())}, max {int(indices.max())}.")
+    if sp.issparse(X):
+        check_sparse_arrays(X, "A batch's X")
 
 
 def _row_view(X, lo, hi):
