@@ -119,3 +119,53 @@ def test_estimators_refuse_a_sparse_matrix_changed_after_it_was_built(kind):
         model.predict(flat, lengths=[4])
     with pytest.raises(ValueError, match="changed after it was built"):
         StructSVMCuttingPlane(C=0.1).fit(flat, np.array([0, 1, 0, 1]))
+
+
+def _fitted_forms():
+    """(name, model, X, y) for a tiny fit of every token-state input form."""
+    from sklstruct import M3NSimplicialDecomposition
+
+    from ._helpers import make_chain_data
+
+    rng = np.random.default_rng(0)
+    X_chain, y_chain = make_chain_data(n_sequences=6, seed=1)
+    X_flat, y_flat = rng.normal(size=(30, 4)), rng.integers(0, 3, 30)
+    graphs = [(rng.normal(size=(4, 3)), np.array([[0, 1], [1, 2], [2, 3], [3, 0]]))
+              for _ in range(6)]
+    y_graphs = [rng.integers(0, 2, 4) for _ in range(6)]
+    images = [rng.normal(size=(3, 4, 2)) for _ in range(4)]
+    masks = [rng.integers(0, 2, (3, 4)) for _ in range(4)]
+    Y_multi = rng.integers(0, 2, (30, 3))
+    forms = [("chain", X_chain, y_chain), ("multiclass", X_flat, y_flat),
+             ("graph", graphs, y_graphs), ("grid", images, masks),
+             ("multilabel", X_flat, Y_multi)]
+    for name, X, y in forms:
+        yield name, M3NSimplicialDecomposition(max_iter=2).fit(X, y), X, y
+
+
+def test_oracles_refuse_labellings_outside_the_states():
+    """A negative state indexed the last states silently (every structure but the chain's),
+    and a too-large one raised numpy's IndexError."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = list(_fitted_forms())
+    for name, model, X, y in fitted:
+        structure = model.structure_
+        batch = model._validate_input(X, y, reset=False)[0]
+        Y = model._encode_known(np.asarray(model._validate_input(X, y, reset=False)[1]))
+        Y = np.asarray(Y, dtype=np.intp).reshape(-1)
+        unary, pairwise = structure.potentials(batch, model.w_)
+        np.testing.assert_array_equal(structure.check_labels(batch, Y), Y)
+        for bad, message in ((np.where(np.arange(Y.shape[0]) == 0, -1, Y), r"lie in \[0"),
+                             (np.full_like(Y, structure.n_states_), r"lie in \[0"),
+                             (Y[:-1], "one state per token"),
+                             (Y.astype(float), "integer states")):
+            with pytest.raises(ValueError, match=message):
+                structure.score(batch, unary, pairwise, bad)
+            with pytest.raises(ValueError, match=message):
+                structure.loss_augmented_decode(batch, unary, pairwise, bad)
+            if structure.n_pairwise_:
+                with pytest.raises(ValueError, match=message):
+                    structure.pairwise_statistics(batch, bad)

@@ -245,6 +245,37 @@ class BaseStructure(BaseEstimator):
         M[np.arange(labels.shape[0]), labels] = 1.0
         return M
 
+    def check_labels(self, batch, Y):
+        """``Y`` as an integer array of one state in ``[0, n_states_)`` per token of
+        ``batch``: what the oracles index with (a negative state would silently stand for
+        the last ones).
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        Y : array-like of int of shape (n_tokens,)
+
+        Returns
+        -------
+        Y : ndarray of int of shape (n_tokens,)
+
+        Raises
+        ------
+        ValueError
+            When ``Y`` has another shape, is not of integers, or holds a state outside
+            ``[0, n_states_)``.
+        """
+        Y = np.asarray(Y)
+        if Y.shape != (batch.n_tokens,):
+            raise ValueError(f"Y must hold one state per token ({batch.n_tokens}); got shape "
+                             f"{Y.shape}.")
+        if Y.dtype.kind not in "iu":
+            raise ValueError(f"Y must hold integer states; got dtype {Y.dtype}.")
+        if Y.shape[0] and (Y.min() < 0 or Y.max() >= self.n_states_):
+            raise ValueError(f"Y must lie in [0, {self.n_states_}), the range of states; got "
+                             f"[{int(Y.min())}, {int(Y.max())}].")
+        return Y
+
     def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
         """Pairwise part of ``sum_i weights_i Psi(x_i, y_i)``, shape (n_pairwise,).
 
@@ -430,6 +461,7 @@ class BaseStructure(BaseEstimator):
         -------
         scores : ndarray of shape (n_sequences,)
         """
+        Y = self.check_labels(batch, Y)
         return batch.sum_per_sequence(unary[np.arange(Y.shape[0]), Y]) \
             + self.pairwise_scores(batch, Y, pairwise)
 

@@ -102,6 +102,7 @@ class LatticeStructure(BaseStructure):
 
     # ----------------------------------------------------------------- features
     def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
+        Y = self.check_labels(batch, Y)
         k = self.n_edge_features_
         stats = np.zeros((batch.n_sequences, self.n_pairwise_))
         sequence = batch.sequence_index
@@ -128,6 +129,7 @@ class LatticeStructure(BaseStructure):
         if rescale != "margin":
             raise ValueError(f"{type(self).__name__} supports margin rescaling only (slack-"
                              "rescaled loss-augmented decoding is not a minimum cut).")
+        Y = self.check_labels(batch, Y)
         if token_loss is None:
             token_loss = self.token_loss(Y)
         labels = self._cut(batch, unary + token_loss, self._edge_costs(batch, pairwise),

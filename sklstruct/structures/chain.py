@@ -87,6 +87,7 @@ class ChainStructure(BaseStructure):
 
     def pairwise_statistics(self, batch, Y, weights=None, per_sequence=False):
         S, P = self.n_states_, self.n_pairwise_
+        Y = self.check_labels(batch, Y)
         seq, left, right = self._inner_pairs(batch, Y)
         first, last = Y[batch.offsets[:-1]], Y[batch.offsets[1:] - 1]
         if per_sequence:
@@ -159,6 +160,7 @@ class ChainStructure(BaseStructure):
     def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
                               token_loss=None):
         check_rescale(rescale)
+        Y = self.check_labels(batch, Y)
         transition, start, end = self.pairwise_parameters(pairwise)
         return chain_kernels.loss_augmented_viterbi(
             unary, batch.offsets, transition, start, end, Y, rescale=rescale, n_jobs=n_jobs,

@@ -183,6 +183,7 @@ class PairwiseGraphBase(BaseStructure):
     # ----------------------------------------------------------------- features
     def _entries(self, batch, Y):
         """Example, pairwise index and value of every edge-feature entry of ``Y``."""
+        Y = self.check_labels(batch, Y)
         layout = self._layout(batch)
         edges, edge_offsets = layout.edges, layout.edge_offsets
         example_of_edge = np.repeat(np.arange(batch.n_sequences), np.diff(edge_offsets))
@@ -291,6 +292,7 @@ class PairwiseGraphBase(BaseStructure):
         if rescale != "margin":
             raise ValueError(f"{type(self).__name__} supports margin rescaling only (its "
                              "slack-rescaled decoding is not a pairwise MAP problem).")
+        Y = self.check_labels(batch, Y)
         if token_loss is None:
             token_loss = self.token_loss(Y)
         labels, _, _ = self.decode_with_bounds(batch, unary + token_loss, pairwise, n_jobs)

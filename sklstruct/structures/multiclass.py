@@ -47,6 +47,7 @@ class MultiClass(BaseStructure):
                               token_loss=None):
         check_rescale(rescale)
         self._check_single(batch)
+        Y = self.check_labels(batch, Y)
         rows = np.arange(Y.shape[0])
         cost = self.token_loss(Y) if token_loss is None else token_loss
         if rescale == "margin":
