@@ -169,3 +169,73 @@ def test_oracles_refuse_labellings_outside_the_states():
             if structure.n_pairwise_:
                 with pytest.raises(ValueError, match=message):
                     structure.pairwise_statistics(batch, bad)
+
+
+def _parsing_structures():
+    """(name, structure, batch, Y) of a dependency and a constituency problem."""
+    from sklstruct._inference.cfg import Grammar
+    from sklstruct.structures import ConstituencyTree, DependencyTree
+    from sklstruct.utils._sequences import SequenceBatch
+
+    from ._cfg_reference import random_cfg_problem
+
+    spec, X, Y, lengths, _ = random_cfg_problem(0, n_features=3)
+    grammar = Grammar(**spec)
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    for loss in ("brackets", "zero_one"):
+        tree = ConstituencyTree(grammar, loss_type=loss).bind(3, grammar.n_labels + 1)
+        yield f"cfg-{loss}", tree, SequenceBatch(X, offsets), Y
+    dependency = DependencyTree().bind(2, 3)
+    rows = np.array([9, 4])  # sentences of 3 and 2 words: n * n arc rows each
+    batch = SequenceBatch(np.random.default_rng(0).normal(size=(13, 2)),
+                          np.concatenate(([0], np.cumsum(rows))).astype(np.int64))
+    unary = np.random.default_rng(1).normal(size=(13, 3))
+    yield "dependency", dependency, batch, dependency.decode(batch, unary, np.zeros(0))
+
+
+PARSING_CASES = list(_parsing_structures())
+
+
+@pytest.mark.parametrize("name, structure, batch, Y", PARSING_CASES,
+                         ids=[case[0] for case in PARSING_CASES])
+def test_parsing_structures_refuse_labellings_outside_the_states(name, structure, batch, Y):
+    """The parsers' oracles and losses indexed a negative state as the last one, raised
+    numpy's IndexError on a too-large one, and the grammar's rule counts read past the end
+    of a too-short labelling."""
+    unary = np.random.default_rng(2).normal(size=(batch.n_tokens, structure.n_states_))
+    pairwise = np.zeros(structure.n_pairwise_)
+    for bad, message in ((np.where(np.arange(Y.shape[0]) == 0, -1, Y), r"lie in \[0"),
+                         (np.full_like(Y, structure.n_states_), r"lie in \[0"),
+                         (Y[:-1], "one state per token"),
+                         (Y.astype(float), "integer states")):
+        calls = [lambda: structure.loss_augmented_decode(batch, unary, pairwise, bad),
+                 lambda: structure.loss(batch, Y, bad), lambda: structure.loss(batch, bad, Y),
+                 lambda: structure.score(batch, unary, pairwise, bad)]
+        if structure.loss_decomposes:
+            calls.append(lambda: structure.max_loss(batch, bad))
+        if structure.n_pairwise_:
+            calls.append(lambda: structure.pairwise_statistics(batch, bad))
+        for call in calls:
+            with pytest.raises(ValueError, match=message):
+                call()
+
+
+def test_tree_rules_refuses_arrays_of_another_length():
+    """The compiled rule counts read ``states`` and wrote ``rules`` without bounds."""
+    from sklstruct._inference._cfg_kernels import tree_rules
+    from sklstruct._inference.cfg import Grammar
+
+    from ._cfg_reference import random_cfg_problem
+
+    spec, _, Y, _, n_words = random_cfg_problem(0, n_features=3)
+    grammar = Grammar(**spec)
+    n_words = np.asarray(n_words, dtype=np.int64)
+    rules = np.empty(int(np.sum(n_words - 1)), dtype=np.int64)
+    Y = np.ascontiguousarray(Y, dtype=np.int64)
+    assert tree_rules(Y, n_words, grammar, rules) == -1
+    with pytest.raises(ValueError, match="spans"):
+        tree_rules(Y[:-1].copy(), n_words, grammar, rules)
+    with pytest.raises(ValueError, match="spans"):
+        tree_rules(Y, n_words, grammar, rules[:-1].copy())
+    with pytest.raises(ValueError, match="at least one word"):
+        tree_rules(Y, np.zeros(1, dtype=np.int64), grammar, rules)

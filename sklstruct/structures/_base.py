@@ -430,6 +430,7 @@ class BaseStructure(BaseEstimator):
         -------
         max_loss : ndarray of shape (n_sequences,)
         """
+        Y = self.check_labels(batch, Y)
         return batch.sum_per_sequence(self.token_loss(Y).max(axis=1))
 
     def loss(self, batch, Y_true, Y_pred):
@@ -444,6 +445,8 @@ class BaseStructure(BaseEstimator):
         -------
         losses : ndarray of shape (n_sequences,)
         """
+        Y_true = self.check_labels(batch, Y_true)
+        Y_pred = self.check_labels(batch, Y_pred)
         return batch.sum_per_sequence(self.token_loss(Y_true)[np.arange(Y_true.shape[0]), Y_pred])
 
     # ----------------------------------------------------------------- oracles

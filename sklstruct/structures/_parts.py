@@ -106,7 +106,7 @@ class PartsStructure(BaseStructure):
                              "loss over its rows (the slack-rescaled most violating output "
                              "does not decompose over the parts).")
         if token_loss is None:
-            token_loss = self.token_loss(Y)
+            token_loss = self.token_loss(self.check_labels(batch, Y))
         labels = self.decode(batch, unary + token_loss, pairwise, n_jobs=n_jobs)
         losses = batch.sum_per_sequence(token_loss[np.arange(labels.shape[0]), labels])
         return labels, losses, self.score(batch, unary, pairwise, labels)

@@ -157,7 +157,7 @@ class ConstituencyTree(PartsStructure):
         (:func:`sklstruct._inference.cfg.check_span_tree` names the sentence, the span and
         the reason)."""
         n_words = self._layout(batch)[0]
-        Y = np.ascontiguousarray(Y, dtype=np.int64)
+        Y = np.ascontiguousarray(self.check_labels(batch, Y), dtype=np.int64)
         rules = np.empty(int(np.sum(n_words - 1)), dtype=np.int64)
         bad = tree_rules(Y, n_words, self.grammar, rules)
         if bad >= 0:
@@ -219,7 +219,9 @@ class ConstituencyTree(PartsStructure):
     def loss(self, batch, Y_true, Y_pred):
         if self.loss_decomposes:
             return super().loss(batch, Y_true, Y_pred)
-        differ = np.bincount(batch.sequence_index, weights=np.asarray(Y_true) != Y_pred,
+        Y_true = self.check_labels(batch, Y_true)
+        Y_pred = self.check_labels(batch, Y_pred)
+        differ = np.bincount(batch.sequence_index, weights=Y_true != Y_pred,
                              minlength=batch.n_sequences)
         return float(self.loss_scale) * (differ > 0)
 
@@ -271,7 +273,7 @@ class ConstituencyTree(PartsStructure):
         """Most violating trees of the 0/1 loss: the best tree other than the true one
         (2-best CKY) when it violates the margin, else the true tree (loss 0)."""
         n_words = self._layout(batch)[0]
-        Y = np.asarray(Y, dtype=np.int64)
+        Y = np.asarray(self.check_labels(batch, Y), dtype=np.int64)
         other, other_cky = cky.cky_best_other(self._span_scores(unary), n_words, self.grammar,
                                               Y - 1, pairwise, n_jobs=n_jobs)
         other = other + 1
