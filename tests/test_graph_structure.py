@@ -165,6 +165,21 @@ def test_graph_structure_refuses_other_input_and_mismatched_graphs():
         model.predict([g[0] for g in X])
 
 
+def test_max_enumeration_beyond_the_enumerators_cap_is_refused():
+    """``max_enumeration=10**12`` sent 5 x 5 grids of 3 states (8.5e11 labellings) to
+    enumeration: a fit that ran for hours with no message."""
+    from sklstruct import MultiLabelStructure
+
+    X, y = make_graphs(9, n_graphs=3)
+    for structure in (GraphStructure(max_enumeration=10**12),
+                      MultiLabelStructure(pairs="full", max_enumeration=2**24 + 1)):
+        with pytest.raises(ValueError, match=r"max_enumeration must be at most 2\*\*24"):
+            structure.bind(3, 2)
+    with pytest.raises(ValueError, match="max_enumeration must be at most"):
+        M3NSimplicialDecomposition(GraphStructure(max_enumeration=10**12)).fit(X, y)
+    GraphStructure(max_enumeration=2**24).bind(3, 2)
+
+
 def test_an_approximate_oracle_warns_and_is_recorded():
     X, y = make_graphs(10, n_graphs=4, max_nodes=5, loopy=True)
     with pytest.warns(UserWarning, match="not a certificate"):

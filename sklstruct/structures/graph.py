@@ -8,6 +8,7 @@ import numpy as np
 from .._inference import _graph
 from .._inference._graph_kernels import GraphKernels
 from .._inference._validation import check_n_jobs, run_chunks, split_into_chunks
+from .._inference.graph import MAX_ENUMERATION
 from ._base import BaseStructure, check_rescale
 
 # per batch: the stacked graphs and their edge features in the kernels' sparse form
@@ -64,6 +65,12 @@ class PairwiseGraphBase(BaseStructure):
     def _check_inference_params(self):
         _check_choice(self.inference, "inference", {"auto", "exact", "trws"})
         _check_positive_int(self.max_enumeration, "max_enumeration")
+        if self.max_enumeration > MAX_ENUMERATION:
+            # (one oracle call on a graph of that many labellings takes seconds; beyond it,
+            # hours with no message)
+            raise ValueError(f"max_enumeration must be at most 2**24 = {MAX_ENUMERATION:,} "
+                             f"labellings per graph, got {self.max_enumeration!r}; larger "
+                             "graphs with cycles take TRW-S (inference='auto' or 'trws').")
         _check_positive_int(self.max_iter, "max_iter")
 
     @property
@@ -400,7 +407,7 @@ class GraphStructure(PairwiseGraphBase):
         refuse graphs no exact method covers; ``"trws"``: TRW-S on every graph with a cycle.
     max_enumeration : int, default=65536
         The most labellings (``n_states ** n_nodes``) of a graph with cycles that inference
-        enumerates.
+        enumerates. At most ``2 ** 24``.
     max_iter : int, default=100
         TRW-S iterations per graph.
     class_weight : dict, 'balanced', array-like or None, default=None

@@ -195,7 +195,7 @@ default="tree"
         As :class:`~sklstruct.GraphStructure`.
     max_enumeration : int, default=65536
         The most labellings (``2 ** n_labels``) that inference enumerates on a label graph
-        with cycles.
+        with cycles. At most ``2 ** 24``.
     max_iter : int, default=100
         TRW-S iterations.
     smoothing : float, default=1.0
