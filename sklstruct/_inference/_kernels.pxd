@@ -31,9 +31,15 @@ cdef class ChainKernels(ExampleKernels):
     cdef float* _work32
     cdef int32_t* _backpointer
     cdef intp_t _max_length
+    cdef intp_t _n_transition
 
     cdef intp_t _work_size(self)
     cdef const double* _part(self, const double* theta, intp_t which) noexcept nogil
+    cdef void _best_states(self, intp_t length, const double* scores,
+                           const double* token_loss, const double* theta,
+                           int64_t* labels) noexcept nogil
+    cdef double _softmax_marginals(self, intp_t length, const double* node_pot,
+                                   const double* pair_pot, double* node_marg) noexcept nogil
 
 
 cdef class GridKernels(ExampleKernels):

@@ -24,7 +24,7 @@ kernels for Python callers (tests compare them with the structures' batched orac
 
 import numpy as np
 
-from libc.math cimport fabs
+from libc.math cimport exp, fabs, log
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -173,7 +173,9 @@ cdef class ChainKernels(ExampleKernels):
     start (S), end (S)]``, each part present or not.
 
     Viterbi for the max-oracle, forward-backward (scaled, or log-domain for wide potentials)
-    for the marginals.
+    for the marginals. Without transitions (:class:`~sklstruct.structures.MultiClass`) the
+    tokens are independent: a best state and a softmax per token, in O(S) memory and time
+    per token (the tables of ``S * S`` transitions are neither kept nor read).
     """
 
     def __cinit__(self, *args, **kwargs):
@@ -192,21 +194,24 @@ cdef class ChainKernels(ExampleKernels):
         self.has_transition = has_transition
         self.has_start_end = has_start_end
         self._max_length = max_length
+        self._n_transition = S * S if has_transition else 0
         # augmented scores, zeros, delta; FB tables and buffers
         self._work = <double*> malloc(self._work_size() * sizeof(double))
         self._backpointer = <int32_t*> malloc(max_length * S * sizeof(int32_t))
         # single-precision augmented scores (L S), transitions (S S), start, end, delta (4 S)
-        self._work32 = <float*> malloc((max_length * S + S * S + 4 * S) * sizeof(float))
+        self._work32 = <float*> malloc((max_length * S + self._n_transition + 4 * S)
+                                       * sizeof(float))
         if self._work == NULL or self._backpointer == NULL or self._work32 == NULL:
             raise MemoryError("could not allocate the chain kernels' workspace")
         memset(self._work, 0, self._work_size() * sizeof(double))
 
     cdef intp_t _work_size(self):
-        # augmented scores (L S), zeros (S S + 2 S), delta (2 S),
-        # forward-backward tables (3 S + 4 S S) and buffers (4 L S + 2 L), edge-sum scratch (S S)
+        # augmented scores (L S), zeros (2 S), delta (2 S); with transitions
+        # forward-backward tables (3 S + 4 S S) and buffers (4 L S + 2 L)
         cdef intp_t S = self.n_states, L = self._max_length
-        return (L * S + (S * S + 2 * S) + 2 * S + (3 * S + 4 * S * S)
-                + (4 * L * S + 2 * L) + S * S)
+        if not self.has_transition:
+            return L * S + 4 * S
+        return L * S + 2 * S + 2 * S + (3 * S + 4 * S * S) + (4 * L * S + 2 * L)
 
     def __dealloc__(self):
         free(self._work)
@@ -214,22 +219,78 @@ cdef class ChainKernels(ExampleKernels):
         free(self._backpointer)
 
     cdef const double* _part(self, const double* theta, intp_t which) noexcept nogil:
-        """Transitions (0), start (1) or end (2) of ``theta``, or zeros when absent."""
+        """Transitions (0; NULL when absent), start (1) or end (2) of ``theta``, or zeros
+        when absent."""
         cdef intp_t S = self.n_states
         cdef const double* zeros = self._work + self._max_length * S
-        cdef intp_t shift = S * S if self.has_transition else 0
         if which == 0:
-            return theta if self.has_transition else zeros
+            return theta if self.has_transition else NULL
         if not self.has_start_end:
-            return zeros + S * S
-        return theta + shift + (which - 1) * S
+            return zeros
+        return theta + self._n_transition + (which - 1) * S
+
+    cdef void _best_states(self, intp_t length, const double* scores,
+                           const double* token_loss, const double* theta,
+                           int64_t* labels) noexcept nogil:
+        """The max-oracle without transitions: the best state of every token (start and
+        end scores added at the first and last token, in Viterbi's order of sums; ties to
+        the lower state, as Viterbi)."""
+        cdef intp_t S = self.n_states, t, b, best_state
+        cdef const double* start = self._part(theta, 1)
+        cdef const double* end = self._part(theta, 2)
+        cdef double v, best = 0.0
+        for t in range(length):
+            best_state = 0
+            for b in range(S):
+                v = scores[t * S + b] + token_loss[t * S + b]
+                if t == 0:
+                    v = start[b] + v
+                if t == length - 1:
+                    v = v + end[b]
+                if b == 0 or v > best:
+                    best = v
+                    best_state = b
+            labels[t] = best_state
+
+    cdef double _softmax_marginals(self, intp_t length, const double* node_pot,
+                                   const double* pair_pot, double* node_marg) noexcept nogil:
+        """The marginals without transitions: a softmax per token (start and end scores
+        added at the first and last token); returns the log-partition function."""
+        cdef intp_t S = self.n_states, t, b
+        cdef const double* start = self._part(pair_pot, 1)
+        cdef const double* end = self._part(pair_pot, 2)
+        cdef double peak, total, log_z = 0.0
+        cdef double* row
+        for t in range(length):
+            row = node_marg + t * S
+            for b in range(S):
+                row[b] = node_pot[t * S + b]
+                if t == 0:
+                    row[b] = start[b] + row[b]
+                if t == length - 1:
+                    row[b] = row[b] + end[b]
+            peak = row[0]
+            for b in range(1, S):
+                if row[b] > peak:
+                    peak = row[b]
+            total = 0.0
+            for b in range(S):
+                row[b] = exp(row[b] - peak)
+                total += row[b]
+            for b in range(S):
+                row[b] /= total
+            log_z += peak + log(total)
+        return log_z
 
     cdef void max_oracle(self, intp_t i, const double* scores, const double* token_loss,
                          const double* theta, int64_t* labels) noexcept nogil:
         cdef intp_t S = self.n_states, length = self._offsets[i + 1] - self._offsets[i]
         cdef intp_t t
         cdef double* augmented = self._work
-        cdef double* delta = augmented + self._max_length * S + (S * S + 2 * S)
+        cdef double* delta = augmented + self._max_length * S + 2 * S
+        if not self.has_transition:
+            self._best_states(length, scores, token_loss, theta, labels)
+            return
         for t in range(length * S):
             augmented[t] = scores[t] + token_loss[t]
         _viterbi_sequence(augmented, length, S, self._part(theta, 0), self._part(theta, 1),
@@ -250,7 +311,7 @@ cdef class ChainKernels(ExampleKernels):
         cdef float* start = transition + S * S
         cdef float* end = start + S
         cdef float* delta = end + S
-        if S < CANDIDATE_MIN_STATES:
+        if S < CANDIDATE_MIN_STATES or not self.has_transition:  # (no transitions: O(L S))
             self.max_oracle(i, scores, token_loss, theta, labels)
             return
         total = (_to_floats(scores, token_loss, length * S, augmented)
@@ -285,25 +346,22 @@ cdef class ChainKernels(ExampleKernels):
                           double* node_marg, double* pair_marg) noexcept nogil:
         cdef intp_t S = self.n_states, L = self._max_length
         cdef intp_t length = self._offsets[i + 1] - self._offsets[i], r
-        cdef intp_t shift = S * S if self.has_transition else 0
-        cdef double* tables = self._work + L * S + (S * S + 2 * S) + 2 * S
+        cdef intp_t shift = self._n_transition
+        cdef double* tables = self._work + L * S + 2 * S + 2 * S
         cdef double* buffers = tables + 3 * S + 4 * S * S
-        cdef double* edge_sums
         cdef double log_z = 0.0, peak, spread
         cdef bint log_tables_ready = False
         cdef const double* transition = self._part(pair_pot, 0)
         for r in range(self.n_pairwise):
             pair_marg[r] = 0.0
-        # edge sums go straight into pair_marg's transition block (or into scratch)
-        edge_sums = pair_marg if self.has_transition else buffers + 4 * L * S + 2 * L
         if not self.has_transition:
-            for r in range(S * S):
-                edge_sums[r] = 0.0
-        spread = _exp_transitions(transition, S, tables + 3 * S + 2 * S * S,
-                                  tables + 3 * S + 3 * S * S, &peak)
-        _forward_backward(node_pot, length, S, transition, self._part(pair_pot, 1),
-                          self._part(pair_pot, 2), tables, peak, spread, &log_tables_ready,
-                          buffers, L, node_marg, edge_sums, &log_z)
+            log_z = self._softmax_marginals(length, node_pot, pair_pot, node_marg)
+        else:  # (the edge sums go straight into pair_marg's transition block)
+            spread = _exp_transitions(transition, S, tables + 3 * S + 2 * S * S,
+                                      tables + 3 * S + 3 * S * S, &peak)
+            _forward_backward(node_pot, length, S, transition, self._part(pair_pot, 1),
+                              self._part(pair_pot, 2), tables, peak, spread,
+                              &log_tables_ready, buffers, L, node_marg, pair_marg, &log_z)
         if self.has_start_end:
             for r in range(S):
                 pair_marg[shift + r] = node_marg[r]
