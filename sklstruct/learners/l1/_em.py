@@ -135,19 +135,20 @@ def _variational_step(p1, w, state, reference, threshold):
 def _pruned(p1, w, objective):
     """The sparsest of ``w`` with its weights below ``eps * max |w|`` set to 0, for ``eps``
     in 1 (all weights), 0.1, 0.03, 0.01, 0.003, 0.001, whose P1 is at most ``objective``
-    (P1 at ``w``), with its P1; ``(w, objective)`` when none is."""
+    (P1 at ``w``), with its P1; ``(w, objective)`` when none is. Prunes ``w`` in place (the
+    values of a rejected trial are put back)."""
     largest = max_abs(w)
     for eps in (1.0, 0.1, 0.03, 0.01, 0.003, 0.001):
         cut = eps * largest
-        small = (w != 0) & (w >= -cut) & (w <= cut)
-        if not small.any():
+        small = np.flatnonzero((w != 0) & (w >= -cut) & (w <= cut))
+        if not small.shape[0]:
             continue
-        trial = w.copy()
-        trial[small] = 0.0
-        value = p1(trial)
+        kept = w[small]
+        w[small] = 0.0
+        value = p1(w)
         if value <= objective:
-            return trial, value
-        del trial
+            return w, value
+        w[small] = kept
     return w, objective
 
 
@@ -197,7 +198,8 @@ def fit_em_variational(structure, batch, Y, *, C, threshold, n_jobs, certificate
                                       scale2=scale2) if compiled else None
     rng = np.random.RandomState(0)  # the M-steps' visiting orders
     calls, objective, change, lower = 0, np.inf, np.inf, -np.inf
-    best, reference = (None, np.inf), 0.0  # the iterate with the smallest P1; largest |w|
+    best_w, best_objective = None, np.inf  # the iterate with the smallest P1 (our own copy)
+    reference = 0.0  # the largest |w| so far
     target = tol  # the last M-step's precision (non-compiled M-steps: tol)
     for iteration in range(1, certificate.max_iter + 1):
         if compiled:  # the M-step's precision follows the EM's progress
@@ -218,16 +220,20 @@ def fit_em_variational(structure, batch, Y, *, C, threshold, n_jobs, certificate
             if np.isfinite(objective) else np.inf
         objective = new_objective
         if state is not None:
-            lower = max(lower, _l1_dual_bound(state, min(objective, best[1]), C))
+            lower = max(lower, _l1_dual_bound(state, min(objective, best_objective), C))
         # a small change counts only after an M-step run with the target tol (a looser
         # M-step that barely moves the weights says nothing about the EM's fixed point)
         converged = (change <= tol and target <= tol) or objective - lower <= tol * abs(objective)
-        if objective < best[1]:
-            best = (w.copy(), objective)
+        if objective < best_objective:
+            best_objective = objective
+            if best_w is None:
+                best_w = w.copy()
+            else:  # (into the same array: no second copy alive meanwhile)
+                np.copyto(best_w, w)
         if converged or iteration == certificate.max_iter or certificate.out_of_time():
             # the last iterate: the best one seen, with exact zeros for the weights still on
             # their way to zero (M-steps are inexact: P1 may rise a little)
-            w, objective = _pruned(p1, *best)
+            w, objective = _pruned(p1, best_w, best_objective)
         if certificate.check(iteration, objective, lower if np.isfinite(lower) else np.nan,
                              calls, w=w, converged=converged, n_nonzero=np.count_nonzero(w),
                              C_P1=C):
