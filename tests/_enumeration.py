@@ -7,7 +7,7 @@ solver (SciPy's SLSQP), independently of sklstruct's own QP code.
 import itertools
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import minimize, nnls
 
 
 def all_labelings(n_states, length):
@@ -61,7 +61,8 @@ def enumerate_constraints(structure, batch, Y, rescale="margin", labelings=None)
     return np.array(directions), np.array(offsets), np.array(groups)
 
 
-def exact_optimum(structure, batch, Y, C, rescale="margin", nonnegative=(), labelings=None):
+def exact_optimum(structure, batch, Y, C, rescale="margin", nonnegative=(), labelings=None,
+                  kkt=False):
     """Certified optimum of ``1/2||w||^2 + C sum_i H_i(w)`` over all enumerated labelings.
 
     Solves the primal QP in ``(w, xi)`` with one constraint per (example, labeling) by SLSQP and
@@ -69,7 +70,9 @@ def exact_optimum(structure, batch, Y, C, rescale="margin", nonnegative=(), labe
     dual value of the (feasible) multipliers and the primal value of ``w``, computed by
     enumeration, bracket the optimum. Weights listed in ``nonnegative`` are constrained to be
     ``>= 0`` (the dual then has ``w(alpha)`` projected onto that constraint). ``labelings``
-    restricts the outputs as in :func:`enumerate_constraints`.
+    restricts the outputs as in :func:`enumerate_constraints`. The multipliers come from
+    :func:`kkt_multipliers` where SLSQP does not report them (SciPy < 1.16), or with
+    ``kkt``.
     """
     directions, c, groups = enumerate_constraints(structure, batch, Y, rescale, labelings)
     n_constraints, size = directions.shape
@@ -86,10 +89,14 @@ def exact_optimum(structure, batch, Y, C, rescale="margin", nonnegative=(), labe
         options={"ftol": 1e-15, "maxiter": 2000},
     )
     w = res.x[:size]
-    multipliers = res.multipliers
-    if isinstance(multipliers, dict):
-        multipliers = multipliers["ineq"]
-    alpha = np.maximum(np.asarray(multipliers)[:n_constraints], 0.0)
+    multipliers = None if kkt else getattr(res, "multipliers", None)  # (SciPy >= 1.16)
+    if multipliers is None:
+        alpha = kkt_multipliers(directions, A @ res.x - c, w, res.x[size:], groups, C,
+                                nonnegative)
+    else:
+        if isinstance(multipliers, dict):
+            multipliers = multipliers["ineq"]
+        alpha = np.maximum(np.asarray(multipliers)[:n_constraints], 0.0)
     mass = np.bincount(groups, weights=alpha, minlength=n)
     alpha *= np.minimum(1.0, C / np.maximum(mass, 1e-300))[groups]  # exactly feasible
     v = alpha @ directions
@@ -97,6 +104,32 @@ def exact_optimum(structure, batch, Y, C, rescale="margin", nonnegative=(), labe
     lower = float(alpha @ c - 0.5 * v @ v)
     upper = primal_objective(structure, batch, Y, w, C, rescale, labelings)
     return lower, upper, w
+
+
+def kkt_multipliers(directions, slack, w, xi, groups, C, nonnegative=()):
+    """Multipliers of the constraints ``directions . w + xi_i >= c`` at the primal solution
+    ``(w, xi)`` where SLSQP does not report them (SciPy < 1.16), from the KKT conditions:
+    ``w = sum_k alpha_k directions_k`` (over the weights not held at zero by
+    ``nonnegative``) and ``sum_{k of i} alpha_k = C`` for every example with ``xi_i > 0``,
+    with ``alpha >= 0`` on the active constraints (slack at most 1e-8), by non-negative
+    least squares (the mass rows weighted up). Any such ``alpha``, made feasible, gives a
+    valid lower bound; these make it tight, and are scaled by ``1 - 1e-12`` so that the
+    rounding of the dual's sums cannot lift it above the primal (the tests' tolerances are
+    1e-8 and looser)."""
+    active = np.flatnonzero(slack <= 1e-8 * max(1.0, float(np.abs(slack).max())))
+    nonnegative = set(nonnegative)
+    free = np.array([k for k in range(w.shape[0]) if k not in nonnegative or w[k] > 1e-9],
+                    dtype=np.intp)
+    alpha = np.zeros(directions.shape[0])
+    if not active.shape[0]:
+        return alpha
+    loaded = np.flatnonzero(xi > 1e-9)
+    weight = 1e3 * max(1.0, float(np.abs(directions).max()))
+    mass = weight * (groups[active][None, :] == loaded[:, None])
+    matrix = np.vstack([directions[np.ix_(active, free)].T, mass])
+    target = np.concatenate([w[free], weight * C * np.ones(loaded.shape[0])])
+    alpha[active] = nnls(matrix, target, maxiter=100 * (active.shape[0] + 1))[0]
+    return alpha * (1.0 - 1e-12)
 
 
 def primal_objective(structure, batch, Y, w, C, rescale="margin", labelings=None):

@@ -18,6 +18,22 @@ def _batch_and_labels(model, X, y):
     return batch, model._encode_known(np.concatenate(y))
 
 
+@pytest.mark.parametrize("rescale", ["margin", "slack"])
+@pytest.mark.parametrize("C", [0.1, 2.0])
+def test_the_reference_bound_without_slsqp_multipliers_is_as_tight(rescale, C):
+    """SciPy < 1.16 reports no SLSQP multipliers: the enumeration reference then takes them
+    from the KKT conditions, and its lower bound must be as tight (this runs that path on
+    any SciPy)."""
+    X, y = make_chain_data(n_sequences=6, n_states=3, n_features=3, max_length=4, seed=7)
+    model = StructSVMCuttingPlane(ChainStructure(), C=C, rescale=rescale, max_iter=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    batch, Y = _batch_and_labels(model, X, y)
+    lower, upper, _ = exact_optimum(model.structure_, batch, Y, C, rescale, kkt=True)
+    assert 0 <= upper - lower < 1e-8 * max(1.0, upper)
+
+
 @pytest.mark.parametrize("variant", ["1-slack", "n-slack"])
 @pytest.mark.parametrize("rescale", ["margin", "slack"])
 @pytest.mark.parametrize(
