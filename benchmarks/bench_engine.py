@@ -27,6 +27,10 @@ ocr_{cp,eg,exgap,l1,rsd} and conll2k_{cp,eg,exgap,l1,rsd}
     lacks it) on OCR fold 1 and on the first 2,000 CoNLL-2000 training sentences: with
     ``--weights-dir`` the weights of both builds are compared (largest difference relative to
     the largest weight).
+classes_rsd, classes_eg
+    Plain multiclass data with many classes: 4,000 training and 2,000 test samples of 50
+    Gaussian features, 300 classes given by a random linear teacher (``MultiClass``):
+    ``M3NSimplicialDecomposition(max_iter=5)`` and ``M3NExpGrad(max_iter=5)`` (five passes).
 
     python benchmarks/bench_engine.py --baseline-python ../baseline/.venv/bin/python \\
         [--cases ocr_rsd horses] [--repeats 3] [--json results/engine.json]
@@ -52,7 +56,7 @@ ROOT = os.path.dirname(HERE)
 LEARNER_CASES = [f"{data}_{learner}" for data in ("ocr", "conll2k")
                  for learner in ("cp", "eg", "exgap", "l1", "rsd")]
 CASES = ["ocr_rsd", "ocr_one_slack", "ocr_bcfw", "conll_bcfw", "horses"] + [
-    case for case in LEARNER_CASES if case != "ocr_rsd"]
+    case for case in LEARNER_CASES if case != "ocr_rsd"] + ["classes_rsd", "classes_eg"]
 C = 0.1
 
 
@@ -82,6 +86,14 @@ def _horses(data_home):
     return images[:200], masks[:200], images[200:], masks[200:]
 
 
+def _many_classes(n_train=4000, n_test=2000, n_features=50, n_classes=300, seed=0):
+    """Gaussian samples labelled by the best class of a random linear teacher."""
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n_train + n_test, n_features)
+    y = np.argmax(X @ rng.randn(n_features, n_classes), axis=1)
+    return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+
+
 def _model(case):
     from sklstruct import (L1M3N, GridStructure, M3NExcessiveGap, M3NExpGrad,
                            M3NSimplicialDecomposition, StructSVMCuttingPlane)
@@ -107,6 +119,8 @@ def _model(case):
         "conll_bcfw": lambda: M3NSimplicialDecomposition(C=C, max_points=1, max_iter=10,
                                                          random_state=0),
         "horses": lambda: M3NSimplicialDecomposition(GridStructure(), C=C, random_state=0),
+        "classes_rsd": lambda: M3NSimplicialDecomposition(C=C, max_iter=5, random_state=0),
+        "classes_eg": lambda: M3NExpGrad(C=C, max_iter=5, random_state=0),
     }[case]()
 
 
@@ -123,6 +137,8 @@ def worker(case, data_home, weights=None):
 
     if case == "horses":
         X_train, y_train, X_test, y_test = _horses(data_home)
+    elif case.startswith("classes"):
+        X_train, y_train, X_test, y_test = _many_classes()
     elif case.startswith("conll2k"):
         X_train, y_train, X_test, y_test = _conll(data_home, n_train=2000)
     elif case.startswith("conll"):
@@ -151,6 +167,8 @@ def worker(case, data_home, weights=None):
         row["mean_fg_IoU"] = float(np.mean(ious))
     elif case.startswith("conll"):
         row["chunk_F1"] = float(chunk_f1_score(y_test, predicted))
+    elif case.startswith("classes"):
+        row["accuracy"] = float(np.mean(np.asarray(y_test) == np.asarray(predicted)))
     else:
         row["letter_accuracy"] = float(token_accuracy(y_test, predicted))
     print(json.dumps(row))
