@@ -404,3 +404,33 @@ def test_em_fit_holds_few_copies_of_the_weights():
     finally:
         tracemalloc.stop()
     assert peak < 6.5 * d * k * 8
+
+
+def test_max_time_bounds_the_em_m_steps_and_the_default_radius(monkeypatch):
+    """The EM's M-step ran its passes without asking whether the fit was out of time, and
+    the subgradient solver's default radius came from a whole EM fit outside the fit's
+    ``max_time`` (41 s at ``max_time=1e-9`` on 150 OCR words, ``tol=1e-6``)."""
+    import sklstruct.learners.l1._estimator as estimator
+    from sklstruct.datasets import load_ocr_sample
+
+    words = load_ocr_sample()
+    X, y = words.data[:60], words.target[:60]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = L1M3N(C=1.0, solver="em", tol=1e-6, max_time=1e-9).fit(X, y)
+    # one pass of the first M-step, then the iteration's check stops the fit
+    assert model.history_["oracle_calls"][-1] <= 60
+    radius_certificates = []
+    original = estimator.fit_em_variational
+
+    def recording(*args, certificate, **kwargs):
+        radius_certificates.append(certificate)
+        return original(*args, certificate=certificate, **kwargs)
+
+    monkeypatch.setattr(estimator, "fit_em_variational", recording)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        L1M3N(C=1.0, solver="subgradient", tol=1e-6, max_time=1e-9).fit(X, y)
+    (certificate,) = radius_certificates
+    assert certificate.max_time == 1e-9
+    assert len(certificate.rows["primal"]) == 1

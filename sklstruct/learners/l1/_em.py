@@ -62,12 +62,13 @@ def _compiled_m_steps(structure, batch):
         len(structure.nonnegative_) == 0 and supports_multi_point(structure, batch)
 
 
-def _m_step_frank_wolfe(batch, scale2, state, target, rng, tol):
+def _m_step_frank_wolfe(batch, scale2, state, target, rng, tol, certificate):
     """The M-step by the compiled restricted simplicial decomposition passes on the dual
     with squared scales ``scale2``, warm-started from the last M-step's dual point (the
     dual distributions do not depend on the scales), until its relative duality gap is at
     most ``target``, within a pass budget that grows as ``tol`` tightens
-    (``max(100, min(2000, 0.1 / tol))``); returns the oracle calls (the solution is the
+    (``max(100, min(2000, 0.1 / tol))``), or after the pass in which the fit's
+    ``certificate`` runs out of time; returns the oracle calls (the solution is the
     state's: ``v = state.statistic_weights``, ``w = state.w = scale2 * v``)."""
     state.rescale(scale2)
     calls, primal = 0, np.inf
@@ -75,6 +76,8 @@ def _m_step_frank_wolfe(batch, scale2, state, target, rng, tol):
     for passes in range(1, budget + 1):
         estimate = state.run_pass(rng.permutation(batch.n_sequences))
         calls += batch.n_sequences
+        if certificate.out_of_time():
+            break
         if estimate <= target * abs(primal) or passes % 10 == 0 or passes == budget:
             _, dual = state.certificate()
             primal = state.primal()
@@ -204,7 +207,8 @@ def fit_em_variational(structure, batch, Y, *, C, threshold, n_jobs, certificate
     for iteration in range(1, certificate.max_iter + 1):
         if compiled:  # the M-step's precision follows the EM's progress
             target = max(tol, min(0.1, 0.1 * change))
-            calls += _m_step_frank_wolfe(batch, scale2, state, target, rng, tol)
+            calls += _m_step_frank_wolfe(batch, scale2, state, target, rng, tol,
+                                         certificate)
             # the effective weights scale2 * v (the state's array: the next M-step
             # recomputes it from the statistics)
             w = state.w
@@ -282,7 +286,8 @@ def fit_em_adaptive(structure, batch, Y, *, C, em_lambda, threshold, n_jobs, cer
     for iteration in range(1, certificate.max_iter + 1):
         if compiled:
             target = max(tol, min(0.1, 0.1 * change))
-            calls += _m_step_frank_wolfe(batch, scale2, state, target, rng, tol)
+            calls += _m_step_frank_wolfe(batch, scale2, state, target, rng, tol,
+                                         certificate)
             gamma = beta * state.statistic_weights  # the paper's g = beta * v
         else:
             gamma, m_calls = _m_step_scaled_structure(structure, batch, Y, beta, m_step_C, tol,

@@ -82,10 +82,11 @@ class L1M3N(BaseStructuredClassifier):
         a P1 within ``tol`` of its minimum: when the last certified relative gap is above
         ``tol`` the fit warns (``ConvergenceWarning``) with that gap, which ``history_``'s
         last row records (without compiled kernels there is no bound, hence no warning);
-        ``solver="cutting_plane"`` certifies ``tol`` itself. The fit returns the iterate with the smallest P1 (the M-steps are inexact),
-        with the weights below ``eps * max |w|`` set to zero for the largest ``eps`` in 1,
-        0.1, 0.03, 0.01, 0.003, 0.001 that does not increase P1 (small weights reach zero
-        only slowly: each M-step multiplies them by ``2 |v_k| < 1``).
+        ``solver="cutting_plane"`` certifies ``tol`` itself. The fit returns the iterate
+        with the smallest P1 (the M-steps are inexact), with the weights below
+        ``eps * max |w|`` set to zero for the largest ``eps`` in 1, 0.1, 0.03, 0.01, 0.003,
+        0.001 that does not increase P1 (small weights reach zero only slowly: each M-step
+        multiplies them by ``2 |v_k| < 1``).
 
         ``em_lambda`` a float is the paper's adaptive M3N with fixed ``lambda``: problem (5),
         ``min_g lambda ||g||^2 + C sum_i xi_i``, i.e. ``C_m = C / (2 lambda)``, with
@@ -241,9 +242,11 @@ class L1M3N(BaseStructuredClassifier):
         solution of P1 at ``C`` solves P1' at the l1 norm of that solution. (EM stopped
         at ``tol=0.1`` can stop at zero weights: on 60 OCR words at ``C=0.1`` it did after
         4 iterations, where P1's optimum has about 200 non-zero weights.)"""
+        # (within the fit's max_time: the subgradient steps' certificate, started before,
+        # counts this time too)
         certificate = Certificate(type(self).__name__, tol=float(self.tol),
-                                  max_iter=DEFAULT_MAX_ITER["em"], unit="iteration",
-                                  extra_fields=("n_nonzero", "C_P1"))
+                                  max_iter=DEFAULT_MAX_ITER["em"], max_time=self.max_time,
+                                  unit="iteration", extra_fields=("n_nonzero", "C_P1"))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             w, _ = fit_em_variational(self.structure_, batch, Y, C=float(self.C),
