@@ -206,11 +206,12 @@ def tree_rules(const int64_t[::1] states, const int64_t[::1] n_words, grammar,
     if floats == NULL:
         raise MemoryError("could not allocate the grammar's scores")
     try:
-        longest = int(np.max(n_words)) if n_words.shape[0] else 1
-        if n_words.shape[0] and int(np.min(n_words)) < 1:
+        lengths = np.asarray(n_words)
+        longest = int(lengths.max()) if lengths.shape[0] else 1
+        if lengths.shape[0] and int(lengths.min()) < 1:
             raise ValueError("every sentence needs at least one word")
-        if states.shape[0] != int(np.sum(np.asarray(n_words) * (np.asarray(n_words) + 1) // 2)) \
-                or rules.shape[0] != int(np.sum(np.asarray(n_words) - 1)):
+        if states.shape[0] != int(np.sum(lengths * (lengths + 1) // 2)) \
+                or rules.shape[0] != int(np.sum(lengths - 1)):
             raise ValueError("states must hold n (n + 1) / 2 spans and rules n - 1 nodes per "
                              "sentence of n words")
         labels = <int64_t*> malloc(_n_spans(longest) * sizeof(int64_t))
