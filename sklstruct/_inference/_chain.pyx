@@ -9,6 +9,7 @@ The inputs are validated by the wrappers of :mod:`sklstruct._inference.chain`: s
 every sequence is non-empty, labels lie in ``[0, n_states)`` and all scores are finite. The
 per-sequence routines are shared with other compiled modules through ``_chain.pxd``.
 """
+from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport INFINITY, exp, fabs, log
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
@@ -21,6 +22,10 @@ cdef double _TINY = 1e-280
 # In an exact log-sum-exp, terms this many nats below the largest are skipped: e^-40 = 4e-18,
 # so they change no double (S of them add less than the rounding of the result).
 cdef double _NEGLIGIBLE = -40.0
+# The batch loops check for a pending signal (Ctrl-C) after this many token x state x state
+# steps of their dynamic programmes (a few milliseconds), so that an interrupt surfaces while
+# a large batch is decoded; the workspaces are freed on the way out.
+cdef intp_t _SIGNAL_CHECK_WORK = 1 << 24
 
 
 cdef extern from *:
@@ -428,25 +433,34 @@ def viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
     cdef double* delta = NULL
     cdef int32_t* backpointer = NULL
     cdef bint failed = False
-    with nogil:
-        max_len = _max_length(offsets_ptr, n_sequences)
-        # transposed transitions (S S), column maxima (S + 1), delta (2 S)
-        transition_t = <double*> malloc((n_states * n_states + 3 * n_states + 1)
-                                        * sizeof(double))
-        backpointer = <int32_t*> malloc((max_len + 1) * n_states * sizeof(int32_t))
-        if transition_t == NULL or backpointer == NULL:
-            failed = True
-        else:
-            column_max = transition_t + n_states * n_states
-            delta = column_max + n_states + 1
-            _viterbi_tables(&transition[0, 0], n_states, transition_t, column_max)
-            for i in range(n_sequences):
-                lo = offsets_ptr[i]
-                length = offsets_ptr[i + 1] - lo
-                scores[i] = _viterbi_decode(
-                    unary_ptr + lo * n_states, length, n_states, &transition[0, 0],
-                    transition_t, column_max, &start[0], &end[0], delta, delta + n_states,
-                    backpointer + max_len * n_states, backpointer, &labels[lo])
+    cdef intp_t since_check = 0
+    try:
+        with nogil:
+            max_len = _max_length(offsets_ptr, n_sequences)
+            # transposed transitions (S S), column maxima (S + 1), delta (2 S)
+            transition_t = <double*> malloc((n_states * n_states + 3 * n_states + 1)
+                                            * sizeof(double))
+            backpointer = <int32_t*> malloc((max_len + 1) * n_states * sizeof(int32_t))
+            if transition_t == NULL or backpointer == NULL:
+                failed = True
+            else:
+                column_max = transition_t + n_states * n_states
+                delta = column_max + n_states + 1
+                _viterbi_tables(&transition[0, 0], n_states, transition_t, column_max)
+                for i in range(n_sequences):
+                    lo = offsets_ptr[i]
+                    length = offsets_ptr[i + 1] - lo
+                    scores[i] = _viterbi_decode(
+                        unary_ptr + lo * n_states, length, n_states, &transition[0, 0],
+                        transition_t, column_max, &start[0], &end[0], delta,
+                        delta + n_states, backpointer + max_len * n_states, backpointer,
+                        &labels[lo])
+                    since_check += length * n_states * n_states
+                    if since_check > _SIGNAL_CHECK_WORK:
+                        since_check = 0
+                        with gil:
+                            PyErr_CheckSignals()
+    finally:
         free(transition_t)
         free(backpointer)
     if failed:
@@ -476,42 +490,50 @@ def viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
     cdef double* delta = NULL
     cdef int32_t* backpointer = NULL
     cdef bint failed = False
+    cdef intp_t since_check = 0
     if last <= first:
         return
-    with nogil:
-        for i in range(first, last):
-            if offsets_ptr[i + 1] - offsets_ptr[i] > max_len:
-                max_len = offsets_ptr[i + 1] - offsets_ptr[i]
-        room = max_len if max_len > _CSR_BLOCK else _CSR_BLOCK
-        # transposed transitions (S S), column maxima (S + 1), delta (2 S)
-        transition_t = <double*> malloc((n_states * n_states + 3 * n_states + 1)
-                                        * sizeof(double))
-        unary = <double*> malloc(room * n_states * sizeof(double))
-        backpointer = <int32_t*> malloc((max_len + 1) * n_states * sizeof(int32_t))
-        if transition_t == NULL or unary == NULL or backpointer == NULL:
-            failed = True
-        else:
-            column_max = transition_t + n_states * n_states
-            delta = column_max + n_states + 1
-            _viterbi_tables(&transition[0, 0], n_states, transition_t, column_max)
-            i = first
-            while i < last:
-                block_end = i + 1  # the sequences that fit the workspace with sequence i
-                while block_end < last and \
-                        offsets_ptr[block_end + 1] - offsets_ptr[i] <= room:
-                    block_end += 1
-                block_lo = offsets_ptr[i]
-                _csr_rows(&indptr[0], &indices[0], &data[0], &weights[0, 0], block_lo,
-                          offsets_ptr[block_end], n_states, unary)
-                while i < block_end:
-                    lo = offsets_ptr[i]
-                    length = offsets_ptr[i + 1] - lo
-                    scores[i] = _viterbi_decode(
-                        unary + (lo - block_lo) * n_states, length, n_states,
-                        &transition[0, 0], transition_t, column_max, &start[0], &end[0],
-                        delta, delta + n_states,
-                        backpointer + max_len * n_states, backpointer, &labels[lo])
-                    i += 1
+    try:
+        with nogil:
+            for i in range(first, last):
+                if offsets_ptr[i + 1] - offsets_ptr[i] > max_len:
+                    max_len = offsets_ptr[i + 1] - offsets_ptr[i]
+            room = max_len if max_len > _CSR_BLOCK else _CSR_BLOCK
+            # transposed transitions (S S), column maxima (S + 1), delta (2 S)
+            transition_t = <double*> malloc((n_states * n_states + 3 * n_states + 1)
+                                            * sizeof(double))
+            unary = <double*> malloc(room * n_states * sizeof(double))
+            backpointer = <int32_t*> malloc((max_len + 1) * n_states * sizeof(int32_t))
+            if transition_t == NULL or unary == NULL or backpointer == NULL:
+                failed = True
+            else:
+                column_max = transition_t + n_states * n_states
+                delta = column_max + n_states + 1
+                _viterbi_tables(&transition[0, 0], n_states, transition_t, column_max)
+                i = first
+                while i < last:
+                    block_end = i + 1  # the sequences that fit the workspace with sequence i
+                    while block_end < last and \
+                            offsets_ptr[block_end + 1] - offsets_ptr[i] <= room:
+                        block_end += 1
+                    block_lo = offsets_ptr[i]
+                    _csr_rows(&indptr[0], &indices[0], &data[0], &weights[0, 0], block_lo,
+                              offsets_ptr[block_end], n_states, unary)
+                    while i < block_end:
+                        lo = offsets_ptr[i]
+                        length = offsets_ptr[i + 1] - lo
+                        scores[i] = _viterbi_decode(
+                            unary + (lo - block_lo) * n_states, length, n_states,
+                            &transition[0, 0], transition_t, column_max, &start[0], &end[0],
+                            delta, delta + n_states,
+                            backpointer + max_len * n_states, backpointer, &labels[lo])
+                        i += 1
+                    since_check += (offsets_ptr[block_end] - block_lo) * n_states * n_states
+                    if since_check > _SIGNAL_CHECK_WORK:
+                        since_check = 0
+                        with gil:
+                            PyErr_CheckSignals()
+    finally:
         free(transition_t)
         free(unary)
         free(backpointer)
@@ -554,20 +576,28 @@ def margin_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offse
     cdef double* augmented = NULL
     cdef int32_t* backpointer = NULL
     cdef bint failed = False
-    with nogil:
-        max_len = _max_length(offsets_ptr, n_sequences)
-        delta = <double*> malloc(2 * n_states * sizeof(double))
-        augmented = <double*> malloc(max_len * n_states * sizeof(double))
-        backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
-        if delta == NULL or augmented == NULL or backpointer == NULL:
-            failed = True
-        else:
-            for i in range(n_sequences):
-                lo = offsets_ptr[i]
-                scores[i] = _margin_sequence(
-                    unary_ptr + lo * n_states, loss_ptr + lo * n_states,
-                    offsets_ptr[i + 1] - lo, n_states, &transition[0, 0], &start[0], &end[0],
-                    augmented, delta, backpointer, &labels[lo])
+    cdef intp_t since_check = 0
+    try:
+        with nogil:
+            max_len = _max_length(offsets_ptr, n_sequences)
+            delta = <double*> malloc(2 * n_states * sizeof(double))
+            augmented = <double*> malloc(max_len * n_states * sizeof(double))
+            backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
+            if delta == NULL or augmented == NULL or backpointer == NULL:
+                failed = True
+            else:
+                for i in range(n_sequences):
+                    lo = offsets_ptr[i]
+                    scores[i] = _margin_sequence(
+                        unary_ptr + lo * n_states, loss_ptr + lo * n_states,
+                        offsets_ptr[i + 1] - lo, n_states, &transition[0, 0], &start[0],
+                        &end[0], augmented, delta, backpointer, &labels[lo])
+                    since_check += (offsets_ptr[i + 1] - lo) * n_states * n_states
+                    if since_check > _SIGNAL_CHECK_WORK:
+                        since_check = 0
+                        with gil:
+                            PyErr_CheckSignals()
+    finally:
         free(delta)
         free(augmented)
         free(backpointer)
@@ -580,42 +610,52 @@ cdef int _margin_csr_range(const int64_t* indptr, const int32_t* indices, const 
                            const double* transition, const double* start, const double* end,
                            const double* token_loss, const int64_t* y, intp_t first,
                            intp_t last, int64_t* labels, double* scores, double* true_scores,
-                           double* unary) noexcept nogil:
+                           double* unary) except -1 nogil:
     """Margin-rescaled decoding of sequences ``first..last - 1`` from their token features
     (the loop of :func:`margin_viterbi_csr_batch` and :func:`margin_hinge_csr_batch`).
 
     Each sequence's unary scores are formed by ``sklstruct_csr_rows`` into its rows of
     ``unary`` (n_tokens rows), or, when ``unary`` is NULL, into a workspace that the next
     sequence reuses; with ``y``, ``true_scores[i]`` receives the score of the labelling ``y``
-    of sequence ``i``, summed as ``scores[i]`` is. Returns -1 if out of memory."""
+    of sequence ``i``, summed as ``scores[i]`` is. Returns 1 if out of memory; raises what
+    a pending signal's handler raises."""
     cdef intp_t i, lo, length, max_len = _max_length(offsets + first, last - first)
+    cdef intp_t since_check = 0
     cdef double* delta = <double*> malloc(2 * n_states * sizeof(double))
     cdef double* augmented = <double*> malloc(max_len * n_states * sizeof(double))
     cdef int32_t* backpointer = <int32_t*> malloc(max_len * n_states * sizeof(int32_t))
     cdef double* workspace = NULL
     cdef double* unary_ptr
     cdef int status = 0
-    if unary == NULL:
-        workspace = <double*> malloc(max_len * n_states * sizeof(double))
-    if delta == NULL or augmented == NULL or backpointer == NULL or (
-            unary == NULL and workspace == NULL):
-        status = -1
-    else:
-        for i in range(first, last):
-            lo = offsets[i]
-            length = offsets[i + 1] - lo
-            unary_ptr = workspace if unary == NULL else unary + lo * n_states
-            _csr_rows(indptr, indices, data, weights, lo, lo + length, n_states, unary_ptr)
-            scores[i] = _margin_sequence(
-                unary_ptr, token_loss + lo * n_states, length, n_states, transition, start,
-                end, augmented, delta, backpointer, labels + lo)
-            if y != NULL:
-                true_scores[i] = _path_score(unary_ptr, length, n_states, transition, start,
-                                             end, y + lo)
-    free(delta)
-    free(augmented)
-    free(backpointer)
-    free(workspace)
+    try:
+        if unary == NULL:
+            workspace = <double*> malloc(max_len * n_states * sizeof(double))
+        if delta == NULL or augmented == NULL or backpointer == NULL or (
+                unary == NULL and workspace == NULL):
+            status = 1
+        else:
+            for i in range(first, last):
+                lo = offsets[i]
+                length = offsets[i + 1] - lo
+                unary_ptr = workspace if unary == NULL else unary + lo * n_states
+                _csr_rows(indptr, indices, data, weights, lo, lo + length, n_states,
+                          unary_ptr)
+                scores[i] = _margin_sequence(
+                    unary_ptr, token_loss + lo * n_states, length, n_states, transition,
+                    start, end, augmented, delta, backpointer, labels + lo)
+                if y != NULL:
+                    true_scores[i] = _path_score(unary_ptr, length, n_states, transition,
+                                                 start, end, y + lo)
+                since_check += length * n_states * n_states
+                if since_check > _SIGNAL_CHECK_WORK:
+                    since_check = 0
+                    with gil:
+                        PyErr_CheckSignals()
+    finally:
+        free(delta)
+        free(augmented)
+        free(backpointer)
+        free(workspace)
     return status
 
 
@@ -786,34 +826,44 @@ def slack_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offset
     cdef double* values = NULL
     cdef int32_t* backpointer = NULL
     cdef bint failed = False
-    with nogil:
-        for i in range(n_sequences):
-            lo = offsets_ptr[i]
-            length = offsets_ptr[i + 1] - lo
-            total_units = _reachable_units(units_ptr + lo * n_states, length, n_states)
-            cells = <size_t> length * n_states * (total_units + 1)
-            if total_units > max_units:
-                max_units = total_units
-            if cells > max_cells:
-                max_cells = cells
-        transition_t = <double*> malloc(n_states * n_states * sizeof(double))
-        values = <double*> malloc(2 * n_states * (max_units + 1) * sizeof(double))
-        backpointer = <int32_t*> malloc(max_cells * sizeof(int32_t))
-        if transition_t == NULL or values == NULL or backpointer == NULL:
-            failed = True
-        else:
-            _transpose(&transition[0, 0], n_states, transition_t)
+    cdef intp_t since_check = 0
+    try:
+        with nogil:
             for i in range(n_sequences):
                 lo = offsets_ptr[i]
                 length = offsets_ptr[i + 1] - lo
                 total_units = _reachable_units(units_ptr + lo * n_states, length, n_states)
-                _slack_sequence(unary_ptr + lo * n_states, length, n_states,
-                                &transition[0, 0], transition_t, &start[0], &end[0],
-                                y_ptr + lo, units_ptr + lo * n_states, unit, total_units,
-                                values, values + n_states * (total_units + 1), backpointer,
-                                &labels[lo])
-                scores[i] = _path_score(unary_ptr + lo * n_states, length, n_states,
-                                        &transition[0, 0], &start[0], &end[0], &labels[lo])
+                cells = <size_t> length * n_states * (total_units + 1)
+                if total_units > max_units:
+                    max_units = total_units
+                if cells > max_cells:
+                    max_cells = cells
+            transition_t = <double*> malloc(n_states * n_states * sizeof(double))
+            values = <double*> malloc(2 * n_states * (max_units + 1) * sizeof(double))
+            backpointer = <int32_t*> malloc(max_cells * sizeof(int32_t))
+            if transition_t == NULL or values == NULL or backpointer == NULL:
+                failed = True
+            else:
+                _transpose(&transition[0, 0], n_states, transition_t)
+                for i in range(n_sequences):
+                    lo = offsets_ptr[i]
+                    length = offsets_ptr[i + 1] - lo
+                    total_units = _reachable_units(units_ptr + lo * n_states, length,
+                                                   n_states)
+                    _slack_sequence(unary_ptr + lo * n_states, length, n_states,
+                                    &transition[0, 0], transition_t, &start[0], &end[0],
+                                    y_ptr + lo, units_ptr + lo * n_states, unit, total_units,
+                                    values, values + n_states * (total_units + 1),
+                                    backpointer, &labels[lo])
+                    scores[i] = _path_score(unary_ptr + lo * n_states, length, n_states,
+                                            &transition[0, 0], &start[0], &end[0],
+                                            &labels[lo])
+                    since_check += length * n_states * n_states * (total_units + 1)
+                    if since_check > _SIGNAL_CHECK_WORK:
+                        since_check = 0
+                        with gil:
+                            PyErr_CheckSignals()
+    finally:
         free(transition_t)
         free(values)
         free(backpointer)
@@ -1210,34 +1260,44 @@ def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] off
     cdef double peak, spread
     cdef bint log_tables_ready = False
     cdef bint failed = False
-    with nogil:
-        max_len = _max_length(offsets_ptr, n_sequences)
-        tables = <double*> malloc((3 * n + 4 * n * n) * sizeof(double))
-        buffers = <double*> malloc((4 * max_len * n + 2 * max_len) * sizeof(double))
-        if not per_sequence:
-            sequence_edges = <double*> malloc(n * n * sizeof(double))
-        if tables == NULL or buffers == NULL or (not per_sequence and sequence_edges == NULL):
-            failed = True
-        else:
-            spread = _exp_transitions(transition_ptr, n, tables + 3 * n + 2 * n * n,
-                                      tables + 3 * n + 3 * n * n, &peak)
-            for i in range(n_sequences):
-                lo = offsets_ptr[i]
-                length = offsets_ptr[i + 1] - lo
-                if per_sequence:
+    cdef intp_t since_check = 0
+    try:
+        with nogil:
+            max_len = _max_length(offsets_ptr, n_sequences)
+            tables = <double*> malloc((3 * n + 4 * n * n) * sizeof(double))
+            buffers = <double*> malloc((4 * max_len * n + 2 * max_len) * sizeof(double))
+            if not per_sequence:
+                sequence_edges = <double*> malloc(n * n * sizeof(double))
+            if tables == NULL or buffers == NULL or (
+                    not per_sequence and sequence_edges == NULL):
+                failed = True
+            else:
+                spread = _exp_transitions(transition_ptr, n, tables + 3 * n + 2 * n * n,
+                                          tables + 3 * n + 3 * n * n, &peak)
+                for i in range(n_sequences):
+                    lo = offsets_ptr[i]
+                    length = offsets_ptr[i + 1] - lo
+                    since_check += length * n * n
+                    if since_check > _SIGNAL_CHECK_WORK:
+                        since_check = 0
+                        with gil:
+                            PyErr_CheckSignals()
+                    if per_sequence:
+                        _forward_backward(
+                            unary_ptr + lo * n, length, n, transition_ptr, &start[0],
+                            &end[0], tables, peak, spread, &log_tables_ready, buffers,
+                            max_len, &marginals[lo, 0], &edge_sums[i, 0, 0],
+                            &log_partition[i])
+                        continue
+                    memset(sequence_edges, 0, n * n * sizeof(double))
                     _forward_backward(
                         unary_ptr + lo * n, length, n, transition_ptr, &start[0], &end[0],
                         tables, peak, spread, &log_tables_ready, buffers, max_len,
-                        &marginals[lo, 0], &edge_sums[i, 0, 0], &log_partition[i])
-                    continue
-                memset(sequence_edges, 0, n * n * sizeof(double))
-                _forward_backward(
-                    unary_ptr + lo * n, length, n, transition_ptr, &start[0], &end[0],
-                    tables, peak, spread, &log_tables_ready, buffers, max_len,
-                    &marginals[lo, 0], sequence_edges, &log_partition[i])
-                if total != NULL:
-                    for a in range(n * n):
-                        total[a] += sequence_edges[a]
+                        &marginals[lo, 0], sequence_edges, &log_partition[i])
+                    if total != NULL:
+                        for a in range(n * n):
+                            total[a] += sequence_edges[a]
+    finally:
         free(tables)
         free(buffers)
         free(sequence_edges)

@@ -9,6 +9,7 @@ template number and values (:func:`_mix`, the multiply-xorshift step of the Pyth
 
 import numpy as np
 
+from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
 
@@ -18,6 +19,8 @@ cdef enum:
     # distance bins of |h - m|: 1, 2, 3, 4, 5, 6-10, 11 and more
     N_BINS = 7
 cdef uint64_t MULTIPLIER = 0x9E3779B97F4A7C15ULL
+# arcs between two checks for a pending signal (Ctrl-C): a few milliseconds of extraction
+cdef intp_t ARCS_PER_SIGNAL_CHECK = 1 << 16
 
 
 cdef inline uint64_t _mix(uint64_t key, uint64_t value) noexcept nogil:
@@ -191,7 +194,7 @@ def selected_arc_keys(tokens, const int64_t[::1] heads, const int64_t[::1] modif
     cdef uint64_t[::1] out = keys
     cdef int32_t* low_counts = <int32_t*> malloc((2 * T + 1) * sizeof(int32_t))
     cdef int32_t* high_counts = low_counts + T
-    cdef intp_t t, p
+    cdef intp_t t, p, since_check = 0
     if low_counts == NULL:
         raise MemoryError("could not allocate the tag counts")
     try:
@@ -205,6 +208,11 @@ def selected_arc_keys(tokens, const int64_t[::1] heads, const int64_t[::1] modif
                     high_counts[tok.tag_index[p]] += 1
                 total += arc_keys(&tok, heads[k], modifiers[k], low_counts, high_counts,
                                   &out[total])
+                since_check += 1
+                if since_check > ARCS_PER_SIGNAL_CHECK:
+                    since_check = 0
+                    with gil:
+                        PyErr_CheckSignals()
     finally:
         free(low_counts)
     return keys[:total]
@@ -214,7 +222,7 @@ def candidate_arc_keys(tokens, const int64_t[::1] lengths, const int64_t[::1] st
     """The feature hashes of every candidate arc of every sentence, concatenated."""
     cdef Tokens tok = _tokens(tokens)
     cdef intp_t i, n, h, m, low, high, T = tok.n_tags, total = 0, longest = 0, n_rows = 0
-    cdef intp_t per_arc = n_fixed_keys(tok.n_extra) + 2 * T
+    cdef intp_t per_arc = n_fixed_keys(tok.n_extra) + 2 * T, since_check = 0
     for i in range(lengths.shape[0]):
         n_rows += lengths[i] * lengths[i]
         longest = lengths[i] if lengths[i] > longest else longest
@@ -227,6 +235,11 @@ def candidate_arc_keys(tokens, const int64_t[::1] lengths, const int64_t[::1] st
         with nogil:
             for i in range(lengths.shape[0]):
                 n = lengths[i]
+                since_check += n * n
+                if since_check > ARCS_PER_SIGNAL_CHECK:
+                    since_check = 0
+                    with gil:
+                        PyErr_CheckSignals()
                 _tag_counts(&tok, starts[i], n, counts)
                 for m in range(1, n + 1):
                     for h in range(n + 1):
@@ -270,7 +283,7 @@ def candidate_arc_rows(tokens, const int64_t[::1] lengths, const int64_t[::1] st
     cdef _Table table = _Table(vocabulary)
     cdef intp_t i, n, h, m, low, high, T = tok.n_tags, longest = 0, n_rows = 0
     cdef intp_t per_arc = n_fixed_keys(tok.n_extra) + 2 * T, row = 0, count, k, nnz = 0
-    cdef intp_t capacity, j
+    cdef intp_t capacity, j, since_check = 0
     cdef int32_t column
     for i in range(lengths.shape[0]):
         n_rows += lengths[i] * lengths[i]
@@ -289,6 +302,11 @@ def candidate_arc_rows(tokens, const int64_t[::1] lengths, const int64_t[::1] st
         with nogil:
             for i in range(lengths.shape[0]):
                 n = lengths[i]
+                since_check += n * n
+                if since_check > ARCS_PER_SIGNAL_CHECK:
+                    since_check = 0
+                    with gil:
+                        PyErr_CheckSignals()
                 _tag_counts(&tok, starts[i], n, counts)
                 for m in range(1, n + 1):
                     for h in range(n + 1):

@@ -1,0 +1,108 @@
+"""The compiled batch loops of inference and feature extraction answer a pending signal.
+
+A handler's exception (Ctrl-C's KeyboardInterrupt, or here an alarm's) must surface while a
+large batch is being processed, not when the loop ends. Each case sizes its batch so that
+the whole call would take about a second and a half on this machine, sets an alarm after 0.1
+s and requires the call to raise within a third of that time.
+"""
+
+import signal
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sklstruct._inference import chain
+from sklstruct.parsing import ArcFeatures
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"),
+                                reason="needs signal.setitimer")
+
+FULL_SECONDS = 1.5
+ALARM_SECONDS = 0.1
+
+
+class _Alarm(Exception):
+    pass
+
+
+def _raise_alarm(signum, frame):
+    raise _Alarm
+
+
+def _chain_batch(n_sequences, length, n_states, seed=0):
+    rng = np.random.default_rng(seed)
+    n_tokens = n_sequences * length
+    return dict(
+        unary=rng.normal(size=(n_tokens, n_states)),
+        offsets=np.arange(0, n_tokens + 1, length),
+        transition=rng.normal(size=(n_states, n_states)),
+        y=rng.integers(0, n_states, n_tokens),
+        X=sp.random(n_tokens, 50, density=0.1, format="csr", random_state=seed),
+        weights=rng.normal(size=(50, n_states)),
+    )
+
+
+def _sentences(n_sentences, length):
+    tags = ["DT", "NN", "VB", "JJ", "IN", "RB"]
+    return [[{"form": f"w{(i * 7 + j) % 97}", "postag": tags[(i + j) % len(tags)]}
+             for j in range(length)] for i in range(n_sentences)]
+
+
+# each case: (make(n) -> call, units of n in the calibration batch)
+CASES = {
+    "viterbi": (lambda n: (lambda b: lambda: chain.viterbi(
+        b["unary"], b["offsets"], b["transition"]))(_chain_batch(n, 20, 600)), 4),
+    "viterbi_sparse": (lambda n: (lambda b: lambda: chain.viterbi_sparse(
+        b["X"], b["weights"], b["offsets"], b["transition"]))(_chain_batch(n, 20, 600)), 4),
+    "loss_augmented_viterbi_sparse": (lambda n: (lambda b: lambda:
+                                      chain.loss_augmented_viterbi_sparse(
+        b["X"], b["weights"], b["offsets"], b["transition"], y=b["y"]))(
+            _chain_batch(n, 20, 600)), 4),
+    "loss_augmented_margins_sparse": (lambda n: (lambda b: lambda:
+                                      chain.loss_augmented_margins_sparse(
+        b["X"], b["weights"], b["offsets"], b["transition"], y=b["y"]))(
+            _chain_batch(n, 20, 600)), 4),
+    "loss_augmented_viterbi": (lambda n: (lambda b: lambda: chain.loss_augmented_viterbi(
+        b["unary"], b["offsets"], b["transition"], None, None, b["y"]))(
+            _chain_batch(n, 20, 600)), 4),
+    "slack_rescaled": (lambda n: (lambda b: lambda: chain.loss_augmented_viterbi(
+        b["unary"], b["offsets"], b["transition"], None, None, b["y"], rescale="slack"))(
+            _chain_batch(n, 200, 12)), 4),
+    "forward_backward": (lambda n: (lambda b: lambda: chain.forward_backward(
+        b["unary"], b["offsets"], b["transition"]))(_chain_batch(n, 20, 300)), 4),
+    "arc_features": (lambda n: (lambda f, s: lambda: f.transform_flat(s))(
+        ArcFeatures(features_from="all").fit(_sentences(2, 150)), _sentences(n, 150)), 4),
+}
+
+
+def _interrupt_after(call, seconds):
+    """Run ``call`` with an alarm set after ``seconds``; the time at which it raised."""
+    previous = signal.signal(signal.SIGALRM, _raise_alarm)
+    started = time.perf_counter()
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        call()
+        # the alarm has not fired, or fires only now, after the call
+        time.sleep(seconds)
+    except _Alarm:
+        return time.perf_counter() - started
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    pytest.fail("the alarm never fired")
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_pending_signal_stops_the_batch_loop(case):
+    make, units = CASES[case]
+    small = make(units)
+    started = time.perf_counter()
+    small()
+    per_unit = (time.perf_counter() - started) / units
+    n_units = max(units, int(FULL_SECONDS / per_unit))
+    call = make(n_units)
+    raised_after = _interrupt_after(call, ALARM_SECONDS)
+    # without the checks the alarm's exception surfaces when the loop ends, near FULL_SECONDS
+    assert raised_after < ALARM_SECONDS + FULL_SECONDS / 3, raised_after
