@@ -434,3 +434,29 @@ def test_max_time_bounds_the_em_m_steps_and_the_default_radius(monkeypatch):
     (certificate,) = radius_certificates
     assert certificate.max_time == 1e-9
     assert len(certificate.rows["primal"]) == 1
+
+
+def test_max_time_bounds_the_cutting_plane_lp_solves(monkeypatch):
+    """Each working-set LP gets the time the fit has left; one that runs out of it ends the
+    fit at the last certified weights, with the max_time warning (the LP solve had no
+    limit: 23.5 s at ``max_time=2`` on CoNLL-2000)."""
+    from sklstruct._solvers.lp import IncrementalLP
+
+    limits = []
+    original = IncrementalLP.solve
+
+    def solve(self, time_limit=None):
+        limits.append(time_limit)
+        return None if len(limits) == 2 else original(self, time_limit)
+
+    monkeypatch.setattr(IncrementalLP, "solve", solve)
+    X, y, batch = _problem(4)
+    with pytest.warns(ConvergenceWarning, match="max_time"):
+        model = L1M3N(C=1.0, solver="cutting_plane", tol=1e-9, max_time=300.0).fit(X, y)
+    assert len(limits) == 2 and 0 < limits[1] < limits[0] <= 300.0
+    # the second check certified the first LP's weights, which the model keeps
+    assert model.n_iter_ == 2
+    assert np.any(model.w_)
+    Y = model._encode_known(np.concatenate(y))
+    assert model.history_["primal"][-1] == pytest.approx(
+        _p1(model, batch, Y, model.w_, 1.0), rel=1e-12)

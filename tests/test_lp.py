@@ -2,6 +2,9 @@
 equals that of ``scipy.optimize.linprog`` solving the whole LP from scratch, with either
 backend, and the warm-started HiGHS instance restarts from its previous basis."""
 
+import signal
+import time
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -125,3 +128,46 @@ def test_backend_choice():
     assert IncrementalLP(np.ones(2)).backend == ("highspy" if highspy_available() else "scipy")
     with pytest.raises(ValueError, match="backend must be"):
         IncrementalLP(np.ones(2), backend="glpk")
+
+
+def _slow_lp(backend):
+    """An LP whose dual simplex takes thousands of iterations (about 4 s here)."""
+    rng = np.random.default_rng(0)
+    A = sp.random(2000, 4000, density=0.01, random_state=0, format="csr")
+    A.data = rng.normal(size=A.nnz)
+    lp = IncrementalLP(rng.uniform(0.5, 1.5, 4000), backend=backend)
+    lp.add_rows(-A, -(A @ rng.uniform(0, 1, 4000) - rng.uniform(0, 0.1, 2000)))
+    return lp
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_solve_that_runs_out_of_time_returns_none(backend):
+    lp = _slow_lp(backend)
+    started = time.perf_counter()
+    assert lp.solve(time_limit=0.2) is None
+    assert time.perf_counter() - started < 1.5
+    assert lp.solve(time_limit=0.0) is None
+
+
+@pytest.mark.skipif(not highspy_available() or not hasattr(signal, "setitimer"),
+                    reason="needs highspy and signal.setitimer")
+def test_a_signal_interrupts_a_highspy_solve():
+    """The handler's exception surfaces within a fraction of a second, not after the solve."""
+    lp = _slow_lp("highspy")
+
+    class Alarm(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Alarm
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    started = time.perf_counter()
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(Alarm):
+            lp.solve()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.perf_counter() - started < 0.6

@@ -77,9 +77,13 @@ class LPCuttingPlane:
     def n_constraints(self):
         return self.lp.n_rows
 
-    def solve(self):
-        """Solve the LP over the working set; return ``(w, optimal value)``."""
-        x, value = self.lp.solve()
+    def solve(self, time_limit=None):
+        """Solve the LP over the working set; return ``(w, optimal value)``, or None when
+        ``time_limit`` seconds run out first."""
+        solution = self.lp.solve(time_limit)
+        if solution is None:
+            return None
+        x, value = solution
         K = self.n_weights
         w = x[:K] - x[K:2 * K]
         w[np.abs(w) <= 1e-12 * max(1.0, np.abs(w).max())] = 0.0
@@ -113,7 +117,8 @@ def fit_lp_cutting_plane(structure, batch, Y, *, C, n_jobs, certificate):
 
     The LP optimum is a lower bound on min P1 and ``P1(w)`` an upper bound; the fit stops when
     their difference is at most ``tol`` times ``P1(w)``, when no example is violated, or at
-    the certificate's budgets.
+    the certificate's budgets. With ``max_time`` each LP solve gets the time left: one that
+    runs out of it ends the fit at the last certified weights.
 
     Parameters
     ----------
@@ -144,7 +149,13 @@ def fit_lp_cutting_plane(structure, batch, Y, *, C, n_jobs, certificate):
                              n_constraints=solver.n_constraints):
             break
         solver.add(Ybar, losses, violated)
-        w, lower = solver.solve()
+        time_left = None if certificate.max_time is None else \
+            certificate.max_time - certificate.elapsed()
+        solution = solver.solve(time_left)
+        if solution is None:
+            certificate.stop_reason = "max_time"
+            break
+        w, lower = solution
     certificate.finish(round_)
     return w
 
