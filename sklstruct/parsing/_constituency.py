@@ -157,7 +157,8 @@ class ConstituencyParser(PartsParser, _TreeParser):
     learner : sklstruct estimator, default=None
         The learner, cloned at fit with its ``C`` and ``structure`` set (to the grammar's
         :class:`~sklstruct.structures.ConstituencyTree`);
-        ``M3NSimplicialDecomposition()`` by default.
+        ``M3NSimplicialDecomposition()`` by default. Its ``max_time`` does not count the
+        feature extraction before its fit.
     features : transformer, default=None
         Turns the sentences into the features of their spans: ``fit(X, y)`` and
         ``transform_flat(X) -> (csr_matrix, n_rows)`` as :class:`SpanFeatures` has them,

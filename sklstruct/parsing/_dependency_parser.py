@@ -56,7 +56,10 @@ class DependencyParser(PartsParser):
         arcs of many features, so the best ``C`` is smaller than for sequence labelling.
     learner : sklstruct estimator, default=None
         The learner, cloned at fit with its ``C`` and ``structure`` set;
-        ``M3NSimplicialDecomposition()`` by default.
+        ``M3NSimplicialDecomposition()`` by default. Its stopping settings (``tol``,
+        ``max_iter``, ``max_time``, ``callback``) apply to each of its fits: the arcs', then
+        the relations' with ``relations="separate"``; the feature extraction before them is
+        not counted in ``max_time``.
     features : transformer, default=None
         Turns the sentences into the features of their candidate arcs: ``fit(X, y)`` and
         ``transform_flat(X) -> (csr_matrix, n_rows)`` as :class:`ArcFeatures` has them, which

@@ -107,7 +107,10 @@ class M3NExpGrad(BaseStructuredClassifier):
         the fit, whose model is then certified by the gap of that check.
     max_time : float, default=None
         Stop at the first check after this many seconds of fitting (with a
-        ``ConvergenceWarning``).
+        ``ConvergenceWarning``). The seconds count from the start of the optimisation
+        (input validation and set-up before it are not counted), and the fit ends after the
+        pass in which they run out and that iterate's certificate: it can run over by that
+        much.
 
     Attributes
     ----------

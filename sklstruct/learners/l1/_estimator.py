@@ -142,10 +142,15 @@ class L1M3N(BaseStructuredClassifier):
         estimator at the current weights (its ``predict``, ``score`` and ``objective`` work,
         e.g. to stop on a validation score), ``info`` a dict with the check's ``history_``
         row, ``iteration`` and ``w`` (a copy of the current weights); returning True stops
-        the fit, whose model is then certified by the gap of that check.
+        the fit, whose model is then certified by the gap of that check. With
+        ``solver="subgradient"`` and the default ``radius``, the EM fit that finds the
+        radius runs first (within ``max_time``) and does not call it.
     max_time : float, default=None
         Stop at the first check after this many seconds of fitting (with a
-        ``ConvergenceWarning``).
+        ``ConvergenceWarning``). The seconds count from the start of the optimisation
+        (input validation and set-up before it are not counted), and the fit ends after the
+        pass in which they run out and that iterate's certificate: it can run over by that
+        much.
 
     Attributes
     ----------
