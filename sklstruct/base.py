@@ -20,7 +20,7 @@ from ._input import InputMixin, check_sequence_weights, encode_targets
 from ._prediction import PredictionMixin
 from ._progress import Certificate
 from .structures import BaseStructure, structure_for_form
-from .structures._base import structured_hinge
+from .structures._base import checked_token_loss, structured_hinge
 from .utils._sklearn_compat import Interval, StrOptions, _fit_context
 
 
@@ -158,6 +158,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         self.structure_ = self.structure_.bind_batch(batch, Y)
         weights = check_sequence_weights(sample_weight, batch.n_sequences)
         self._check_oracle_exactness(batch)
+        self._check_user_token_loss(Y)
         self.w_ = self._fit_batch(batch, Y, weights)
         if not np.all(np.isfinite(self.w_)):  # (e.g. features near the largest double)
             largest = float(abs(batch.X).max()) if batch.X.shape[0] else 0.0
@@ -188,6 +189,16 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         upper = self._regularizer() + float(self.C) * float(weights @ hinge)
         gap = upper - float(dual[-1])
         self.inexact_gap_bound_ = max(gap, 0.0) if np.isfinite(gap) else None
+
+    def _check_user_token_loss(self, Y):
+        """Check a ``token_loss`` written outside the library (:func:`checked_token_loss`)
+        once, before the fit: some oracles take it from the structure at every call
+        without checks of their own."""
+        structure = self.structure_
+        method = getattr(type(structure), "token_loss", None)
+        if structure.loss_decomposes and method is not None and \
+                not getattr(method, "__module__", "").startswith("sklstruct."):
+            checked_token_loss(structure, Y)
 
     def _check_oracle_exactness(self, batch):
         """Warn when the structure's max-oracle may be inexact on training examples and

@@ -125,3 +125,27 @@ def test_a_parameter_named_like_a_method_is_refused():
     X, y = _data()
     with pytest.raises(TypeError, match=r"\['loss'\] have the names of structure methods"):
         StructSVMCuttingPlane(_ShadowingLoss()).fit(X, y)
+
+
+BAD_COSTS = {
+    "negative": ([[0.0, -1.0, 1.0], [1.0, 0.0, 1.0], [1.0, 1.0, 0.0]], "negative"),
+    "NaN": ([[0.0, np.nan, 1.0], [1.0, 0.0, 1.0], [1.0, 1.0, 0.0]], "NaN or infinite"),
+    "infinite": ([[0.0, np.inf, 1.0], [1.0, 0.0, 1.0], [1.0, 1.0, 0.0]], "NaN or infinite"),
+    "true state": ([[0.5, 1.0, 1.0], [1.0, 0.0, 1.0], [1.0, 1.0, 0.0]], "zero at each"),
+    "shape": ([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0]], "shape"),
+}
+
+
+@pytest.mark.parametrize("cost", BAD_COSTS)
+@pytest.mark.parametrize("learner", list(L2_LEARNERS) + ["l1 em", "l1 cutting plane"])
+def test_a_token_loss_outside_the_learners_assumptions_is_refused(cost, learner):
+    """A loss that is negative, not finite, not zero at the true state or of the wrong shape
+    went to the oracles and compiled passes as given (a NaN cost gave NaN objectives)."""
+    X, y = _data()
+    values, message = BAD_COSTS[cost]
+    structure = example.ConfusionCostChain(cost=values)
+    model = {"l1 em": lambda s: L1M3N(s, C=0.7, max_iter=3),
+             "l1 cutting plane": lambda s: L1M3N(s, C=0.7, solver="cutting_plane")}.get(
+        learner, L2_LEARNERS.get(learner))(structure)
+    with pytest.raises(ValueError, match=message):
+        _fit(model, X, y)

@@ -14,6 +14,8 @@ the weights, never a table per labelling or per position pair."""
 
 import numpy as np
 
+from ..structures._base import checked_token_loss
+
 
 # per-example pairwise tables are avoided when they would take more than this many bytes and
 # more than four times the per-token arrays (n_tokens x n_states doubles)
@@ -136,7 +138,7 @@ class FactoredDualState(DualWeights):
 
     def __init__(self, structure, batch, Y, C, node_marg, pair_marg, scale2=None):
         self._bind(structure, batch, Y, C, scale2)
-        self.token_loss = np.ascontiguousarray(structure.token_loss(self.Y), dtype=np.float64)
+        self.token_loss = np.ascontiguousarray(checked_token_loss(structure, self.Y))
         self.node_marg = np.ascontiguousarray(node_marg, dtype=np.float64)
         self.pair_marg = np.ascontiguousarray(pair_marg, dtype=np.float64)
         self.expected_loss = np.bincount(

@@ -12,7 +12,7 @@ max-oracle call on the example and touches only the weights of its features.
 import numpy as np
 
 from .._inference._validation import check_n_jobs
-from ..structures._base import BaseStructure
+from ..structures._base import BaseStructure, checked_token_loss
 from ..structures._loss import hamming_max_loss
 from ._factored_dual import DualWeights, FactoredDualState
 from . import _frank_wolfe_fast, _multi_point_fast
@@ -242,7 +242,7 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
                              "2**31 - 1 entries of a sequence's node or pairwise statistics.")
         # a loss other than the weighted Hamming loss is kept as its token loss matrix
         self.token_loss = np.zeros((0, S)) if _weighted_hamming(structure) else \
-            np.ascontiguousarray(structure.token_loss(self.Y), dtype=np.float64)
+            np.ascontiguousarray(checked_token_loss(structure, self.Y))
         self.anchor_loss = np.zeros(n) if not self.token_loss.size else np.bincount(
             batch.sequence_index, weights=self.token_loss[np.arange(batch.n_tokens), self.Y],
             minlength=n)

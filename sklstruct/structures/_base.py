@@ -666,6 +666,38 @@ class BaseStructure(BaseEstimator):
         return None
 
 
+def checked_token_loss(structure, Y):
+    """``structure.token_loss(Y)`` as float64, checked: the learners and their compiled
+    oracles take it as given, so a loss with the wrong shape, a NaN or infinite entry, a
+    negative one or one that is not zero at the true state (``Delta(y, y) = 0``) is refused
+    here with a ``ValueError`` naming the structure.
+
+    Parameters
+    ----------
+    structure : bound structure
+    Y : ndarray of int of shape (n_tokens,)
+        True labels.
+
+    Returns
+    -------
+    token_loss : ndarray of shape (n_tokens, n_states)
+    """
+    name = f"{type(structure).__name__}.token_loss"
+    token_loss = np.asarray(structure.token_loss(Y), dtype=np.float64)
+    expected = (Y.shape[0], structure.n_states_)
+    if token_loss.shape != expected:
+        raise ValueError(f"{name} must return an array of shape {expected} (tokens x "
+                         f"states), got {token_loss.shape}.")
+    if not np.isfinite(token_loss).all():
+        raise ValueError(f"{name} returned NaN or infinite losses.")
+    if (token_loss < 0).any():
+        raise ValueError(f"{name} returned negative losses; losses must be non-negative.")
+    if token_loss.shape[0] and token_loss[np.arange(Y.shape[0]), Y].any():
+        raise ValueError(f"{name} must be zero at each token's true state (the loss of the "
+                         "true labelling is 0).")
+    return token_loss
+
+
 def structured_hinge(structure, batch, Y, unary, pairwise, rescale="margin", n_jobs=None,
                      token_loss=None):
     """Per-sequence structured hinge losses ``H_i`` at the potentials.

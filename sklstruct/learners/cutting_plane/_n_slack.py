@@ -13,7 +13,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from ..._inference._validation import split_into_chunks
-from ...structures._base import hinge_terms
+from ...structures._base import checked_token_loss, hinge_terms
 from ...utils._growable import GrowableArray
 from ._n_slack_fast import BlockGramCache, margins, sweep
 
@@ -129,7 +129,7 @@ class NSlackSolver:
         self.structure, self.batch, self.Y = structure, batch, Y
         self.rescale, self.epsilon, self.n_jobs = rescale, epsilon, n_jobs
         self.indptr, self.indices, self.data = batch.csr_arrays
-        self.token_loss = structure.token_loss(Y) if structure.loss_decomposes else None
+        self.token_loss = checked_token_loss(structure, Y) if structure.loss_decomposes else None
         n_features = structure.n_features_
         # the flat weights; WT and theta are views of it that the compiled sweeps update
         self.w = np.zeros(structure.size_joint_feature_)

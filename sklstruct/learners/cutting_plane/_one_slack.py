@@ -18,7 +18,7 @@ matrix-vector products.
 
 import numpy as np
 
-from ...structures._base import hinge_terms, structured_hinge
+from ...structures._base import checked_token_loss, hinge_terms, structured_hinge
 from ...utils._growable import GrowableArray
 from ...utils._sequences import SequenceBatch
 from ..._solvers.qp import solve_capped_simplex_qp
@@ -237,7 +237,7 @@ class LocalOracle:
             sample_weight
         self.rescale, self.n_jobs = rescale, n_jobs
         # (None for a loss that does not decompose: the oracle computes its losses)
-        self.token_loss = structure.token_loss(Y) if structure.loss_decomposes else None
+        self.token_loss = checked_token_loss(structure, Y) if structure.loss_decomposes else None
         self.cache = LabelCache(batch.n_tokens, batch.n_sequences, cache_size)
         self.n_sequences = batch.n_sequences
         self.loss_bound = float(sample_weight @ structure.max_loss(batch, Y))

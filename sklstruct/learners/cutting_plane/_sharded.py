@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..._input import check_sequence_weights
-from ...structures._base import hinge_terms, structured_hinge
+from ...structures._base import checked_token_loss, hinge_terms, structured_hinge
 from ...utils._growable import GrowableArray
 from ...utils._sequences import (
     SequenceBatch,
@@ -159,7 +159,8 @@ class _Shard:
         self.batch = SequenceBatch(data.X, data.offsets)
         index = np.searchsorted(classes, data.y)
         self.Y = np.clip(index, 0, classes.shape[0] - 1).astype(np.intp)
-        self.token_loss = structure.token_loss(self.Y) if structure.loss_decomposes else None
+        self.token_loss = checked_token_loss(structure, self.Y) \
+            if structure.loss_decomposes else None
         self.cache = LabelCache(self.batch.n_tokens, self.batch.n_sequences, cache_size)
         self.dense = 8 * structure.size_joint_feature_ <= DENSE_BYTES_PER_CONSTRAINT
         self.potentials = None

@@ -8,7 +8,7 @@ and ``max_time`` stop it.
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ...structures._base import structured_hinge
+from ...structures._base import checked_token_loss, structured_hinge
 from ._geometry import LinearGeometry
 
 
@@ -26,7 +26,7 @@ class ExcessiveGapRun:
     def __init__(self, structure, batch, Y, C, geometry, certificate, n_jobs, init_bias=0.0):
         self.structure, self.batch, self.Y, self.C = structure, batch, Y, C
         self.geometry, self.certificate, self.n_jobs = geometry, certificate, n_jobs
-        self.token_loss = structure.token_loss(Y)
+        self.token_loss = checked_token_loss(structure, Y)
         self.true_unary = C * structure.onehot(Y)
         self.true_pairwise = C * structure.pairwise_statistics(batch, Y)
         self.calls = 0

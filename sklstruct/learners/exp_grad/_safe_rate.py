@@ -24,6 +24,8 @@ import numpy as np
 from scipy.sparse.linalg import eigsh
 from sklearn.utils.extmath import row_norms
 
+from ...structures._base import checked_token_loss
+
 
 def check_safe_rate_structure(structure, what):
     """The safe rate needs the structure's covariance operator (chains and multiclass)."""
@@ -59,7 +61,7 @@ def gradient_spread_bound(structure, batch, Y, C):
                          f"pairwise statistics of {type(structure).__name__}.")
     squared = feature_norm ** 2 + pairwise_bound
     radius = 2.0 * np.sqrt(squared)
-    max_loss = np.bincount(seq, weights=structure.token_loss(Y).max(axis=1),
+    max_loss = np.bincount(seq, weights=checked_token_loss(structure, Y).max(axis=1),
                            minlength=batch.n_sequences).max()
     C = float(C)
     return C * float(max_loss) + 2.0 * C * C * float(radius.max()) * float(radius.sum())

@@ -12,7 +12,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.extmath import row_norms
 
 from ..._progress import CheckSchedule
-from ...structures._base import primal_objective
+from ...structures._base import checked_token_loss, primal_objective
 from ._online import ONLINE_MAX_CHANGE, OnlineEGState
 
 
@@ -130,7 +130,7 @@ def solve_batch(structure, batch, Y, *, C, eta, init_bias, adaptive, state, chec
     if eta is None:
         eta = 1.0 / (C * C * float(sequence_scales(batch).max()))
     # loss of every token and state: the part losses l_{i,r}
-    token_loss = structure.token_loss(Y)
+    token_loss = checked_token_loss(structure, Y)
     w, dual = _dual_at(structure, batch, Y, C, token_loss, node_pot, pair_pot, n_jobs)
     calls, passes = batch.n_sequences, 0
     converged = _check(certificate, structure, batch, Y, C, w, dual, 0, calls, eta, n_jobs)
