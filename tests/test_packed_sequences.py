@@ -413,11 +413,29 @@ def test_loss_augmented_margins_sparse_bad_input():
 
 def test_csr_decoders_give_each_thread_enough_tokens(monkeypatch):
     offsets = np.r_[0, np.cumsum(np.full(100, 50))]  # 5,000 tokens
-    assert chain._csr_chunks(offsets, 4) == [(0, 100)]  # (one chunk: below 2 x 4,096)
+    assert chain._csr_chunks(offsets, 4, 22) == [(0, 100)]  # (one chunk: below 2 x 4,096)
     monkeypatch.setattr(chain, "THREAD_MIN_TOKENS", 2000)
-    assert chain._csr_chunks(offsets, 4) == [(0, 50), (50, 100)]
-    assert chain._csr_chunks(offsets, 1) == [(0, 100)]
-    assert chain._csr_chunks(np.zeros(1, dtype=np.int64), 2) == []
+    assert chain._csr_chunks(offsets, 4, 22) == [(0, 50), (50, 100)]
+    assert chain._csr_chunks(offsets, 1, 22) == [(0, 100)]
+    assert chain._csr_chunks(np.zeros(1, dtype=np.int64), 2, 22) == []
+
+
+def test_threads_take_tasks_of_bounded_work():
+    """With several threads a large batch is cut into more tasks than threads, so that an
+    interrupted call waits for one task per thread, not for a thread's share of the batch;
+    a single thread decodes it in one piece."""
+    from sklstruct._inference._validation import TASK_WORK, thread_chunks
+
+    offsets = np.r_[0, np.cumsum(np.full(2000, 100))]  # 200,000 tokens
+    per_task = TASK_WORK // 600**2
+    chunks = thread_chunks(offsets, 2, 600, min_tokens=chain.THREAD_MIN_TOKENS)
+    sizes = [offsets[hi] - offsets[lo] for lo, hi in chunks]
+    assert len(chunks) >= 200_000 // max(per_task, chain.THREAD_MIN_TOKENS)
+    assert max(sizes) <= max(per_task, chain.THREAD_MIN_TOKENS) + 100
+    assert chunks[0][0] == 0 and chunks[-1][1] == 2000
+    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+    assert thread_chunks(offsets, 1, 600) == [(0, 2000)]
+    assert len(thread_chunks(offsets, 2, 22)) == 2  # (22 states: 277,000 tokens a task)
 
 
 def test_loss_augmented_viterbi_sparse_bad_input():

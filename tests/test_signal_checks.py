@@ -1,7 +1,8 @@
 """The compiled batch loops of inference and feature extraction answer a pending signal.
 
 A handler's exception (Ctrl-C's KeyboardInterrupt, or here an alarm's) must surface while a
-large batch is being processed, not when the loop ends. Each case sizes its batch so that
+large batch is being processed, not when the loop ends; on two threads, the other thread
+stops after its task under way, not after its half of the batch. Each case sizes its batch so that
 the whole call would take about a second and a half on this machine, sets an alarm after 0.1
 s and requires the call to raise within a third of that time.
 """
@@ -72,6 +73,11 @@ CASES = {
             _chain_batch(n, 200, 12)), 4),
     "forward_backward": (lambda n: (lambda b: lambda: chain.forward_backward(
         b["unary"], b["offsets"], b["transition"]))(_chain_batch(n, 20, 300)), 4),
+    "viterbi_sparse on two threads": (lambda n: (lambda b: lambda: chain.viterbi_sparse(
+        b["X"], b["weights"], b["offsets"], b["transition"], n_jobs=2))(
+            _chain_batch(n, 20, 600)), 420),
+    "forward_backward on two threads": (lambda n: (lambda b: lambda: chain.forward_backward(
+        b["unary"], b["offsets"], b["transition"], n_jobs=2))(_chain_batch(n, 20, 300)), 4),
     "arc_features": (lambda n: (lambda f, s: lambda: f.transform_flat(s))(
         ArcFeatures(features_from="all").fit(_sentences(2, 150)), _sentences(n, 150)), 4),
 }

@@ -55,6 +55,28 @@ def split_into_chunks(offsets, n_chunks):
     return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
 
+# The work of one task of the threads of run_chunks, in steps of a chain's dynamic programme
+# (tokens x states^2): a fraction of a second. When the calling thread is interrupted (its
+# compiled loop raises Ctrl-C's KeyboardInterrupt) or a task fails, the other threads take no
+# new task, so the call returns after the tasks under way: one per thread, not a whole
+# per-thread share of the batch (3-6 s on 31.7M tokens with one task per thread).
+TASK_WORK = 2**27
+
+
+def thread_chunks(offsets, n_threads, n_states, min_tokens=1):
+    """The chunks of sequences (contiguous, of similar token counts) of a chain kernel run
+    on ``n_threads`` threads: one for a single thread; otherwise at least one per thread,
+    each of at least ``min_tokens`` tokens, and as many more as keep each task's work under
+    about ``TASK_WORK`` steps. The tasks' outputs are per token or per sequence, so the
+    result does not depend on the chunks."""
+    n_tokens = int(offsets[-1])
+    n_chunks = max(1, min(n_threads, n_tokens // max(1, min_tokens)))
+    if n_chunks > 1:
+        per_task = max(min_tokens, TASK_WORK // max(1, n_states * n_states))
+        n_chunks = max(n_chunks, -(-n_tokens // per_task))
+    return split_into_chunks(offsets, n_chunks)
+
+
 def sentence_chunks(lengths, n_chunks):
     """Split sentences of ``lengths`` words into contiguous chunks of similar cubic cost
     (the chart algorithms of parsing), as ``(first, stop)`` pairs."""

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from ..structures._loss import hamming_token_loss
 from . import _chain, _topk
 from ._validation import (as_float_array, as_int_array, check_k, check_n_jobs,
-                          run_chunks, split_into_chunks)
+                          run_chunks, split_into_chunks, thread_chunks)
 
 __all__ = [
     "forward_backward",
@@ -218,7 +218,7 @@ def _map_chunks(solve, unary, offsets, y, shared, n_jobs, reduction=False):
     if reduction:
         chunks = split_into_chunks(offsets, -(-int(offsets[-1]) // REDUCTION_CHUNK_TOKENS))
     else:
-        chunks = split_into_chunks(offsets, n_threads)
+        chunks = thread_chunks(offsets, n_threads, unary.shape[1])
     if len(chunks) <= 1:
         return solve(unary, offsets, y, *shared)
     pieces = run_chunks(solve, [
@@ -332,13 +332,12 @@ def _solve_viterbi_csr(csr, weights, offsets, transition, start, end, first, las
 THREAD_MIN_TOKENS = 4096
 
 
-def _csr_chunks(offsets, n_threads):
-    """The chunks of sequences of the CSR decoders: one per thread, each of at least
-    ``THREAD_MIN_TOKENS`` tokens (or one chunk)."""
+def _csr_chunks(offsets, n_threads, n_states):
+    """The chunks of sequences of the CSR decoders (:func:`~._validation.thread_chunks`),
+    each of at least ``THREAD_MIN_TOKENS`` tokens (or one chunk)."""
     if offsets.shape[0] <= 1:
         return []
-    return split_into_chunks(offsets, max(1, min(n_threads,
-                                                 int(offsets[-1]) // THREAD_MIN_TOKENS)))
+    return thread_chunks(offsets, n_threads, n_states, THREAD_MIN_TOKENS)
 
 
 def _check_csr_product(X, weights, check_finite):
@@ -443,7 +442,7 @@ def viterbi_sparse(X, weights, offsets, transition, start=None, end=None, n_jobs
         offsets, n_tokens, weights.shape[1], transition, start, end)
     n_sequences = offsets.shape[0] - 1
     out = (np.zeros(n_tokens, dtype=np.int64), np.zeros(n_sequences, dtype=np.float64))
-    chunks = _csr_chunks(offsets, check_n_jobs(n_jobs))
+    chunks = _csr_chunks(offsets, check_n_jobs(n_jobs), weights.shape[1])
     pieces = run_chunks(
         _solve_viterbi_csr,
         [((indptr, indices, data), weights, offsets, transition, start, end, lo, hi, out)
@@ -552,7 +551,7 @@ def _run_csr_ranges(solve, inputs, out, offsets, n_jobs):
     """``solve(*inputs, first, last, out)`` over the chunks of sequences on ``n_jobs``
     threads (each writes its range of the shared ``out``; a worker process returns its
     pieces, concatenated here in order); returns the filled outputs."""
-    chunks = _csr_chunks(offsets, check_n_jobs(n_jobs))
+    chunks = _csr_chunks(offsets, check_n_jobs(n_jobs), inputs[1].shape[1])
     pieces = run_chunks(solve, [(*inputs, lo, hi, out) for lo, hi in chunks],
                         check_n_jobs(n_jobs))
     return out if len(pieces) <= 1 else tuple(
