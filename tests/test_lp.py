@@ -130,13 +130,14 @@ def test_backend_choice():
         IncrementalLP(np.ones(2), backend="glpk")
 
 
-def _slow_lp(backend):
-    """An LP whose dual simplex takes thousands of iterations (about 4 s here)."""
-    rng = np.random.default_rng(0)
-    A = sp.random(2000, 4000, density=0.01, random_state=0, format="csr")
+def _slow_lp(backend, m=2000, seed=0):
+    """An LP whose dual simplex takes thousands of iterations (about 4 s here with m=2000,
+    1 s with m=1500)."""
+    rng = np.random.default_rng(seed)
+    A = sp.random(m, 2 * m, density=0.01, random_state=seed, format="csr")
     A.data = rng.normal(size=A.nnz)
-    lp = IncrementalLP(rng.uniform(0.5, 1.5, 4000), backend=backend)
-    lp.add_rows(-A, -(A @ rng.uniform(0, 1, 4000) - rng.uniform(0, 0.1, 2000)))
+    lp = IncrementalLP(rng.uniform(0.5, 1.5, 2 * m), backend=backend)
+    lp.add_rows(-A, -(A @ rng.uniform(0, 1, 2 * m) - rng.uniform(0, 0.1, m)))
     return lp
 
 
@@ -171,3 +172,43 @@ def test_a_signal_interrupts_a_highspy_solve():
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert time.perf_counter() - started < 0.6
+
+
+@pytest.mark.skipif(not highspy_available(), reason="highspy is not installed")
+def test_the_time_limit_of_a_later_solve_counts_from_its_start():
+    """HiGHS's clock runs on over the solves of an instance: a limit set as the time left
+    stopped a warm-started solve at once after a long first one."""
+    lp = _slow_lp("highspy", m=1500)
+    started = time.perf_counter()
+    x, _ = lp.solve()
+    first = time.perf_counter() - started
+    rng = np.random.default_rng(1)
+    rows = sp.random(3, x.shape[0], density=0.5, random_state=1, format="csr")
+    lp.add_rows(rows, rows @ x - rng.uniform(0.01, 0.1, 3))  # cuts off the optimum
+    assert lp.solve(time_limit=max(0.5, 0.5 * first)) is not None
+
+
+@pytest.mark.skipif(not highspy_available(), reason="highspy is not installed")
+def test_concurrent_highspy_solves_overlap_and_agree():
+    """Two fits' LPs solved on two threads at once (highspy's own start/wait locks are
+    shared by the process: a solve started while another ran was refused)."""
+    import threading
+
+    problems = [_slow_lp("highspy", m=1200, seed=seed) for seed in (0, 1, 0, 1)]
+    expected = [lp.solve()[1] for lp in problems[:2]]
+    values, errors = [None, None], []
+
+    def solve(k):
+        try:
+            values[k] = problems[2 + k].solve()[1]
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=solve, args=(k,)) for k in (0, 1)]
+    threads[0].start()
+    time.sleep(0.1)  # the first solve is under way
+    threads[1].start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert values == expected

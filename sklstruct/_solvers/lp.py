@@ -8,6 +8,7 @@ simplex restarts from it. Without it every solve starts from scratch through
 
 import os
 import sys
+import threading
 
 import numpy as np
 import scipy.sparse as sp
@@ -45,6 +46,21 @@ def _quiet_highs():
     return highs
 
 
+def _cancel_flag(highs):
+    """A one-element list whose True cancels ``highs``'s simplex at its next iteration
+    (through its simplex-interrupt callback), or None if this ``highspy`` has none."""
+    if not hasattr(highs, "cbSimplexInterrupt"):
+        return None
+    cancel = [False]
+
+    def interrupt(event):
+        if cancel[0]:
+            event.interrupt()
+
+    highs.cbSimplexInterrupt += interrupt
+    return cancel
+
+
 class IncrementalLP:
     """``min cost . x`` s.t. ``A x <= b``, ``x >= 0``, with rows of ``A`` appended over time.
 
@@ -64,10 +80,12 @@ class IncrementalLP:
         self.cost = np.asarray(cost, dtype=np.float64)
         self.n_rows = 0
         self._rows, self._rhs = [], []
+        self._cancel = None
         if backend == "highspy":
             import highspy
 
             self._highs = _quiet_highs()
+            self._cancel = _cancel_flag(self._highs)
             n = self.cost.shape[0]
             self._highs.addVars(n, np.zeros(n), np.full(n, highspy.kHighsInf))
             self._highs.changeColsCost(n, np.arange(n, dtype=np.int32), self.cost)
@@ -92,17 +110,17 @@ class IncrementalLP:
         """Return ``(x, optimal value)``, or None when ``time_limit`` seconds (None: no limit)
         run out first; raises ``RuntimeError`` if HiGHS finds no optimum.
 
-        With ``highspy`` the solve runs in a thread of HiGHS's own while this one waits, so
-        that Ctrl-C (or another signal handler's exception) is raised here within a tenth
-        of a second; the solve is then cancelled (it stops at its next simplex iteration,
-        in the background if that takes more than a second), and this LP must not be
-        solved again.
+        With ``highspy`` the solve runs in a thread of its own while this one waits, so that
+        Ctrl-C (or another signal handler's exception) is raised here within a tenth of a
+        second; the solve is then cancelled (it stops at its next simplex iteration, in the
+        background if that takes more than a second), and this LP must not be solved again.
         """
         if time_limit is not None and time_limit <= 0:
             return None
         limit = np.inf if time_limit is None else float(time_limit)
         if self.backend == "highspy":
-            self._highs.setOptionValue("time_limit", limit)
+            # (HiGHS's clock runs on over the solves of one instance)
+            self._highs.setOptionValue("time_limit", self._highs.getRunTime() + limit)
             self._run_highs()
             status = self._highs.modelStatusToString(self._highs.getModelStatus())
             if status == "Time limit reached":
@@ -122,17 +140,31 @@ class IncrementalLP:
         return result.x, float(result.fun)
 
     def _run_highs(self):
-        """Run HiGHS; in its own thread when this ``highspy`` can cancel a solve."""
+        """Run HiGHS (which releases the GIL) in a thread of its own while this one waits;
+        on an exception here, cancel the solve at its next simplex iteration. (Not through
+        highspy's ``startSolve`` and ``cancelSolve``: their locks are shared by every
+        ``Highs`` of the process, so that concurrent fits would refuse or queue solves.)"""
         highs = self._highs
-        if not hasattr(highs, "cancelSolve"):  # an older highspy: signals wait for the solve
+        if self._cancel is None:  # a highspy without simplex callbacks (< 1.8): no cancel
             highs.run()
             return
-        highs.HandleUserInterrupt = True
-        highs.startSolve()
+        self._cancel[0] = False
+        errors = []
+
+        def run():
+            try:
+                highs.run()
+            except BaseException as exc:  # (raised in the calling thread below)
+                errors.append(exc)
+
+        solver = threading.Thread(target=run, daemon=True)
+        solver.start()
         try:
-            while not highs.wait(0.05)[0]:
-                pass
+            while solver.is_alive():
+                solver.join(0.05)
         except BaseException:
-            highs.cancelSolve()
-            highs.wait(1.0)
+            self._cancel[0] = True
+            solver.join(1.0)
             raise
+        if errors:
+            raise errors[0]
