@@ -197,7 +197,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         structure = self.structure_
         method = getattr(type(structure), "token_loss", None)
         if structure.loss_decomposes and method is not None and \
-                not getattr(method, "__module__", "").startswith("sklstruct."):
+                not (getattr(method, "__module__", None) or "").startswith("sklstruct."):
             checked_token_loss(structure, Y)
 
     def _check_oracle_exactness(self, batch):

@@ -149,3 +149,18 @@ def test_a_token_loss_outside_the_learners_assumptions_is_refused(cost, learner)
         learner, L2_LEARNERS.get(learner))(structure)
     with pytest.raises(ValueError, match=message):
         _fit(model, X, y)
+
+
+def test_a_token_loss_defined_without_a_module_is_checked():
+    """A method made by ``exec`` without ``__name__`` in its globals has no module."""
+    namespace = {}
+    exec("def token_loss(self, Y):\n    return np.asarray(self.cost, dtype=float)[Y]\n",
+         {"np": np}, namespace)
+    assert namespace["token_loss"].__module__ is None
+    structure_class = type("ExecCostChain", (example.ConfusionCostChain,),
+                           {"token_loss": namespace["token_loss"]})
+    X, y = _data()
+    values, message = BAD_COSTS["true state"]
+    with pytest.raises(ValueError, match=message):
+        _fit(M3NSimplicialDecomposition(structure_class(cost=values), C=0.7,
+                                        working_set_size=2), X, y)

@@ -107,10 +107,9 @@ class M3NExpGrad(BaseStructuredClassifier):
         the fit, whose model is then certified by the gap of that check.
     max_time : float, default=None
         Stop at the first check after this many seconds of fitting (with a
-        ``ConvergenceWarning``). The seconds count from the start of the optimisation
-        (input validation and set-up before it are not counted), and the fit ends after the
-        pass in which they run out and that iterate's certificate: it can run over by that
-        much.
+        ``ConvergenceWarning``). The seconds count from the start of the solver, after
+        the input validation, and the fit ends after the pass in which they run out and
+        that iterate's certificate: it can run over by that much.
 
     Attributes
     ----------
