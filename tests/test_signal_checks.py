@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sklstruct._inference import chain
+from sklstruct._inference import chain, grid
 from sklstruct.parsing import ArcFeatures
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"),
@@ -43,6 +43,14 @@ def _chain_batch(n_sequences, length, n_states, seed=0):
         X=sp.random(n_tokens, 50, density=0.1, format="csr", random_state=seed),
         weights=rng.normal(size=(50, n_states)),
     )
+
+
+def _images(n_images, side=64, seed=0):
+    rng = np.random.default_rng(seed)
+    n_pixels = n_images * side * side
+    return dict(unary=rng.normal(size=(n_pixels, 2)),
+                offsets=np.arange(0, n_pixels + 1, side * side),
+                costs=rng.uniform(0.5, 1.5, size=(2, n_pixels)), side=side)
 
 
 def _sentences(n_sentences, length):
@@ -78,6 +86,12 @@ CASES = {
             _chain_batch(n, 20, 600)), 420),
     "forward_backward on two threads": (lambda n: (lambda b: lambda: chain.forward_backward(
         b["unary"], b["offsets"], b["transition"], n_jobs=2))(_chain_batch(n, 20, 300)), 4),
+    "topk_viterbi": (lambda n: (lambda b: lambda: chain.topk_viterbi(
+        b["unary"], b["offsets"], b["transition"], k=4))(_chain_batch(n, 20, 300)), 4),
+    "log_partition": (lambda n: (lambda b: lambda: chain.log_partition(
+        b["unary"], b["offsets"], b["transition"]))(_chain_batch(n, 20, 300)), 4),
+    "grid_map": (lambda n: (lambda b: lambda: grid.grid_map(
+        b["unary"], b["offsets"], b["side"], *b["costs"]))(_images(n)), 4),
     "arc_features": (lambda n: (lambda f, s: lambda: f.transform_flat(s))(
         ArcFeatures(features_from="all").fit(_sentences(2, 150)), _sentences(n, 150)), 4),
 }

@@ -16,9 +16,13 @@ The caller validates the arrays (``sklstruct._inference.grid``); costs must be n
 ``_mincut.pxd``.
 """
 
+from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport free, malloc
 
 from sklstruct._typedefs cimport float64_t, int64_t, intp_t
+
+# pixels cut between two checks for a pending signal (Ctrl-C)
+cdef intp_t _PIXELS_PER_SIGNAL_CHECK = 1 << 16
 
 
 cdef inline void _add_pair(intp_t a, intp_t b, double cap_ab, double cap_ba, intp_t* n_arcs,
@@ -161,25 +165,33 @@ def grid_mincut(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
     cdef intp_t n_images = offsets.shape[0] - 1
     cdef intp_t i, lo, n, max_n = 0
     cdef double total = 0.0
-    cdef intp_t* int_work
-    cdef double* cap
+    cdef intp_t* int_work = NULL
+    cdef double* cap = NULL
     cdef bint failed = False
+    cdef intp_t since_check = 0
     for i in range(n_images):
         if offsets[i + 1] - offsets[i] > max_n:
             max_n = offsets[i + 1] - offsets[i]
-    with nogil:
-        int_work = <intp_t*> malloc(mincut_int_work(max_n) * sizeof(intp_t))
-        cap = <double*> malloc(mincut_arcs(max_n) * sizeof(double))
-        if int_work == NULL or cap == NULL:
-            failed = True
-        else:
-            for i in range(n_images):
-                lo = offsets[i]
-                n = offsets[i + 1] - lo
-                total += grid_image_cut(&unary[lo, 0] if n > 0 else NULL, n, widths[i],
-                                        &right_cost[lo] if n > 0 else NULL,
-                                        &down_cost[lo] if n > 0 else NULL,
-                                        &labels[lo] if n > 0 else NULL, int_work, cap)
+    try:
+        with nogil:
+            int_work = <intp_t*> malloc(mincut_int_work(max_n) * sizeof(intp_t))
+            cap = <double*> malloc(mincut_arcs(max_n) * sizeof(double))
+            if int_work == NULL or cap == NULL:
+                failed = True
+            else:
+                for i in range(n_images):
+                    lo = offsets[i]
+                    n = offsets[i + 1] - lo
+                    total += grid_image_cut(&unary[lo, 0] if n > 0 else NULL, n, widths[i],
+                                            &right_cost[lo] if n > 0 else NULL,
+                                            &down_cost[lo] if n > 0 else NULL,
+                                            &labels[lo] if n > 0 else NULL, int_work, cap)
+                    since_check += n
+                    if since_check > _PIXELS_PER_SIGNAL_CHECK:
+                        since_check = 0
+                        with gil:
+                            PyErr_CheckSignals()
+    finally:
         free(int_work)
         free(cap)
     if failed:

@@ -29,6 +29,7 @@ grows at all.
 Every function writes into preallocated outputs and runs without the GIL. The inputs are
 validated by the wrappers of :mod:`sklstruct._inference.chain`.
 """
+from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport exp, log
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
@@ -37,6 +38,9 @@ from sklstruct._inference._chain cimport (_max_length, _transition_tables, _vite
                                           _viterbi_tables)
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
+# token x state x state (x k) steps of the batch loops between two checks for a pending
+# signal (Ctrl-C): a few milliseconds
+cdef intp_t _SIGNAL_CHECK_WORK = 1 << 24
 # A rescaled sum of exponentials below this value is recomputed by an exact log-sum-exp.
 cdef double _TINY = 1e-280
 # In an exact log-sum-exp, terms this many nats below the largest are skipped (e^-40 = 4e-18).
@@ -428,46 +432,56 @@ def topk_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets
     cdef intp_t* stack = NULL
     cdef Lists lists
     cdef bint failed = False
+    cdef intp_t since_check = 0
     memset(&lists, 0, sizeof(Lists))
-    with nogil:
-        max_len = _max_length(offsets_ptr, n_sequences)
-        # transposed transitions (S S) and, for k == 1, their column maxima (S + 1)
-        transition_t = <double*> malloc((n_states * n_states + n_states + 1) * sizeof(double))
-        # Viterbi values per token (two rows at least: the workspace of k == 1)
-        lists.delta = <double*> malloc((max_len + 1) * n_states * sizeof(double))
-        # back-pointers per token (and a row of candidates for k == 1)
-        lists.pointer = <int32_t*> malloc((max_len + 1) * n_states * sizeof(int32_t))
-        lists.record_of = <int32_t*> malloc((max_len * n_states + 1) * sizeof(int32_t))
-        stack = <intp_t*> malloc((max_len + 1) * sizeof(intp_t))
-        if (transition_t == NULL or lists.delta == NULL or lists.pointer == NULL
-                or lists.record_of == NULL or stack == NULL):
-            failed = True
-        else:
-            _viterbi_tables(&transition[0, 0], n_states, transition_t,
-                            transition_t + n_states * n_states)
-            for i in range(max_len * n_states + 1):
-                lists.record_of[i] = -1
-            lists.transition_t = transition_t
-            lists.end = &end[0]
-            lists.n_states = n_states
-            lists.k = k
-            lists.width = k if k < n_states else n_states
-            for i in range(n_sequences):
-                lo = offsets_ptr[i]
-                lists.unary = unary_ptr + lo * n_states
-                lists.length = offsets_ptr[i + 1] - lo
-                if k == 1:
-                    scores[i, 0] = _viterbi_decode(
-                        lists.unary, lists.length, n_states, &transition[0, 0], transition_t,
-                        transition_t + n_states * n_states, &start[0], &end[0],
-                        lists.delta, lists.delta + n_states,
-                        lists.pointer + max_len * n_states, lists.pointer, &labels[lo, 0])
-                    counts[i] = 1
-                else:
-                    counts[i] = _topk_sequence(&lists, &start[0], &labels[lo, 0],
-                                               &scores[i, 0], stack, &failed)
-                    if failed:
-                        break
+    try:
+        with nogil:
+            max_len = _max_length(offsets_ptr, n_sequences)
+            # transposed transitions (S S) and, for k == 1, their column maxima (S + 1)
+            transition_t = <double*> malloc((n_states * n_states + n_states + 1)
+                                            * sizeof(double))
+            # Viterbi values per token (two rows at least: the workspace of k == 1)
+            lists.delta = <double*> malloc((max_len + 1) * n_states * sizeof(double))
+            # back-pointers per token (and a row of candidates for k == 1)
+            lists.pointer = <int32_t*> malloc((max_len + 1) * n_states * sizeof(int32_t))
+            lists.record_of = <int32_t*> malloc((max_len * n_states + 1) * sizeof(int32_t))
+            stack = <intp_t*> malloc((max_len + 1) * sizeof(intp_t))
+            if (transition_t == NULL or lists.delta == NULL or lists.pointer == NULL
+                    or lists.record_of == NULL or stack == NULL):
+                failed = True
+            else:
+                _viterbi_tables(&transition[0, 0], n_states, transition_t,
+                                transition_t + n_states * n_states)
+                for i in range(max_len * n_states + 1):
+                    lists.record_of[i] = -1
+                lists.transition_t = transition_t
+                lists.end = &end[0]
+                lists.n_states = n_states
+                lists.k = k
+                lists.width = k if k < n_states else n_states
+                for i in range(n_sequences):
+                    lo = offsets_ptr[i]
+                    lists.unary = unary_ptr + lo * n_states
+                    lists.length = offsets_ptr[i + 1] - lo
+                    if k == 1:
+                        scores[i, 0] = _viterbi_decode(
+                            lists.unary, lists.length, n_states, &transition[0, 0],
+                            transition_t, transition_t + n_states * n_states, &start[0],
+                            &end[0], lists.delta, lists.delta + n_states,
+                            lists.pointer + max_len * n_states, lists.pointer,
+                            &labels[lo, 0])
+                        counts[i] = 1
+                    else:
+                        counts[i] = _topk_sequence(&lists, &start[0], &labels[lo, 0],
+                                                   &scores[i, 0], stack, &failed)
+                        if failed:
+                            break
+                    since_check += lists.length * n_states * n_states * lists.width
+                    if since_check > _SIGNAL_CHECK_WORK:
+                        since_check = 0
+                        with gil:
+                            PyErr_CheckSignals()
+    finally:
         free(transition_t)
         free(stack)
         _release(&lists)
@@ -543,21 +557,29 @@ def log_partition_batch(const float64_t[:, ::1] unary, const int64_t[::1] offset
     cdef double* tables = NULL
     cdef double* buffers = NULL
     cdef bint failed = False
-    with nogil:
-        # column_max, row_max, work (n each), column_exp and transposed row_exp (n * n each)
-        tables = <double*> malloc((3 * n + 2 * n * n) * sizeof(double))
-        # two forward vectors and the message sums
-        buffers = <double*> malloc(3 * n * sizeof(double))
-        if tables == NULL or buffers == NULL:
-            failed = True
-        else:
-            _transition_tables(transition_ptr, n, tables)
-            for i in range(n_sequences):
-                lo = offsets_ptr[i]
-                log_partition[i] = _log_partition_sequence(
-                    unary_ptr + lo * n, offsets_ptr[i + 1] - lo, n, transition_ptr,
-                    &start[0], &end[0], tables, tables + 3 * n, buffers, buffers + n,
-                    buffers + 2 * n)
+    cdef intp_t since_check = 0
+    try:
+        with nogil:
+            # column_max, row_max, work (n each), column_exp and transposed row_exp (n * n)
+            tables = <double*> malloc((3 * n + 2 * n * n) * sizeof(double))
+            # two forward vectors and the message sums
+            buffers = <double*> malloc(3 * n * sizeof(double))
+            if tables == NULL or buffers == NULL:
+                failed = True
+            else:
+                _transition_tables(transition_ptr, n, tables)
+                for i in range(n_sequences):
+                    lo = offsets_ptr[i]
+                    log_partition[i] = _log_partition_sequence(
+                        unary_ptr + lo * n, offsets_ptr[i + 1] - lo, n, transition_ptr,
+                        &start[0], &end[0], tables, tables + 3 * n, buffers, buffers + n,
+                        buffers + 2 * n)
+                    since_check += (offsets_ptr[i + 1] - lo) * n * n
+                    if since_check > _SIGNAL_CHECK_WORK:
+                        since_check = 0
+                        with gil:
+                            PyErr_CheckSignals()
+    finally:
         free(tables)
         free(buffers)
     if failed:
