@@ -83,7 +83,8 @@ def _split_rows(matrix, lengths):
     return blocks
 
 
-class SequenceVectorizer(TransformerMixin, BaseEstimator):
+class SequenceVectorizer(TransformerMixin, BaseEstimator,
+                         auto_wrap_output_keys=None):
     """Turn sequences of per-token feature dicts into one sparse matrix and lengths.
 
     Each sequence is a list of dicts, one per token, mapping feature names
@@ -717,7 +718,8 @@ def window_features(words, pos=None, *, window=2):
     return features
 
 
-class HashingSequenceVectorizer(TransformerMixin, BaseEstimator):
+class HashingSequenceVectorizer(TransformerMixin, BaseEstimator,
+                                auto_wrap_output_keys=None):
     """Turn sequences of per-token feature dicts into sparse matrices by feature hashing.
 
     The stateless counterpart of :class:`SequenceVectorizer`: the same input (a list of

@@ -205,3 +205,26 @@ def test_window_features_with_vectorizer():
     column = names.index("word.lower=usa")
     np.testing.assert_array_equal(Xt[1].toarray()[:, column], [0, 1])
     np.testing.assert_array_equal(Xt[0].toarray()[:, names.index("bias")], np.ones(5))
+
+
+def test_transformers_of_sequences_and_parts_ignore_pandas_output():
+    """Their outputs (sparse rows of tokens or parts, with lengths) have no table form:
+    ``set_output`` is not offered, and the global ``transform_output="pandas"`` of many
+    notebooks left make_sequence_pipeline unable to fit (a pandas length mismatch)."""
+    import sklearn
+
+    from sklstruct import M3NSimplicialDecomposition
+    from sklstruct.parsing import ArcFeatures, SpanFeatures
+    from sklstruct.pipeline import make_sequence_pipeline
+    from sklstruct.preprocessing import HashingSequenceVectorizer, SequenceVectorizer
+
+    for transformer in (SequenceVectorizer(), HashingSequenceVectorizer(), ArcFeatures(),
+                        SpanFeatures()):
+        assert not hasattr(transformer, "set_output")
+    X = [[{"w": "the"}, {"w": "cat"}], [{"w": "sat"}], [{"w": "a"}, {"w": "dog"}]]
+    y = [["B", "I"], ["O"], ["B", "I"]]
+    expected = make_sequence_pipeline(M3NSimplicialDecomposition(C=1.0)).fit(X, y).predict(X)
+    with sklearn.config_context(transform_output="pandas"):
+        predicted = make_sequence_pipeline(M3NSimplicialDecomposition(C=1.0)).fit(X, y)\
+            .predict(X)
+    assert [list(p) for p in predicted] == [list(p) for p in expected]

@@ -18,7 +18,8 @@ _ROOT, _BEFORE, _AFTER = "<root>", "<s>", "</s>"
 TAG_KEYS = ("postag", "xpos", "upos", "cpostag", "tag", "pos")
 
 
-class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
+class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator,
+                  auto_wrap_output_keys=None):
     """Binary features of every candidate arc of dependency-parsed sentences.
 
     For a sentence of ``n`` tokens the output has ``n * n`` rows, one per candidate arc

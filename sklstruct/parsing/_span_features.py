@@ -33,7 +33,8 @@ def _shape(word):
     return "lower"
 
 
-class SpanFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator):
+class SpanFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator,
+                   auto_wrap_output_keys=None):
     """Binary features of every span of every sentence, in the rows of a constituency model.
 
     A sentence of ``n`` words becomes ``n (n + 1) / 2`` rows, its spans ``[i, j)`` by length,
