@@ -228,3 +228,16 @@ def test_transformers_of_sequences_and_parts_ignore_pandas_output():
         predicted = make_sequence_pipeline(M3NSimplicialDecomposition(C=1.0)).fit(X, y)\
             .predict(X)
     assert [list(p) for p in predicted] == [list(p) for p in expected]
+
+
+def test_a_pickle_does_not_keep_the_feature_names_once_read():
+    """The names are a cache formed again from the columns after loading."""
+    X = [[{"word": f"w{i}", "suffix": f"s{i % 7}", "length": i % 5} for i in range(j, j + 30)]
+         for j in range(0, 3000, 30)]
+    vec = SequenceVectorizer().fit(X)
+    before = len(pickle.dumps(vec))
+    names = list(vec.feature_names_)
+    assert len(pickle.dumps(vec)) == before
+    restored = pickle.loads(pickle.dumps(vec))
+    assert restored.feature_names_ == names
+    assert list(restored.get_feature_names_out()) == [str(name) for name in names]
