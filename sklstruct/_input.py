@@ -470,19 +470,21 @@ class InputMixin:
     def _check_label_kinds_match(self, y_flat):
         """Refuse labels of another kind than ``classes_`` (strings against numbers), which
         would all compare unequal: the message of scikit-learn's classifiers."""
-        given, fitted = label_kinds(y_flat), label_kinds(self.classes_)
+        labels = self._state_labels()
+        given, fitted = label_kinds(y_flat), label_kinds(labels)
         if ("str" in given) != ("str" in fitted):
             raise ValueError(
                 f"Mix of label input types (string and number): y holds "
                 f"{'/'.join(sorted(given))} labels but the model was fitted on "
-                f"{'/'.join(sorted(fitted))} labels (classes_ = {self.classes_.tolist()[:5]}"
-                f"{' ...' if self.classes_.shape[0] > 5 else ''}).")
+                f"{'/'.join(sorted(fitted))} labels (classes_ = {labels.tolist()[:5]}"
+                f"{' ...' if labels.shape[0] > 5 else ''}).")
 
     def _encode_known(self, y_flat):
         self._check_label_kinds_match(y_flat)
-        index = np.searchsorted(self.classes_, y_flat)
-        index = np.clip(index, 0, self.classes_.shape[0] - 1)
-        if not np.all(self.classes_[index] == y_flat):
+        labels = self._state_labels()
+        index = np.searchsorted(labels, y_flat)
+        index = np.clip(index, 0, labels.shape[0] - 1)
+        if not np.all(labels[index] == y_flat):
             raise ValueError("y contains labels that were not seen in fit.")
         return index.astype(np.intp)
 

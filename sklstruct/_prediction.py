@@ -67,7 +67,7 @@ class PredictionMixin:
         """
         model = self._fitted_view()
         batch, Y, form = model._predict_encoded(X, lengths, sequence_ids)
-        return model._format_output(model.classes_[Y], batch, form)
+        return model._format_output(model._state_labels()[Y], batch, form)
 
     def decision_function(self, X, lengths=None, sequence_ids=None):
         """Per-token class scores (the unary part of the model's score, ``X W^T``).
@@ -131,7 +131,7 @@ class PredictionMixin:
     def _marginals(self, batch, temperature, potentials=None):
         """Node marginals of ``batch`` under the model's scores divided by ``temperature``."""
         if batch.n_tokens == 0:  # only empty sequences
-            return np.zeros((0, self.classes_.shape[0]))
+            return np.zeros((0, self._state_labels().shape[0]))
         unary, pairwise = self._potentials(batch) if potentials is None else potentials
         if temperature != 1.0:
             unary, pairwise = unary / temperature, pairwise / temperature

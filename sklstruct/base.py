@@ -156,6 +156,12 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         y_flat = None  # (not kept through the fit: Y encodes it)
         self._bind_structure(form, batch.X.shape[1], classes, Y)
         self.structure_ = self.structure_.bind_batch(batch, Y)
+        if form == "multilabel":
+            # scikit-learn's multi-label classifiers (OneVsRestClassifier, MLPClassifier)
+            # number the labels in classes_, one per column of predict_proba, which
+            # cross_val_predict relies on; the states' values (0 and 1 in y's dtype) are kept
+            self._indicator_values_ = classes
+            self.classes_ = np.arange(self.structure_.n_labels_)
         weights = check_sequence_weights(sample_weight, batch.n_sequences)
         self._check_oracle_exactness(batch)
         self._check_user_token_loss(Y)
@@ -340,7 +346,13 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         return per_label, np.zeros(per_label.shape[0])
 
     def _binary_multiclass(self):
-        return self.structure_.one_token_per_example and self.classes_.shape[0] == 2
+        return self.structure_.one_token_per_example and self._state_labels().shape[0] == 2
+
+    def _state_labels(self):
+        """The label of each state: ``classes_``, except for multi-label models, whose
+        ``classes_`` numbers the labels and whose states are the values 0 and 1 (in the
+        dtype of the ``y`` they were fitted on)."""
+        return self.__dict__.get("_indicator_values_", self.classes_)
 
     @property
     def coef_(self):

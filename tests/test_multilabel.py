@@ -103,7 +103,8 @@ def test_predictions_have_the_dtype_of_y(dtype):
     X, Y = make_multilabel(1, n_samples=40)
     model = _fit(M3NSimplicialDecomposition(max_iter=20, random_state=0), X, Y.astype(dtype))
     P = model.predict(X)
-    assert P.dtype == np.dtype(dtype) and model.classes_.dtype == np.dtype(dtype)
+    assert P.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(model.classes_, np.arange(Y.shape[1]))
     np.testing.assert_array_equal(
         P, _fit(M3NSimplicialDecomposition(max_iter=20, random_state=0), X, Y).predict(X))
 
@@ -246,3 +247,30 @@ def test_l1_learner_trains_multilabel_structures(solver):
                            max_iter=100), X, Y)
         assert model.predict(X).shape == Y.shape
         assert hamming_loss(Y, model.predict(X)) < 0.2
+
+
+@pytest.mark.parametrize("method", ["predict_proba", "decision_function", "predict"])
+def test_cross_val_predict_takes_the_labels_from_classes(method):
+    """As for scikit-learn's multi-label classifiers, classes_ numbers the labels (one per
+    column of predict_proba and decision_function): cross_val_predict reorders the columns
+    of each fold by it (classes_ was [0, 1]: a shape mismatch)."""
+    from sklearn.model_selection import KFold, cross_val_predict
+
+    X, Y = make_multilabel(1, n_samples=60)
+    model = M3NSimplicialDecomposition(max_iter=20, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        predicted = cross_val_predict(model, X, Y, cv=KFold(3), method=method)
+        manual = np.vstack([getattr(clone(model).fit(X[train], Y[train]), method)(X[test])
+                            for train, test in KFold(3).split(X)])
+    assert predicted.shape == Y.shape
+    np.testing.assert_array_equal(predicted, manual)
+
+
+def test_state_features_name_every_label():
+    from sklstruct.inspection import state_features
+
+    X, Y = make_multilabel(1, n_samples=40)
+    model = _fit(M3NSimplicialDecomposition(max_iter=20, random_state=0), X, Y)
+    features = state_features(model, top=2)
+    assert list(features) == list(range(Y.shape[1]))
