@@ -484,8 +484,13 @@ class InputMixin:
         labels = self._state_labels()
         index = np.searchsorted(labels, y_flat)
         index = np.clip(index, 0, labels.shape[0] - 1)
-        if not np.all(labels[index] == y_flat):
-            raise ValueError("y contains labels that were not seen in fit.")
+        known = labels[index] == y_flat
+        if not np.all(known):
+            unseen = np.unique(np.asarray(y_flat)[~known]).tolist()
+            raise ValueError(f"y contains {len(unseen)} label(s) not seen in fit: "
+                             f"{unseen[:5]}{' and more' if len(unseen) > 5 else ''}; the "
+                             f"model knows {labels.shape[0]}: {labels.tolist()[:10]}"
+                             f"{' and more' if labels.shape[0] > 10 else ''}.")
         return index.astype(np.intp)
 
 

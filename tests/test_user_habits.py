@@ -431,3 +431,17 @@ def test_a_failed_warm_refit_of_a_pipeline_keeps_no_changed_dual_state():
     fresh = make_sequence_pipeline(M3NSimplicialDecomposition(C=1.0, tol=0.3,
                                                               random_state=0)).fit(X, y)
     np.testing.assert_array_equal(tagger[-1].coef_, fresh[-1].coef_)
+
+
+def test_labels_unseen_in_fit_are_named():
+    from sklstruct.datasets import load_ocr_sample
+
+    words = load_ocr_sample()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = M3NSimplicialDecomposition(C=0.1, max_iter=3).fit(words.data[:30],
+                                                                  words.target[:30])
+    y = [labels.astype(object) for labels in words.target[30:33]]
+    y[0][0] = "unknown"
+    with pytest.raises(ValueError, match=r"not seen in fit: .*'unknown'.*; the model knows"):
+        model.calibrate_temperature(words.data[30:33], y)

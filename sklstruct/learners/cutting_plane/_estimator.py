@@ -155,6 +155,10 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         Temperature of :meth:`predict_proba` and :meth:`predict_marginals` (1 after ``fit``;
         set by :meth:`calibrate_temperature`).
     n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during ``fit``, when ``X`` was a pandas DataFrame with
+        string column names.
     token_map_ : LowRankKernelMap or None
         The fitted kernel feature map (``None`` for the linear kernel); ``coef_`` then holds
         weights on its ``k`` basis features.

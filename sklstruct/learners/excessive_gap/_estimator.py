@@ -111,7 +111,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
 
     Attributes
     ----------
-    classes_, structure_, w_, n_iter_, n_features_in_
+    classes_, structure_, w_, n_iter_, n_features_in_, feature_names_in_
         As in :class:`StructSVMCuttingPlane`; for a non-linear kernel the unary part of ``w_``
         is zero (the model's token scores are ``K(x, X_fit_) @ dual_coef_``).
     transition_, start_, end_, temperature_

@@ -113,7 +113,7 @@ class M3NExpGrad(BaseStructuredClassifier):
 
     Attributes
     ----------
-    classes_, structure_, w_, coef_, intercept_, n_iter_, n_features_in_
+    classes_, structure_, w_, coef_, intercept_, n_iter_, n_features_in_, feature_names_in_
         As in :class:`StructSVMCuttingPlane`; ``n_iter_`` counts passes.
     transition_, start_, end_, temperature_
         As in :class:`StructSVMCuttingPlane`.

@@ -153,7 +153,7 @@ class L1M3N(BaseStructuredClassifier):
 
     Attributes
     ----------
-    classes_, structure_, w_, coef_, intercept_, n_iter_, n_features_in_
+    classes_, structure_, w_, coef_, intercept_, n_iter_, n_features_in_, feature_names_in_
         As in :class:`StructSVMCuttingPlane`; ``coef_`` holds exact zeros for unselected
         weights, so ``sklearn.feature_selection.SelectFromModel`` can use it.
     transition_, start_, end_, temperature_

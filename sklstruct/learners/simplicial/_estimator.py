@@ -159,7 +159,7 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
 
     Attributes
     ----------
-    classes_, structure_, w_, coef_, intercept_, n_iter_, n_features_in_
+    classes_, structure_, w_, coef_, intercept_, n_iter_, n_features_in_, feature_names_in_
         As in :class:`StructSVMCuttingPlane`; ``n_iter_`` counts passes (with shrinking: the
         sweeps' visits divided by ``n_samples``, rounded up).
     transition_, start_, end_, temperature_
