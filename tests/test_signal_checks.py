@@ -8,6 +8,7 @@ s and requires the call to raise within a third of that time.
 """
 
 import signal
+import threading
 import time
 
 import numpy as np
@@ -17,8 +18,9 @@ import scipy.sparse as sp
 from sklstruct._inference import chain, grid
 from sklstruct.parsing import ArcFeatures
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"),
-                                reason="needs signal.setitimer")
+pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer")
+                                or not hasattr(signal, "pthread_kill"),
+                                reason="needs signal.setitimer and signal.pthread_kill")
 
 FULL_SECONDS = 1.5
 ALARM_SECONDS = 0.1
@@ -83,7 +85,7 @@ CASES = {
         b["unary"], b["offsets"], b["transition"]))(_chain_batch(n, 20, 300)), 4),
     "viterbi_sparse on two threads": (lambda n: (lambda b: lambda: chain.viterbi_sparse(
         b["X"], b["weights"], b["offsets"], b["transition"], n_jobs=2))(
-            _chain_batch(n, 20, 600)), 420),
+            _chain_batch(n, 20, 300)), 420),
     "forward_backward on two threads": (lambda n: (lambda b: lambda: chain.forward_backward(
         b["unary"], b["offsets"], b["transition"], n_jobs=2))(_chain_batch(n, 20, 300)), 4),
     "topk_viterbi": (lambda n: (lambda b: lambda: chain.topk_viterbi(
@@ -126,3 +128,35 @@ def test_a_pending_signal_stops_the_batch_loop(case):
     raised_after = _interrupt_after(call, ALARM_SECONDS)
     # without the checks the alarm's exception surfaces when the loop ends, near FULL_SECONDS
     assert raised_after < ALARM_SECONDS + FULL_SECONDS / 3, raised_after
+
+
+def test_an_interrupt_while_joining_the_threads_leaves_none_running():
+    """The calling thread, done with its tasks, waits for the others: a signal's exception
+    there left them running (and taking the remaining tasks) after the call had raised."""
+    from sklstruct._inference._validation import run_chunks
+
+    started = []
+
+    def task(k):  # short in the calling thread, long in the worker
+        started.append(k)
+        # (sleeping releases the GIL, as the compiled kernels do)
+        time.sleep(0.01 if threading.current_thread() is threading.main_thread() else 0.6)
+        return k
+
+    before = threading.active_count()
+    previous = signal.signal(signal.SIGALRM, _raise_alarm)
+    # (sent to the calling thread, as Ctrl-C usually is; a process-wide alarm may be taken
+    # by the worker's thread, and then handled only when the join returns)
+    alarm = threading.Timer(0.2, signal.pthread_kill,
+                            (threading.main_thread().ident, signal.SIGALRM))
+    try:
+        alarm.start()
+        with pytest.raises(_Alarm):
+            run_chunks(task, [(k,) for k in range(5)], 2)
+            time.sleep(1.0)
+    finally:
+        alarm.cancel()
+        alarm.join()
+        signal.signal(signal.SIGALRM, previous)
+    assert threading.active_count() == before
+    assert len(started) == 5

@@ -155,12 +155,37 @@ def run_chunks(function, tasks, n_threads):
             except BaseException as exc:  # (raised in the calling thread below)
                 errors.append(exc)
 
-    threads = [threading.Thread(target=work) for _ in range(min(n_threads, len(tasks)) - 1)]
+    # The calling thread waits on a semaphore that each worker releases at its end, not in
+    # Thread.join: a signal's exception in join (CPython 3.11) marks the thread as stopped
+    # while it runs on, so that later joins return at once.
+    finished = threading.Semaphore(0)
+
+    def worker():
+        try:
+            work()
+        finally:
+            finished.release()
+
+    threads = [threading.Thread(target=worker)
+               for _ in range(min(n_threads, len(tasks)) - 1)]
     for thread in threads:
         thread.start()
-    work()
-    for thread in threads:
-        thread.join()
+    waiting = len(threads)
+    try:
+        work()
+        while waiting:
+            finished.acquire()
+            waiting -= 1
+    except BaseException as exc:  # (Ctrl-C outside a task: while waiting for the others)
+        errors.append(exc)  # the other threads take no new task ...
+        while waiting:  # ... and end with the task under way
+            finished.acquire()
+            waiting -= 1
+        raise
+    finally:
+        if not waiting:
+            for thread in threads:
+                thread.join()
     if errors:
         raise errors[0]
     return results
