@@ -2,6 +2,7 @@
 equals that of ``scipy.optimize.linprog`` solving the whole LP from scratch, with either
 backend, and the warm-started HiGHS instance restarts from its previous basis."""
 
+import os
 import signal
 import time
 
@@ -212,3 +213,35 @@ def test_concurrent_highspy_solves_overlap_and_agree():
         thread.join()
     assert not errors
     assert values == expected
+
+
+@pytest.mark.skipif(not highspy_available() or not hasattr(signal, "setitimer"),
+                    reason="needs highspy and signal.setitimer")
+def test_an_uncaught_interrupt_of_a_solve_exits_cleanly(tmp_path):
+    """The interpreter aborted ("terminate called without an active exception") when it
+    exited while a cancelled HiGHS solve still ran in its thread."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "interrupted_solve.py"
+    script.write_text(textwrap.dedent("""
+        import signal
+        from tests.test_lp import _slow_lp
+
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt
+
+        lp = _slow_lp("highspy")
+        signal.signal(signal.SIGALRM, interrupt)
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        lp.solve()
+    """))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True,
+                            text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": root})
+    assert "KeyboardInterrupt" in result.stderr
+    assert "terminate called" not in result.stderr
+    # (an uncaught KeyboardInterrupt ends the process by SIGINT; the abort was SIGABRT)
+    assert result.returncode == -signal.SIGINT, result.stderr[-500:]

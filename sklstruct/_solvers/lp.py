@@ -110,10 +110,10 @@ class IncrementalLP:
         """Return ``(x, optimal value)``, or None when ``time_limit`` seconds (None: no limit)
         run out first; raises ``RuntimeError`` if HiGHS finds no optimum.
 
-        With ``highspy`` the solve runs in a thread of its own while this one waits, so that
-        Ctrl-C (or another signal handler's exception) is raised here within a tenth of a
-        second; the solve is then cancelled (it stops at its next simplex iteration, in the
-        background if that takes more than a second), and this LP must not be solved again.
+        With ``highspy`` the solve runs in a thread of its own while this one waits: Ctrl-C
+        (or another signal handler's exception) cancels it, and is raised here once the
+        solve has stopped, at its next simplex iteration (HiGHS's set-up of a wide LP, before
+        its first iteration, is not interrupted). This LP must not be solved again.
         """
         if time_limit is not None and time_limit <= 0:
             return None
@@ -149,22 +149,26 @@ class IncrementalLP:
             highs.run()
             return
         self._cancel[0] = False
-        errors = []
+        errors, done = [], threading.Event()
 
         def run():
             try:
                 highs.run()
             except BaseException as exc:  # (raised in the calling thread below)
                 errors.append(exc)
+            finally:
+                done.set()
 
-        solver = threading.Thread(target=run, daemon=True)
-        solver.start()
+        # (an Event, not Thread.join: a signal's exception in join marks the thread as
+        # stopped while it runs on (CPython 3.11); the interpreter then aborts if it exits
+        # while HiGHS still runs)
+        threading.Thread(target=run, daemon=True).start()
         try:
-            while solver.is_alive():
-                solver.join(0.05)
+            while not done.wait(0.05):
+                pass
         except BaseException:
             self._cancel[0] = True
-            solver.join(1.0)
+            done.wait()  # the solve stops at its next simplex iteration
             raise
         if errors:
             raise errors[0]
