@@ -644,10 +644,11 @@ def test_process_backend_gives_the_same_result():
     rng = np.random.default_rng(8)
     unary, offsets, transition, start, end, y = _random_batch(rng, 50, 4)
     serial = forward_backward(unary, offsets, transition, start, end)
-    with parallel_config(backend="loky"):
-        parallel = forward_backward(unary, offsets, transition, start, end, n_jobs=2)
-    for got, want in zip(parallel, serial):
-        np.testing.assert_array_equal(got, want)
+    for max_nbytes in ("1M", 1):  # arrays pickled, or memory-mapped as a large batch's
+        with parallel_config(backend="loky", max_nbytes=max_nbytes):
+            parallel = forward_backward(unary, offsets, transition, start, end, n_jobs=2)
+        for got, want in zip(parallel, serial):
+            np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2, 3])
@@ -675,9 +676,10 @@ def test_csr_product_gives_scipy_doubles_both_ways(n_jobs):
     out_t = np.full((80, 7), np.nan)
     csr_product(csr_t, A, out_t, n_jobs)
     np.testing.assert_array_equal(out_t, X.T @ A)
-    with parallel_config(backend="loky"):
-        in_processes = csr_product(csr_t, A, np.full((80, 7), np.nan), n_jobs)
-    np.testing.assert_array_equal(in_processes, out_t)
+    for max_nbytes in ("1M", 1):  # arrays pickled, or memory-mapped as a large batch's
+        with parallel_config(backend="loky", max_nbytes=max_nbytes):
+            in_processes = csr_product(csr_t, A, np.full((80, 7), np.nan), n_jobs)
+        np.testing.assert_array_equal(in_processes, out_t)
 
 
 def test_csr_product_rows_rejects_bad_ranges_and_shapes():

@@ -276,6 +276,11 @@ def _chain_problem(seed, n_states=4, ties=False):
     return X, weights, offsets, transition, rng.normal(size=n_states), rng.normal(size=n_states)
 
 
+# joblib's limits on the arrays a worker process gets pickled: the default (1 MB, above
+# which they are memory-mapped) and 1 byte (every array memory-mapped, as a large batch's)
+PROCESS_ARRAY_LIMITS = ("1M", 1)
+
+
 @pytest.mark.parametrize("ties", [False, True])
 def test_viterbi_sparse_equals_viterbi_of_the_product_on_any_threads(ties, monkeypatch):
     monkeypatch.setattr(chain, "THREAD_MIN_TOKENS", 1)  # chunks of any size on threads
@@ -289,6 +294,12 @@ def test_viterbi_sparse_equals_viterbi_of_the_product_on_any_threads(ties, monke
     with parallel_config(backend="threading", n_jobs=2):  # a backend the user set
         np.testing.assert_array_equal(chain.viterbi_sparse(
             X, weights, offsets, transition, start, end, n_jobs=2)[0], labels)
+    for max_nbytes in PROCESS_ARRAY_LIMITS:  # chunks in worker processes
+        with parallel_config(backend="loky", n_jobs=2, max_nbytes=max_nbytes):
+            got_labels, got_scores = chain.viterbi_sparse(X, weights, offsets, transition,
+                                                          start, end, n_jobs=2)
+        np.testing.assert_array_equal(got_labels, labels)
+        np.testing.assert_array_equal(got_scores, scores)
 
 
 def test_viterbi_sparse_blocks_and_a_sequence_longer_than_a_block():
@@ -344,11 +355,12 @@ def test_loss_augmented_viterbi_sparse_equals_the_product_path_on_any_threads(ti
                                                   y, n_jobs=n_jobs, **options)
         for a, b in zip(got, expected + (unary,)):
             np.testing.assert_array_equal(a, b)  # the same doubles and labels
-    with parallel_config(backend="loky", n_jobs=2):  # chunks in worker processes
-        got = chain.loss_augmented_viterbi_sparse(X, weights, offsets, transition, start, end,
-                                                  y, n_jobs=2, **options)
-    for a, b in zip(got, expected + (unary,)):
-        np.testing.assert_array_equal(a, b)
+    for max_nbytes in PROCESS_ARRAY_LIMITS:  # chunks in worker processes
+        with parallel_config(backend="loky", n_jobs=2, max_nbytes=max_nbytes):
+            got = chain.loss_augmented_viterbi_sparse(X, weights, offsets, transition, start, end,
+                                                      y, n_jobs=2, **options)
+        for a, b in zip(got, expected + (unary,)):
+            np.testing.assert_array_equal(a, b)
 
 
 def _path_scores(unary, offsets, transition, start, end, labels):
@@ -386,11 +398,12 @@ def test_loss_augmented_margins_sparse_are_the_decoders_labels_and_the_true_scor
                                                   y, n_jobs=n_jobs, **options)
         for a, b in zip(got, (labels, losses, scores, true_scores)):
             np.testing.assert_array_equal(a, b)  # the same labels and doubles
-    with parallel_config(backend="loky", n_jobs=2):  # chunks in worker processes
-        got = chain.loss_augmented_margins_sparse(X, weights, offsets, transition, start, end,
-                                                  y, n_jobs=2, **options)
-    for a, b in zip(got, (labels, losses, scores, true_scores)):
-        np.testing.assert_array_equal(a, b)
+    for max_nbytes in PROCESS_ARRAY_LIMITS:  # chunks in worker processes
+        with parallel_config(backend="loky", n_jobs=2, max_nbytes=max_nbytes):
+            got = chain.loss_augmented_margins_sparse(X, weights, offsets, transition, start, end,
+                                                      y, n_jobs=2, **options)
+        for a, b in zip(got, (labels, losses, scores, true_scores)):
+            np.testing.assert_array_equal(a, b)
     # no labelling beats the loss-augmented one, and y's is at most its augmented score
     assert np.all(true_scores <= scores + losses + 1e-12)
 

@@ -137,7 +137,10 @@ def run_chunks(function, tasks, n_threads):
         return [function(*task) for task in tasks]
     backend, _ = get_active_backend(prefer="threads")
     if not isinstance(backend, ThreadingBackend):
-        return Parallel(n_jobs=n_threads, prefer="threads")(
+        # Large arrays reach worker processes memory-mapped; copy-on-write ("c"), not
+        # read-only, since the kernels write their outputs into arrays of the task (a
+        # worker's writes stay in its own copy, and it returns its pieces).
+        return Parallel(n_jobs=n_threads, prefer="threads", mmap_mode="c")(
             delayed(function)(*task) for task in tasks)
     results, errors = [None] * len(tasks), []
     lock = threading.Lock()
