@@ -7,6 +7,7 @@ the whole call would take about a second and a half on this machine, sets an ala
 s and requires the call to raise within a third of that time.
 """
 
+import itertools
 import signal
 import threading
 import time
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sklstruct._inference import chain, grid
+from sklstruct._inference import cfg, chain, dependency, grid
 from sklstruct.parsing import ArcFeatures
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer")
@@ -53,6 +54,24 @@ def _images(n_images, side=64, seed=0):
     return dict(unary=rng.normal(size=(n_pixels, 2)),
                 offsets=np.arange(0, n_pixels + 1, side * side),
                 costs=rng.uniform(0.5, 1.5, size=(2, n_pixels)), side=side)
+
+
+def _arc_scores(n_sentences, length, seed=0):
+    rng = np.random.default_rng(seed)
+    return dict(scores=rng.normal(size=n_sentences * (length + 1) ** 2),
+                lengths=np.full(n_sentences, length))
+
+
+def _span_scores(n_sentences, length, n_symbols=4, seed=0):
+    rng = np.random.default_rng(seed)
+    every = np.ones(n_symbols, dtype=bool)
+    grammar = cfg.Grammar(top=np.arange(n_symbols), bottom=np.arange(n_symbols), lexical=every,
+                          phrasal=every, root=every,
+                          rules=list(itertools.product(range(n_symbols), repeat=3)))
+    lengths = np.full(n_sentences, length)
+    return dict(span_scores=rng.normal(size=(cfg.span_offsets(lengths)[-1], n_symbols)),
+                lengths=lengths, grammar=grammar,
+                rule_scores=rng.normal(size=grammar.n_rules))
 
 
 def _sentences(n_sentences, length):
@@ -94,6 +113,18 @@ CASES = {
         b["unary"], b["offsets"], b["transition"]))(_chain_batch(n, 20, 300)), 4),
     "grid_map": (lambda n: (lambda b: lambda: grid.grid_map(
         b["unary"], b["offsets"], b["side"], *b["costs"]))(_images(n)), 4),
+    "decode_trees projective": (lambda n: (lambda b: lambda: dependency.decode_trees(
+        b["scores"], b["lengths"]))(_arc_scores(n, 60)), 4),
+    "decode_trees non-projective": (lambda n: (lambda b: lambda: dependency.decode_trees(
+        b["scores"], b["lengths"], projective=False))(_arc_scores(n, 60)), 4),
+    "tree_marginals": (lambda n: (lambda b: lambda: dependency.tree_marginals(
+        b["scores"], b["lengths"], projective=False))(_arc_scores(n, 60)), 4),
+    "cky_decode": (lambda n: (lambda b: lambda: cfg.cky_decode(
+        b["span_scores"], b["lengths"], b["grammar"], b["rule_scores"]))(
+            _span_scores(n, 25)), 4),
+    "inside_outside": (lambda n: (lambda b: lambda: cfg.inside_outside(
+        b["span_scores"], b["lengths"], b["grammar"], b["rule_scores"]))(
+            _span_scores(n, 25)), 4),
     "arc_features": (lambda n: (lambda f, s: lambda: f.transform_flat(s))(
         ArcFeatures(features_from="all").fit(_sentences(2, 150)), _sentences(n, 150)), 4),
 }

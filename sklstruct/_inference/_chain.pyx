@@ -9,11 +9,11 @@ The inputs are validated by the wrappers of :mod:`sklstruct._inference.chain`: s
 every sequence is non-empty, labels lie in ``[0, n_states)`` and all scores are finite. The
 per-sequence routines are shared with other compiled modules through ``_chain.pxd``.
 """
-from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport INFINITY, exp, fabs, log
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
+from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
 # A rescaled sum of exponentials below this value is recomputed by an exact log-sum-exp, so
@@ -455,11 +455,8 @@ def viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                         transition_t, column_max, &start[0], &end[0], delta,
                         delta + n_states, backpointer + max_len * n_states, backpointer,
                         &labels[lo])
-                    since_check += length * n_states * n_states
-                    if since_check > _SIGNAL_CHECK_WORK:
-                        since_check = 0
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check, length * n_states * n_states,
+                                        _SIGNAL_CHECK_WORK)
     finally:
         free(transition_t)
         free(backpointer)
@@ -528,11 +525,9 @@ def viterbi_csr_batch(const int64_t[::1] indptr, const int32_t[::1] indices,
                             delta, delta + n_states,
                             backpointer + max_len * n_states, backpointer, &labels[lo])
                         i += 1
-                    since_check += (offsets_ptr[block_end] - block_lo) * n_states * n_states
-                    if since_check > _SIGNAL_CHECK_WORK:
-                        since_check = 0
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check,
+                                        (offsets_ptr[block_end] - block_lo) * n_states * n_states,
+                                        _SIGNAL_CHECK_WORK)
     finally:
         free(transition_t)
         free(unary)
@@ -592,11 +587,9 @@ def margin_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offse
                         unary_ptr + lo * n_states, loss_ptr + lo * n_states,
                         offsets_ptr[i + 1] - lo, n_states, &transition[0, 0], &start[0],
                         &end[0], augmented, delta, backpointer, &labels[lo])
-                    since_check += (offsets_ptr[i + 1] - lo) * n_states * n_states
-                    if since_check > _SIGNAL_CHECK_WORK:
-                        since_check = 0
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check,
+                                        (offsets_ptr[i + 1] - lo) * n_states * n_states,
+                                        _SIGNAL_CHECK_WORK)
     finally:
         free(delta)
         free(augmented)
@@ -646,11 +639,7 @@ cdef int _margin_csr_range(const int64_t* indptr, const int32_t* indices, const 
                 if y != NULL:
                     true_scores[i] = _path_score(unary_ptr, length, n_states, transition,
                                                  start, end, y + lo)
-                since_check += length * n_states * n_states
-                if since_check > _SIGNAL_CHECK_WORK:
-                    since_check = 0
-                    with gil:
-                        PyErr_CheckSignals()
+                check_signals_every(&since_check, length * n_states * n_states, _SIGNAL_CHECK_WORK)
     finally:
         free(delta)
         free(augmented)
@@ -858,11 +847,9 @@ def slack_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offset
                     scores[i] = _path_score(unary_ptr + lo * n_states, length, n_states,
                                             &transition[0, 0], &start[0], &end[0],
                                             &labels[lo])
-                    since_check += length * n_states * n_states * (total_units + 1)
-                    if since_check > _SIGNAL_CHECK_WORK:
-                        since_check = 0
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check,
+                                        length * n_states * n_states * (total_units + 1),
+                                        _SIGNAL_CHECK_WORK)
     finally:
         free(transition_t)
         free(values)
@@ -1277,11 +1264,7 @@ def forward_backward_batch(const float64_t[:, ::1] unary, const int64_t[::1] off
                 for i in range(n_sequences):
                     lo = offsets_ptr[i]
                     length = offsets_ptr[i + 1] - lo
-                    since_check += length * n * n
-                    if since_check > _SIGNAL_CHECK_WORK:
-                        since_check = 0
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check, length * n * n, _SIGNAL_CHECK_WORK)
                     if per_sequence:
                         _forward_backward(
                             unary_ptr + lo * n, length, n, transition_ptr, &start[0],

@@ -159,10 +159,6 @@ cdef inline intp_t _longest(const int64_t* lengths, intp_t n_sentences) noexcept
     return longest
 
 
-cdef inline bint _signal_due(double* since_check, intp_t n, intp_t n_rules) noexcept nogil:
-    """Count a sentence's rule applications; true every ``_SIGNAL_WORK`` of them."""
-    since_check[0] += (<double> n) * n * n * (n_rules + 1) / 6.0
-    if since_check[0] < _SIGNAL_WORK:
-        return False
-    since_check[0] = 0.0
-    return True
+cdef inline intp_t _rule_work(intp_t n, intp_t n_rules) noexcept nogil:
+    """The rule applications of a sentence of ``n`` words (about n^3 (n_rules + 1) / 6)."""
+    return n * n * n * (n_rules + 1) // 6

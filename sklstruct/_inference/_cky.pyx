@@ -61,10 +61,10 @@ Every batched function takes the concatenated span scores of the sentences and t
 writes into preallocated outputs and runs without the GIL, checking for Ctrl-C between
 sentences. The inputs are validated by the wrappers of :mod:`sklstruct._inference.cfg`.
 """
-from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport INFINITY
 from libc.stdlib cimport free, malloc, realloc
 
+from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
 # Errors of _span_tree_check
@@ -835,7 +835,7 @@ def viterbi_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] length
     cdef Grammar g
     cdef intp_t n_sentences = lengths.shape[0], i, n, row = 0, longest
     cdef double* chart = NULL
-    cdef double since_check = 0.0
+    cdef intp_t since_check = 0
     cdef bint failed = False
     _grammar_from_arrays(&g, &grammar_ints[0], &grammar_floats[0], span_scores.shape[1],
                          n_symbols, n_rules)
@@ -851,9 +851,7 @@ def viterbi_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] length
                     scores[i] = _cky_viterbi(&span_scores[row, 0], n, &g, chart,
                                              &span_labels[row])
                     row += _n_spans(n)
-                    if _signal_due(&since_check, n, n_rules):
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check, _rule_work(n, n_rules), _SIGNAL_WORK)
     finally:
         free(chart)
     if failed:
@@ -871,7 +869,7 @@ def kbest_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] lengths,
     cdef intp_t n_sentences = lengths.shape[0], i, n, row = 0, longest, count
     cdef double* chart = NULL
     cdef int32_t* record_of = NULL
-    cdef double since_check = 0.0
+    cdef intp_t since_check = 0
     cdef bint failed = False
     _grammar_from_arrays(&g, &grammar_ints[0], &grammar_floats[0], span_scores.shape[1],
                          n_symbols, n_rules)
@@ -893,9 +891,7 @@ def kbest_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] lengths,
                         break
                     counts[i] = count
                     row += _n_spans(n)
-                    if _signal_due(&since_check, n, n_rules):
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check, _rule_work(n, n_rules), _SIGNAL_WORK)
     finally:
         free(chart)
         free(record_of)
@@ -914,7 +910,7 @@ def best_other_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] len
     cdef intp_t n_sentences = lengths.shape[0], i, n, row = 0, longest
     cdef double* chart = NULL
     cdef int32_t* record_of = NULL
-    cdef double since_check = 0.0
+    cdef intp_t since_check = 0
     cdef bint failed = False
     _grammar_from_arrays(&g, &grammar_ints[0], &grammar_floats[0], span_scores.shape[1],
                          n_symbols, n_rules)
@@ -934,9 +930,7 @@ def best_other_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] len
                         failed = True
                         break
                     row += _n_spans(n)
-                    if _signal_due(&since_check, n, n_rules):
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check, _rule_work(n, n_rules), _SIGNAL_WORK)
     finally:
         free(chart)
         free(record_of)

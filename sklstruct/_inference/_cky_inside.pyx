@@ -26,12 +26,12 @@ Every batched function takes the concatenated span scores of the sentences and t
 writes into preallocated outputs and runs without the GIL, checking for Ctrl-C between
 sentences. The inputs are validated by the wrappers of :mod:`sklstruct._inference.cfg`.
 """
-from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport INFINITY, exp, log
 from libc.stdlib cimport free, malloc
 
-from sklstruct._inference._cky cimport (_allowed, _grammar_from_arrays, _longest, _signal_due,
-                                        _span_at)
+from sklstruct._inference._cky cimport (_SIGNAL_WORK, _allowed, _grammar_from_arrays,
+                                        _longest, _rule_work, _span_at)
+from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
 # A rescaled sum of non-negative terms below this value is recomputed by an exact log-sum-exp:
@@ -412,7 +412,7 @@ def inside_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] lengths
     cdef intp_t n_sentences = lengths.shape[0], i, n, row = 0, longest
     cdef intp_t K = span_scores.shape[1]
     cdef double* work = NULL
-    cdef double since_check = 0.0
+    cdef intp_t since_check = 0
     cdef bint failed = False
     _grammar_from_arrays(&g, &grammar_ints[0], &grammar_floats[0], K, n_symbols, n_rules)
     try:
@@ -426,9 +426,7 @@ def inside_batch(const float64_t[:, ::1] span_scores, const int64_t[::1] lengths
                     n = lengths[i]
                     log_z[i] = _cky_inside(&span_scores[row, 0], n, &g, work)
                     row += _n_spans(n)
-                    if _signal_due(&since_check, n, n_rules):
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check, _rule_work(n, n_rules), _SIGNAL_WORK)
     finally:
         free(work)
     if failed:
@@ -446,7 +444,7 @@ def inside_outside_batch(const float64_t[:, ::1] span_scores, const int64_t[::1]
     cdef intp_t K = span_scores.shape[1]
     cdef double* work = NULL
     cdef double* counts = NULL
-    cdef double since_check = 0.0
+    cdef intp_t since_check = 0
     cdef bint failed = False
     _grammar_from_arrays(&g, &grammar_ints[0], &grammar_floats[0], K, n_symbols, n_rules)
     try:
@@ -465,9 +463,7 @@ def inside_outside_batch(const float64_t[:, ::1] span_scores, const int64_t[::1]
                     for row_rule in range(n_rules):
                         rule_counts[i, row_rule] = counts[row_rule]
                     row += _n_spans(n)
-                    if _signal_due(&since_check, n, 3 * n_rules):
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check, _rule_work(n, 3 * n_rules), _SIGNAL_WORK)
     finally:
         free(work)
         free(counts)

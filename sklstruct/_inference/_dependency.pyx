@@ -27,17 +27,17 @@ The batched entry points below run them over the concatenated flattened score ma
 batch without the GIL. Their inputs are validated by :mod:`sklstruct._inference.dependency`:
 every sentence has at least one token, the sizes agree and no score is NaN or ``+inf``.
 """
-from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport INFINITY, exp, frexp, ldexp, log, log1p
 from libc.stdlib cimport free, malloc
 
+from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int64_t, intp_t
 
 # Terms this many nats below the largest one are left out of a sum of exponentials: e^-40 is
 # 4e-18, so leaving out n of them changes the sum by less than n * 4e-18 relative.
 cdef double _NEGLIGIBLE = -40.0
 # The batched loops check for Ctrl-C whenever about this many chart cells were processed.
-cdef double _WORK_PER_SIGNAL_CHECK = 2.0e7
+cdef intp_t _WORK_PER_SIGNAL_CHECK = 20000000
 
 # Chart item kinds of Eisner's back-tracking stack.
 cdef enum:
@@ -1025,7 +1025,7 @@ def decode_batch(const float64_t[::1] scores, const int64_t[::1] lengths, bint p
     """
     cdef intp_t n_sentences = lengths.shape[0]
     cdef intp_t i, n, longest, score_offset = 0, token_offset = 0
-    cdef double work_done = 0.0
+    cdef intp_t work_done = 0
     cdef double* work = NULL
     cdef intp_t* int_work = NULL
     if n_sentences == 0:
@@ -1046,17 +1046,13 @@ def decode_batch(const float64_t[::1] scores, const int64_t[::1] lengths, bint p
                 if projective:
                     best[i] = eisner_decode(&scores[score_offset], n, single_root,
                                             &heads[token_offset], work, int_work)
-                    work_done += <double> n * n * n
                 else:
                     best[i] = spanning_tree_decode(&scores[score_offset], n, single_root,
                                                    &heads[token_offset], work, int_work)
-                    work_done += <double> n * n
                 score_offset += (n + 1) * (n + 1)
                 token_offset += n
-                if work_done > _WORK_PER_SIGNAL_CHECK:
-                    work_done = 0.0
-                    with gil:
-                        PyErr_CheckSignals()
+                check_signals_every(&work_done, n * n * n if projective else n * n,
+                                    _WORK_PER_SIGNAL_CHECK)
     finally:
         free(work)
         free(int_work)
@@ -1072,7 +1068,7 @@ def marginals_batch(const float64_t[::1] scores, const int64_t[::1] lengths, bin
     """
     cdef intp_t n_sentences = lengths.shape[0]
     cdef intp_t i, n, longest, score_offset = 0
-    cdef double work_done = 0.0
+    cdef intp_t work_done = 0
     cdef double* work = NULL
     cdef intp_t* int_work = NULL
     if n_sentences == 0:
@@ -1097,12 +1093,8 @@ def marginals_batch(const float64_t[::1] scores, const int64_t[::1] lengths, bin
                     log_partition[i] = matrix_tree_marginals(
                         &scores[score_offset], n, single_root, &marginals[score_offset], work,
                         int_work)
-                work_done += <double> n * n * n
                 score_offset += (n + 1) * (n + 1)
-                if work_done > _WORK_PER_SIGNAL_CHECK:
-                    work_done = 0.0
-                    with gil:
-                        PyErr_CheckSignals()
+                check_signals_every(&work_done, n * n * n, _WORK_PER_SIGNAL_CHECK)
     finally:
         free(work)
         free(int_work)

@@ -33,10 +33,10 @@ rows ``node_offsets[i]:node_offsets[i + 1]`` and edge rows ``edge_offsets[i]:edg
 belong to graph ``i``, whose edges hold node indices local to it. Inputs are validated by
 :mod:`sklstruct._inference.graph`.
 """
-from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport INFINITY, exp, fabs, log
 from libc.stdlib cimport free, malloc
 
+from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int64_t, intp_t
 
 # nodes + edges (times iterations) processed between two checks for Ctrl-C
@@ -1032,11 +1032,7 @@ def forest_map_batch(const float64_t[:, ::1] unary, const int64_t[::1] node_offs
             scores[i] = forest_max_product(
                 unary_ptr + lo * S, n, S, edge_ptr + 2 * edge_offsets[i], m,
                 pair_ptr + edge_offsets[i] * S * S, &labels[lo], ws.ints, ws.doubles)
-            since_check += n + m
-            if since_check > _SIGNAL_CHECK_WORK:
-                since_check = 0
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&since_check, n + m, _SIGNAL_CHECK_WORK)
 
 
 def forest_marginals_batch(const float64_t[:, ::1] unary, const int64_t[::1] node_offsets,
@@ -1063,11 +1059,7 @@ def forest_marginals_batch(const float64_t[:, ::1] unary, const int64_t[::1] nod
                 unary_ptr + lo * S, n, S, edge_ptr + 2 * edge_offsets[i], m,
                 pair_ptr + edge_offsets[i] * S * S, node_ptr + lo * S,
                 edge_out + edge_offsets[i] * S * S, ws.ints, ws.doubles)
-            since_check += n + m
-            if since_check > _SIGNAL_CHECK_WORK:
-                since_check = 0
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&since_check, n + m, _SIGNAL_CHECK_WORK)
 
 
 def trws_map_batch(const float64_t[:, ::1] unary, const int64_t[::1] node_offsets,
@@ -1093,11 +1085,7 @@ def trws_map_batch(const float64_t[:, ::1] unary, const int64_t[::1] node_offset
                 pair_ptr + edge_offsets[i] * S * S, max_iter, tol, &labels[lo],
                 &upper_bounds[i], &iterations, ws.ints, ws.doubles)
             n_iter[i] = iterations
-            since_check += (n + m) * (iterations + 1)
-            if since_check > _SIGNAL_CHECK_WORK:
-                since_check = 0
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&since_check, (n + m) * (iterations + 1), _SIGNAL_CHECK_WORK)
 
 
 def submodular_cut_batch(const float64_t[:, ::1] unary, const int64_t[::1] node_offsets,
@@ -1121,11 +1109,7 @@ def submodular_cut_batch(const float64_t[:, ::1] unary, const int64_t[::1] node_
             scores[i] = submodular_cut(
                 unary_ptr + 2 * lo, n, edge_ptr + 2 * edge_offsets[i], m,
                 pair_ptr + 4 * edge_offsets[i], &labels[lo], ws.ints, ws.doubles)
-            since_check += n + m
-            if since_check > _SIGNAL_CHECK_WORK:
-                since_check = 0
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&since_check, n + m, _SIGNAL_CHECK_WORK)
 
 
 def grid3d_cut_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
@@ -1148,8 +1132,4 @@ def grid3d_cut_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
             scores[i] = grid3d_cut(unary_ptr + 2 * lo, shapes[i, 0], shapes[i, 1],
                                    shapes[i, 2], cost_ptr + 3 * lo, &labels[lo], ws.ints,
                                    ws.doubles)
-            since_check += offsets[i + 1] - lo
-            if since_check > _SIGNAL_CHECK_WORK:
-                since_check = 0
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&since_check, offsets[i + 1] - lo, _SIGNAL_CHECK_WORK)

@@ -29,7 +29,6 @@ Methods 2 and 3 give no marginals (the kernels' ``has_marginals`` is then false)
 
 import numpy as np
 
-from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport INFINITY, NAN, exp, log
 from libc.stdlib cimport free, malloc
 
@@ -39,6 +38,7 @@ from sklstruct._inference._graph cimport (adjacency, forest_int_work, forest_map
                                           submodular_int_work, submodular_work, trws_int_work,
                                           trws_map, trws_work)
 from sklstruct._inference._kernels cimport ExampleKernels
+from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int64_t, intp_t
 
 # labellings visited between two exact recomputations of the running score
@@ -466,12 +466,9 @@ cdef class GraphKernels(ExampleKernels):
                 self.edge_potentials(i, theta_ptr, self._potential_buffer())
                 sc[i] = self.map_example(i, &u[lo, 0], self._potential_buffer(), &lab[lo],
                                          &ub[i])
-                since_check += (self._offsets[i + 1] - lo
-                                + self._edge_offsets[i + 1] - self._edge_offsets[i])
-                if since_check > _SIGNAL_CHECK_WORK:
-                    since_check = 0
-                    with gil:
-                        PyErr_CheckSignals()
+                check_signals_every(&since_check, self._offsets[i + 1] - lo
+                                    + self._edge_offsets[i + 1] - self._edge_offsets[i],
+                                    _SIGNAL_CHECK_WORK)
         return labels, scores, bounds
 
     def marginals_batch(self, unary, theta, bint summed=False):
@@ -507,12 +504,9 @@ cdef class GraphKernels(ExampleKernels):
                 else:
                     log_z_view[i] = self.marginals(i, &u[lo, 0], theta_ptr, &node_view[lo, 0],
                                                    &pair_view[i, 0])
-                since_check += (self._offsets[i + 1] - lo
-                                + self._edge_offsets[i + 1] - self._edge_offsets[i])
-                if since_check > _SIGNAL_CHECK_WORK:
-                    since_check = 0
-                    with gil:
-                        PyErr_CheckSignals()
+                check_signals_every(&since_check, self._offsets[i + 1] - lo
+                                    + self._edge_offsets[i + 1] - self._edge_offsets[i],
+                                    _SIGNAL_CHECK_WORK)
         pair = pair[:, :P]
         return node, (pair[0] if summed else pair), log_z
 

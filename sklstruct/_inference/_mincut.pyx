@@ -16,9 +16,9 @@ The caller validates the arrays (``sklstruct._inference.grid``); costs must be n
 ``_mincut.pxd``.
 """
 
-from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport free, malloc
 
+from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int64_t, intp_t
 
 # pixels cut between two checks for a pending signal (Ctrl-C)
@@ -186,11 +186,7 @@ def grid_mincut(const float64_t[:, ::1] unary, const int64_t[::1] offsets,
                                             &right_cost[lo] if n > 0 else NULL,
                                             &down_cost[lo] if n > 0 else NULL,
                                             &labels[lo] if n > 0 else NULL, int_work, cap)
-                    since_check += n
-                    if since_check > _PIXELS_PER_SIGNAL_CHECK:
-                        since_check = 0
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check, n, _PIXELS_PER_SIGNAL_CHECK)
     finally:
         free(int_work)
         free(cap)

@@ -29,13 +29,13 @@ grows at all.
 Every function writes into preallocated outputs and runs without the GIL. The inputs are
 validated by the wrappers of :mod:`sklstruct._inference.chain`.
 """
-from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport exp, log
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
 
 from sklstruct._inference._chain cimport (_max_length, _transition_tables, _viterbi_decode,
                                           _viterbi_tables)
+from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
 # token x state x state (x k) steps of the batch loops between two checks for a pending
@@ -476,11 +476,9 @@ def topk_viterbi_batch(const float64_t[:, ::1] unary, const int64_t[::1] offsets
                                                    &scores[i, 0], stack, &failed)
                         if failed:
                             break
-                    since_check += lists.length * n_states * n_states * lists.width
-                    if since_check > _SIGNAL_CHECK_WORK:
-                        since_check = 0
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check,
+                                        lists.length * n_states * n_states * lists.width,
+                                        _SIGNAL_CHECK_WORK)
     finally:
         free(transition_t)
         free(stack)
@@ -574,11 +572,8 @@ def log_partition_batch(const float64_t[:, ::1] unary, const int64_t[::1] offset
                         unary_ptr + lo * n, offsets_ptr[i + 1] - lo, n, transition_ptr,
                         &start[0], &end[0], tables, tables + 3 * n, buffers, buffers + n,
                         buffers + 2 * n)
-                    since_check += (offsets_ptr[i + 1] - lo) * n * n
-                    if since_check > _SIGNAL_CHECK_WORK:
-                        since_check = 0
-                        with gil:
-                            PyErr_CheckSignals()
+                    check_signals_every(&since_check, (offsets_ptr[i + 1] - lo) * n * n,
+                                        _SIGNAL_CHECK_WORK)
     finally:
         free(tables)
         free(buffers)

@@ -150,13 +150,3 @@ cdef inline double dot(const double* a, const double* b, intp_t n) noexcept nogi
         s0 += a[k] * b[k]
         k += 1
     return (s0 + s1) + (s2 + s3)
-
-
-cdef inline bint signal_check_due(intp_t* tokens_since_check, intp_t length) noexcept nogil:
-    """Count ``length`` more tokens; true every ``SIGNAL_CHECK_TOKENS`` tokens, when the pass
-    should run ``with gil: PyErr_CheckSignals()`` (which raises KeyboardInterrupt on Ctrl-C)."""
-    tokens_since_check[0] += length
-    if tokens_since_check[0] < SIGNAL_CHECK_TOKENS:
-        return False
-    tokens_since_check[0] = 0
-    return True

@@ -10,11 +10,11 @@ import numpy as np
 
 from sklstruct._inference._validation import split_into_chunks
 
-from cpython.exc cimport PyErr_CheckSignals
 from libc.string cimport memset
 
+from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t, uint64_t
-from sklstruct.learners._example_rows cimport (release, sequence_sizes, signal_check_due,
+from sklstruct.learners._example_rows cimport (release, sequence_sizes, SIGNAL_CHECK_TOKENS,
                                                token_scores)
 
 
@@ -108,9 +108,8 @@ cdef class DualPass:
         cdef double gap = 0.0, before
         for k in range(n):
             i = sequence[k]
-            if signal_check_due(&progress.since_check, self.offsets[i + 1] - self.offsets[i]):
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&progress.since_check,
+                                self.offsets[i + 1] - self.offsets[i], SIGNAL_CHECK_TOKENS)
             before = self.block_gap[i]
             self.visit(i, &gap, &progress.gain)
             if record_visit(progress, before, gap):
@@ -132,9 +131,7 @@ def marginal_weights(state):
         if p.WT.shape[0] > 0:
             memset(&p.WT[0, 0], 0, p.WT.shape[0] * S * sizeof(double))
         for t in range(n_tokens):
-            if signal_check_due(&since_check, 1):
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&since_check, 1, SIGNAL_CHECK_TOKENS)
             marg = &p.node_marg[t, 0]
             for q in range(p.indptr[t], p.indptr[t + 1]):
                 j = p.indices[q]
@@ -171,9 +168,7 @@ def structured_hinge_pass(state, const int64_t[::1] Y):
         for i in range(n):
             lo = p.offsets[i]
             length = p.offsets[i + 1] - lo
-            if signal_check_due(&since_check, length):
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&since_check, length, SIGNAL_CHECK_TOKENS)
             n_touched = token_scores(&p.indptr[0], p.indices_ptr(), p.data_ptr(), p.WT_ptr(),
                                      S, lo, length, &scores[0], &p.slot[0], &touched[0])
             release(&p.slot[0], &touched[0], n_touched)
@@ -280,7 +275,5 @@ def _certify_run(DualPass p, intp_t first, intp_t last, float64_t[::1] hinge,
     cdef intp_t i, since_check = 0
     with nogil:
         for i in range(first, last):
-            if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&since_check, p.offsets[i + 1] - p.offsets[i], SIGNAL_CHECK_TOKENS)
             p.gap_and_hinge(i, &gaps[i], &hinge[i])

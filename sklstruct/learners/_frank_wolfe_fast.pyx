@@ -27,11 +27,11 @@ consistent up to the examples visited).
 import numpy as np
 
 
-from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport free, malloc
 
+from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport int32_t, int64_t, intp_t, uint64_t
-from sklstruct.learners._example_rows cimport (dot, release, signal_check_due,
+from sklstruct.learners._example_rows cimport (dot, release, SIGNAL_CHECK_TOKENS,
                                                token_scores)
 from sklstruct.learners._factored_dual_fast cimport (DualPass, certify_examples,
                                                      sweep_active)
@@ -281,9 +281,7 @@ def frank_wolfe_pass(state, const int64_t[::1] order):
     with nogil:
         for k in range(order.shape[0]):
             i = order[k]
-            if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&since_check, p.offsets[i + 1] - p.offsets[i], SIGNAL_CHECK_TOKENS)
             p.visit(i, &gap, &gain)
             if gap > 0.0:
                 total_gap += gap

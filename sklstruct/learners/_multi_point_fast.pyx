@@ -48,16 +48,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport INFINITY, fabs
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
 
+from sklstruct._signals cimport check_signals_every
 from sklstruct._solvers._smo cimport active_set_capped_simplex, smo_capped_simplices
 from sklstruct._typedefs cimport (float64_t, int16_t, int32_t, int64_t, intp_t, uint8_t,
                                   uint64_t)
 from sklstruct.learners._example_rows cimport (PREFETCH_FEATURES, SKS_PREFETCH, dot, release,
-                                               signal_check_due, token_scores)
+                                               SIGNAL_CHECK_TOKENS, token_scores)
 from sklstruct.learners._factored_dual_fast cimport (DualPass, Progress, certify_examples,
                                                      record_visit, sweep_active)
 
@@ -1531,10 +1531,8 @@ cdef class _Pipeline:
         cdef double gap = 0.0, before
         for k in range(n):
             i = self.sequence[k]
-            if signal_check_due(&progress.since_check,
-                                master.offsets[i + 1] - master.offsets[i]):
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&progress.since_check,
+                                master.offsets[i + 1] - master.offsets[i], SIGNAL_CHECK_TOKENS)
             if threaded:
                 if k % PIPELINE_WINDOW == 0:
                     slow = 0
@@ -1668,9 +1666,7 @@ def master_sweep(state, const int64_t[::1] order):
         for k in range(order.shape[0]):
             i = order[k]
             lo = p.offsets[i]
-            if signal_check_due(&since_check, p.offsets[i + 1] - lo):
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&since_check, p.offsets[i + 1] - lo, SIGNAL_CHECK_TOKENS)
             if p.cache_ready[i] and p.n_vertices[i] > 0:
                 gain += p.master_cached(i, lo, p.offsets[i + 1] - lo, 1e-12)
     return gain
@@ -1688,9 +1684,7 @@ def statistics_weights(state):
     cdef double* pair_sum_ptr = &pair_sum[0] if p.P > 0 else NULL
     with nogil:
         for i in range(p.offsets.shape[0] - 1):
-            if signal_check_due(&since_check, p.offsets[i + 1] - p.offsets[i]):
-                with gil:
-                    PyErr_CheckSignals()
+            check_signals_every(&since_check, p.offsets[i + 1] - p.offsets[i], SIGNAL_CHECK_TOKENS)
             p.expected_loss[i] = p.add_statistics(i, pair_sum_ptr)
     return pair_sum_array
 

@@ -9,10 +9,10 @@ template number and values (:func:`_mix`, the multiply-xorshift step of the Pyth
 
 import numpy as np
 
-from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
 
+from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport int32_t, int64_t, intp_t, uint64_t
 
 cdef enum:
@@ -208,11 +208,7 @@ def selected_arc_keys(tokens, const int64_t[::1] heads, const int64_t[::1] modif
                     high_counts[tok.tag_index[p]] += 1
                 total += arc_keys(&tok, heads[k], modifiers[k], low_counts, high_counts,
                                   &out[total])
-                since_check += 1
-                if since_check > ARCS_PER_SIGNAL_CHECK:
-                    since_check = 0
-                    with gil:
-                        PyErr_CheckSignals()
+                check_signals_every(&since_check, 1, ARCS_PER_SIGNAL_CHECK)
     finally:
         free(low_counts)
     return keys[:total]
@@ -235,11 +231,7 @@ def candidate_arc_keys(tokens, const int64_t[::1] lengths, const int64_t[::1] st
         with nogil:
             for i in range(lengths.shape[0]):
                 n = lengths[i]
-                since_check += n * n
-                if since_check > ARCS_PER_SIGNAL_CHECK:
-                    since_check = 0
-                    with gil:
-                        PyErr_CheckSignals()
+                check_signals_every(&since_check, n * n, ARCS_PER_SIGNAL_CHECK)
                 _tag_counts(&tok, starts[i], n, counts)
                 for m in range(1, n + 1):
                     for h in range(n + 1):
@@ -302,11 +294,7 @@ def candidate_arc_rows(tokens, const int64_t[::1] lengths, const int64_t[::1] st
         with nogil:
             for i in range(lengths.shape[0]):
                 n = lengths[i]
-                since_check += n * n
-                if since_check > ARCS_PER_SIGNAL_CHECK:
-                    since_check = 0
-                    with gil:
-                        PyErr_CheckSignals()
+                check_signals_every(&since_check, n * n, ARCS_PER_SIGNAL_CHECK)
                 _tag_counts(&tok, starts[i], n, counts)
                 for m in range(1, n + 1):
                     for h in range(n + 1):

@@ -19,10 +19,10 @@ typed :class:`_Constraints` binds once per call, as every compiled pass of the l
 
 import numpy as np
 
-from cpython.exc cimport PyErr_CheckSignals
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy
 
+from sklstruct._signals cimport check_signals_every
 from sklstruct._solvers._smo cimport _group_violation, smo_capped_simplices
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 from sklstruct.learners._example_rows cimport release, sequence_sizes
@@ -301,7 +301,8 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
     cdef int32_t[::1] slot = solver.slot
     cdef const int64_t[::1] offsets = solver.batch.offsets
     cdef int64_t oi, blk, m, u, k
-    cdef int64_t max_m = 0, blocks_since_check = 0
+    cdef int64_t max_m = 0
+    cdef intp_t blocks_since_check = 0
     cdef intp_t max_length, max_nnz, n_slots
     cdef intp_t n_steps
     cdef intp_t group_ptr[2]
@@ -352,11 +353,7 @@ def sweep(solver, const int64_t[::1] block_ptr, const int64_t[::1] members,
                 m = block_ptr[blk + 1] - block_ptr[blk]
                 if m == 0:
                     continue
-                blocks_since_check += 1
-                if blocks_since_check >= 64:
-                    blocks_since_check = 0
-                    with gil:
-                        PyErr_CheckSignals()
+                check_signals_every(&blocks_since_check, 1, 64)
                 # block gradient (for maximisation): c_k - w . g_k
                 slack = bound[blk]
                 for u in range(m):

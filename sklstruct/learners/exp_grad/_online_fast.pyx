@@ -20,16 +20,16 @@ OnlineEGState`). Visiting example ``i``:
 The pass checks for Ctrl-C every few thousand tokens.
 """
 
-from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport fabs
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 from sklstruct._inference._kernels cimport ExampleKernels
+from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int8_t, int32_t, int64_t, intp_t
 from sklstruct.learners._example_rows cimport (add_and_clear_rows, dot, release,
                                                scatter_entries, sequence_sizes,
-                                               signal_check_due, token_scores)
+                                               SIGNAL_CHECK_TOKENS, token_scores)
 
 
 def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth=1.05,
@@ -97,9 +97,7 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                 i = order[k]
                 lo = offsets[i]
                 length = offsets[i + 1] - lo
-                if signal_check_due(&since_check, length):
-                    with gil:
-                        PyErr_CheckSignals()
+                check_signals_every(&since_check, length, SIGNAL_CHECK_TOKENS)
                 # unary scores x_t . W[s] at the current weights, and the example's features
                 n_touched = token_scores(&indptr[0], indices_ptr, data_ptr, WT_ptr, S, lo,
                                          length, unary_scores, &slot[0], touched)
