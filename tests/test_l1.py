@@ -56,6 +56,23 @@ def test_cutting_plane_lp_equals_the_exact_optimum(structure, C):
     assert h["gap"][-1] <= 1e-9 * h["primal"][-1] + 1e-12
 
 
+@pytest.mark.parametrize("max_iter", [1, 2, 3, 4])
+def test_cutting_plane_stopped_at_max_iter_certifies_the_returned_weights(max_iter):
+    """The last round's check certifies the weights returned: no LP is solved after it."""
+    X, y, batch = _problem(1)
+    C = 0.3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = L1M3N(ChainStructure(), solver="cutting_plane", C=C,
+                      max_iter=max_iter).fit(X, y)
+    Y = model._encode_known(np.concatenate(y))
+    optimum, _ = _exact_p1(model.structure_, batch, Y, C)
+    h = model.history_
+    assert model.n_iter_ == max_iter == h["primal"].shape[0]
+    assert h["primal"][-1] == pytest.approx(model.objective(X, y), rel=1e-12)
+    assert model.objective(X, y) - optimum <= h["gap"][-1] + 1e-9
+
+
 @pytest.mark.parametrize("backend", ["highspy", "scipy"])
 def test_lp_backends_agree(backend):
     pytest.importorskip("highspy") if backend == "highspy" else None

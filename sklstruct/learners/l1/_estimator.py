@@ -132,7 +132,8 @@ class L1M3N(BaseStructuredClassifier):
         unused (the step budget stops it).
     max_iter : int, default=None
         EM iterations (default 15, as in the paper's experiments), subgradient steps (1000) or
-        cutting-plane rounds (500).
+        cutting-plane rounds (500; each certifies the weights it decodes with, then re-solves
+        the linear programme unless it is the last).
     n_jobs : int, default=None
         Threads for decoding.
     verbose : int, default=0

@@ -117,8 +117,10 @@ def fit_lp_cutting_plane(structure, batch, Y, *, C, n_jobs, certificate):
 
     The LP optimum is a lower bound on min P1 and ``P1(w)`` an upper bound; the fit stops when
     their difference is at most ``tol`` times ``P1(w)``, when no example is violated, or at
-    the certificate's budgets. With ``max_time`` each LP solve gets the time left: one that
-    runs out of it ends the fit at the last certified weights.
+    the certificate's budgets. Each round certifies the weights it decodes with; the last
+    one (``max_iter``) solves no LP, so the returned weights are the certified ones. With
+    ``max_time`` each LP solve gets the time left: one that runs out of it ends the fit at
+    the last certified weights.
 
     Parameters
     ----------
@@ -146,7 +148,8 @@ def fit_lp_cutting_plane(structure, batch, Y, *, C, n_jobs, certificate):
                              converged=primal - lower <= certificate.tol * abs(primal)
                              or violated.size == 0,
                              n_nonzero=np.count_nonzero(w),
-                             n_constraints=solver.n_constraints):
+                             n_constraints=solver.n_constraints) \
+                or round_ == certificate.max_iter:  # (the LP after it would be uncertified)
             break
         solver.add(Ybar, losses, violated)
         time_left = None if certificate.max_time is None else \
