@@ -547,26 +547,65 @@ def _append_constant_column(X):
     return np.hstack([X, np.ones((X.shape[0], 1))])
 
 
-def check_sequence_weights(sample_weight, n_sequences, allow_all_zero=False):
-    """Per-sequence weights: ones by default; finite, non-negative, not all zero (unless
-    ``allow_all_zero``: a shard's weights, whose total is checked over all shards)."""
-    if sample_weight is None:
-        return np.ones(n_sequences)
+def _weights_array(sample_weight):
+    """``sample_weight`` as a float64 array (numeric, finite, non-negative)."""
     try:
         weights = np.asarray(sample_weight, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ValueError("sample_weight must be numeric.") from exc
-    if weights.ndim == 0:
-        weights = np.full(n_sequences, float(weights))
-    if weights.shape != (n_sequences,):
-        raise ValueError(
-            f"sample_weight.shape == {weights.shape}, expected ({n_sequences},): one weight "
-            "per sequence (per sample for plain classification)."
-        )
     if not np.all(np.isfinite(weights)):
         raise ValueError("sample_weight must be finite (no NaN or inf).")
     if np.any(weights < 0):
         raise ValueError("Negative values in sample_weight are not allowed.")
+    return weights
+
+
+def check_sequence_weights(sample_weight, n_sequences, allow_all_zero=False, lengths=None):
+    """Per-sequence weights: ones by default; finite, non-negative, not all zero (unless
+    ``allow_all_zero``: a shard's weights, whose total is checked over all shards).
+
+    With the sequences' ``lengths``, one weight per token is taken too when the tokens of
+    each sequence share it (a flat input's weights, which cross-validation indexes by rows
+    as it does ``sequence_ids``)."""
+    if sample_weight is None:
+        return np.ones(n_sequences)
+    weights = _weights_array(sample_weight)
+    if weights.ndim == 0:
+        weights = np.full(n_sequences, float(weights))
+    n_tokens = None if lengths is None else int(np.sum(lengths))
+    if lengths is not None and weights.shape == (n_tokens,) != (n_sequences,):
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.intp)
+        if n_tokens and np.any(np.maximum.reduceat(weights, starts)
+                               != np.minimum.reduceat(weights, starts)):
+            raise ValueError("sample_weight has one weight per token, and the tokens of a "
+                             "sequence differ: give one weight per sequence, or the same "
+                             "weight to every token of a sequence.")
+        weights = weights[starts]
+    if weights.shape != (n_sequences,):
+        raise ValueError(
+            f"sample_weight.shape == {weights.shape}, expected ({n_sequences},): one weight "
+            "per sequence (per sample for plain classification)"
+            + ("." if lengths is None else f", or ({n_tokens},): one per token, the same "
+               "for the tokens of a sequence."))
     if not allow_all_zero and not np.any(weights > 0):
+        raise ValueError("sample_weight must not be all zero.")
+    return weights
+
+
+def check_token_weights(sample_weight, lengths):
+    """The per-token weights of a score: one weight per token, or one per sequence given to
+    each of its ``lengths`` tokens; finite, non-negative, not all zero."""
+    weights = _weights_array(sample_weight)
+    lengths = np.asarray(lengths, dtype=np.intp)
+    n_tokens = int(lengths.sum())
+    if weights.ndim == 0:
+        weights = np.full(n_tokens, float(weights))
+    if weights.shape == (lengths.shape[0],) != (n_tokens,):
+        weights = np.repeat(weights, lengths)
+    if weights.shape != (n_tokens,):
+        raise ValueError(
+            f"sample_weight.shape == {weights.shape}, expected ({n_tokens},): one weight per "
+            f"token, or ({lengths.shape[0]},): one per sequence.")
+    if n_tokens and not np.any(weights > 0):
         raise ValueError("sample_weight must not be all zero.")
     return weights

@@ -14,7 +14,7 @@ from sklearn.utils.validation import column_or_1d
 
 from ._inference import chain as chain_kernels
 from ._inference._validation import check_k
-from ._input import check_indicator_matrix
+from ._input import check_indicator_matrix, check_token_weights
 from .utils._sequences import flatten_labels, image_rows, volume_rows
 
 
@@ -326,8 +326,10 @@ class PredictionMixin:
             True labels, in the form of ``X``.
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
-        sample_weight : array-like of shape (n_tokens,), default=None
-            Per-token weights of the accuracy.
+        sample_weight : array-like of shape (n_tokens,) or (n_sequences,), default=None
+            Per-token weights of the accuracy, or per-sequence weights (as ``fit`` takes
+            them) given to every token of their sequence; per sample for the multiclass
+            and multi-label forms.
         sequence_ids : array-like of shape (n_tokens,), default=None
             Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
             consecutive tokens of a sequence (:func:`~sklstruct.utils.lengths_to_groups`
@@ -344,14 +346,16 @@ class PredictionMixin:
         if form == "multilabel":  # scikit-learn's multi-label score: subset accuracy
             y_true = check_indicator_matrix(y, batch.n_sequences, batch.lengths[0])
             exact = np.all(Y.reshape(y_true.shape) == y_true, axis=1).astype(np.float64)
-            return float(np.average(exact, weights=sample_weight))
+            if sample_weight is None:
+                return float(exact.mean())
+            return float(np.average(exact, weights=check_token_weights(
+                sample_weight, np.ones(exact.shape[0], dtype=np.intp))))
         if form == "images":
             y_flat = flatten_labels(image_rows(X, y)[2], batch.lengths)
         elif form == "volumes":
             y_flat = flatten_labels(volume_rows(X, y)[2], batch.lengths)
         elif form in ("list", "graphs"):
-            y_flat = flatten_labels(y, batch.lengths if batch.output_offsets is None
-                                    else np.diff(batch.output_offsets))
+            y_flat = flatten_labels(y, np.diff(_output_offsets(batch)))
         else:
             y_flat = column_or_1d(y)
             if y_flat.shape[0] != batch.n_tokens:
@@ -361,7 +365,8 @@ class PredictionMixin:
             _warn_unseen_classes(y_flat, model.classes_)
         correct = (model.classes_[Y] == y_flat).astype(np.float64)
         if sample_weight is not None:
-            return float(np.average(correct, weights=sample_weight))
+            return float(np.average(correct, weights=check_token_weights(
+                sample_weight, np.diff(_output_offsets(batch)))))
         return float(correct.mean())
 
 

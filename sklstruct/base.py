@@ -162,7 +162,8 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             # cross_val_predict relies on; the states' values (0 and 1 in y's dtype) are kept
             self._indicator_values_ = classes
             self.classes_ = np.arange(self.structure_.n_labels_)
-        weights = check_sequence_weights(sample_weight, batch.n_sequences)
+        weights = check_sequence_weights(sample_weight, batch.n_sequences,
+                                         lengths=batch.lengths)
         self._check_oracle_exactness(batch)
         self._check_user_token_loss(Y)
         self.w_ = self._fit_batch(batch, Y, weights)
@@ -451,8 +452,9 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             True labels, in the form of ``X``; every label must have been seen in fit.
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
-        sample_weight : array-like of shape (n_sequences,), default=None
-            Per-sequence weights ``s_i`` (ones by default).
+        sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
+            Per-sequence weights ``s_i`` (ones by default); per token (a flat ``X``'s rows),
+            the same for the tokens of a sequence.
         sequence_ids : array-like of shape (n_tokens,), default=None
             Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
             consecutive tokens of a sequence (:func:`~sklstruct.utils.lengths_to_groups`
@@ -468,7 +470,8 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         batch, y_flat, form = model._validate_input(X, y, lengths, reset=False,
                                                     sequence_ids=sequence_ids)
         Y = model._encode_known(np.asarray(y_flat))
-        weights = check_sequence_weights(sample_weight, batch.n_sequences)
+        weights = check_sequence_weights(sample_weight, batch.n_sequences,
+                                         lengths=batch.lengths)
         hinge, _, _ = model._structured_hinge(batch, Y, *model._potentials(batch),
                                               model._rescale())
         return model._regularizer() + model.C * float(weights @ hinge)

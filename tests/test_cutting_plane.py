@@ -196,6 +196,49 @@ def test_sample_weight_equals_repetition(variant, rescale):
     assert abs(p_weighted - repeated.objective(X_rep, y_rep)) <= gap + 1e-9
 
 
+def test_sample_weight_per_token_of_a_flat_input_travels_through_cross_validation():
+    """A flat X's weights, one per row, are indexed by cross-validation as its rows are: fit
+    takes them (the same for the tokens of a sequence) and score too, and each fold gives
+    what a fit and score by hand with one weight per sequence give."""
+    import sklearn
+    from sklearn.model_selection import GroupKFold, cross_validate
+
+    from sklstruct.utils import lengths_to_groups
+
+    X, y = make_chain_data(n_sequences=18, seed=3)
+    lengths = np.array([len(s) for s in y])
+    per_sequence = np.arange(18) % 4 + 0.5
+    X_flat, y_flat, ids = np.vstack(X), np.concatenate(y), lengths_to_groups(lengths)
+    per_token = np.repeat(per_sequence, lengths)
+    params = dict(C=0.5, tol=1e-6)
+    with sklearn.config_context(enable_metadata_routing=True):
+        model = StructSVMCuttingPlane(**params).set_fit_request(
+            sequence_ids=True, lengths=False, sample_weight=True).set_score_request(
+            sequence_ids=True, lengths=False, sample_weight=True)
+        folds = GroupKFold(3)
+        scores = cross_validate(model, X_flat, y_flat, cv=folds,
+                                params={"sequence_ids": ids, "groups": ids,
+                                        "sample_weight": per_token})["test_score"]
+    for score, (train, test) in zip(scores, folds.split(X_flat, y_flat, ids)):
+        train_seq, test_seq = np.unique(ids[train]), np.unique(ids[test])
+        by_hand = StructSVMCuttingPlane(**params).fit(
+            [X[i] for i in train_seq], [y[i] for i in train_seq],
+            sample_weight=per_sequence[train_seq])
+        X_test, y_test = [X[i] for i in test_seq], [y[i] for i in test_seq]
+        expected = by_hand.score(X_test, y_test, sample_weight=per_sequence[test_seq])
+        assert score == expected
+        assert expected == by_hand.score(X_test, y_test,
+                                         sample_weight=np.repeat(per_sequence[test_seq],
+                                                                 lengths[test_seq]))
+    uneven = per_token.copy()
+    uneven[1] += 1.0  # (the first sequence's tokens no longer share a weight)
+    with pytest.raises(ValueError, match="tokens of a sequence differ"):
+        StructSVMCuttingPlane(**params).fit(X_flat, y_flat, sequence_ids=ids,
+                                            sample_weight=uneven)
+    with pytest.raises(ValueError, match="one weight per token, or"):
+        by_hand.score(X_test, y_test, sample_weight=np.ones(len(X_test) + 1))
+
+
 @pytest.mark.parametrize("variant", ["1-slack", "n-slack"])
 def test_parallel_oracle_gives_the_same_model(variant):
     from joblib import parallel_backend

@@ -152,8 +152,9 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         Chains with ``start_end=True``: scores of each label at the start and the end of a
         sequence.
     temperature_ : float
-        Temperature of :meth:`predict_proba` and :meth:`predict_marginals` (1 after ``fit``;
-        set by :meth:`calibrate_temperature`).
+        Temperature of :meth:`predict_proba` (1 after ``fit``; set by
+        :meth:`calibrate_temperature`); :meth:`predict_marginals` gives the marginals at
+        temperature 1 whatever its value.
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -242,10 +243,12 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         y : list of array-like, or array-like of shape (n_tokens,), default=None
             The labels (required unless ``X`` is a ``ShardedSequences``).
         lengths : array-like of shape (n_sequences,), default=None
-        sample_weight : array-like of shape (n_sequences,), default=None
+        sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
             Per-sequence weights ``s_i``: the objective becomes
             ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
-            sequence).
+            sequence). One weight per token (per row of a flat ``X``, so that
+            cross-validation can index them as it indexes ``sequence_ids``) is taken when
+            the tokens of each sequence share it; :meth:`score` takes either form.
         sequence_ids : array-like of shape (n_tokens,), default=None
             Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
             consecutive tokens of a sequence; they pass through cross-validation (see
