@@ -239,6 +239,27 @@ def test_sample_weight_per_token_of_a_flat_input_travels_through_cross_validatio
         by_hand.score(X_test, y_test, sample_weight=np.ones(len(X_test) + 1))
 
 
+def test_grid_search_passes_fits_sequence_weights_on_to_score():
+    """scikit-learn (1.7 and later) hands fit's sample_weight to the default scorer too, so
+    score takes one weight per sequence; each split's score is the weighted token accuracy
+    of a fit and score by hand."""
+    from sklearn.model_selection import GridSearchCV, KFold
+
+    X, y = make_chain_data(n_sequences=15, seed=5)
+    weights = np.arange(15) % 3 + 1.0
+    folds = KFold(3)
+    search = GridSearchCV(StructSVMCuttingPlane(tol=1e-6), {"C": [0.1, 1.0]}, cv=folds,
+                          error_score="raise").fit(X, y, sample_weight=weights)
+    for k, (train, test) in enumerate(folds.split(X)):
+        model = StructSVMCuttingPlane(tol=1e-6, C=search.cv_results_["param_C"][0]).fit(
+            [X[i] for i in train], [y[i] for i in train], sample_weight=weights[train])
+        X_test, y_test = [X[i] for i in test], [y[i] for i in test]
+        per_token = np.concatenate([np.full(len(y[i]), weights[i]) for i in test])
+        correct = np.concatenate(model.predict(X_test)) == np.concatenate(y_test)
+        assert search.cv_results_[f"split{k}_test_score"][0] == pytest.approx(
+            np.average(correct, weights=per_token), rel=1e-15)
+
+
 @pytest.mark.parametrize("variant", ["1-slack", "n-slack"])
 def test_parallel_oracle_gives_the_same_model(variant):
     from joblib import parallel_backend
