@@ -593,19 +593,20 @@ def check_sequence_weights(sample_weight, n_sequences, allow_all_zero=False, len
 
 
 def check_token_weights(sample_weight, lengths):
-    """The per-token weights of a score: one weight per token, or one per sequence given to
-    each of its ``lengths`` tokens; finite, non-negative, not all zero."""
+    """The per-token weights of a score: one per sequence given to each of its ``lengths``
+    tokens (as ``fit`` takes them, so read this way when there are as many sequences as
+    tokens), or one weight per token; finite, non-negative, and not zero on every token."""
     weights = _weights_array(sample_weight)
     lengths = np.asarray(lengths, dtype=np.intp)
     n_tokens = int(lengths.sum())
     if weights.ndim == 0:
         weights = np.full(n_tokens, float(weights))
-    if weights.shape == (lengths.shape[0],) != (n_tokens,):
+    elif weights.shape == (lengths.shape[0],):
         weights = np.repeat(weights, lengths)
-    if weights.shape != (n_tokens,):
+    elif weights.shape != (n_tokens,):
         raise ValueError(
-            f"sample_weight.shape == {weights.shape}, expected ({n_tokens},): one weight per "
-            f"token, or ({lengths.shape[0]},): one per sequence.")
-    if n_tokens and not np.any(weights > 0):
-        raise ValueError("sample_weight must not be all zero.")
+            f"sample_weight.shape == {weights.shape}, expected ({lengths.shape[0]},): one per "
+            f"sequence, or ({n_tokens},): one weight per token.")
+    if not np.any(weights > 0):
+        raise ValueError("sample_weight must not be zero on every token scored.")
     return weights

@@ -235,8 +235,20 @@ def test_sample_weight_per_token_of_a_flat_input_travels_through_cross_validatio
     with pytest.raises(ValueError, match="tokens of a sequence differ"):
         StructSVMCuttingPlane(**params).fit(X_flat, y_flat, sequence_ids=ids,
                                             sample_weight=uneven)
-    with pytest.raises(ValueError, match="one weight per token, or"):
+    with pytest.raises(ValueError, match="one per sequence, or"):
         by_hand.score(X_test, y_test, sample_weight=np.ones(len(X_test) + 1))
+    # with empty sequences there may be as many sequences as tokens: the weights are read
+    # per sequence, as fit reads them
+    longest = int(np.argmax([len(labels) for labels in y_test]))
+    X_first, y_first = X_test[longest], y_test[longest]
+    assert len(y_first) > 2
+    right = by_hand.predict([X_first])[0] == y_first
+    X_empty = [X_first] + [X_first[:0]] * (len(y_first) - 1)
+    y_empty = [y_first] + [y_first[:0]] * (len(y_first) - 1)
+    first_only = np.r_[1.0, np.zeros(len(y_first) - 1)]
+    assert by_hand.score(X_empty, y_empty, sample_weight=first_only) == right.mean()
+    with pytest.raises(ValueError, match="zero on every token"):
+        by_hand.score(X_empty, y_empty, sample_weight=first_only[::-1])
 
 
 def test_grid_search_passes_fits_sequence_weights_on_to_score():

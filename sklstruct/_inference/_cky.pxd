@@ -160,5 +160,8 @@ cdef inline intp_t _longest(const int64_t* lengths, intp_t n_sentences) noexcept
 
 
 cdef inline intp_t _rule_work(intp_t n, intp_t n_rules) noexcept nogil:
-    """The rule applications of a sentence of ``n`` words (about n^3 (n_rules + 1) / 6)."""
-    return n * n * n * (n_rules + 1) // 6
+    """The rule applications of a sentence of ``n`` words, about n^3 (n_rules + 1) / 6
+    (counted in doubles, and at most ``_SIGNAL_WORK``: a work beyond it calls for a check
+    all the same, and the count fits a 32-bit ``intp_t``)."""
+    cdef double work = (<double> n) * n * n * (n_rules + 1) / 6.0
+    return <intp_t> (work if work < _SIGNAL_WORK else _SIGNAL_WORK)

@@ -39,6 +39,13 @@ cdef double _NEGLIGIBLE = -40.0
 # The batched loops check for Ctrl-C whenever about this many chart cells were processed.
 cdef intp_t _WORK_PER_SIGNAL_CHECK = 20000000
 
+
+cdef inline intp_t _chart_work(intp_t n, bint cubic) noexcept nogil:
+    """The chart cells of a sentence of ``n`` words, n^3 (``cubic``) or n^2, counted in
+    doubles and at most ``_WORK_PER_SIGNAL_CHECK`` (the count fits a 32-bit ``intp_t``)."""
+    cdef double work = (<double> n) * n * (n if cubic else 1)
+    return <intp_t> (work if work < _WORK_PER_SIGNAL_CHECK else _WORK_PER_SIGNAL_CHECK)
+
 # Chart item kinds of Eisner's back-tracking stack.
 cdef enum:
     _RIGHT_COMPLETE = 0
@@ -1051,7 +1058,7 @@ def decode_batch(const float64_t[::1] scores, const int64_t[::1] lengths, bint p
                                                    &heads[token_offset], work, int_work)
                 score_offset += (n + 1) * (n + 1)
                 token_offset += n
-                check_signals_every(&work_done, n * n * n if projective else n * n,
+                check_signals_every(&work_done, _chart_work(n, projective),
                                     _WORK_PER_SIGNAL_CHECK)
     finally:
         free(work)
@@ -1094,7 +1101,7 @@ def marginals_batch(const float64_t[::1] scores, const int64_t[::1] lengths, bin
                         &scores[score_offset], n, single_root, &marginals[score_offset], work,
                         int_work)
                 score_offset += (n + 1) * (n + 1)
-                check_signals_every(&work_done, n * n * n, _WORK_PER_SIGNAL_CHECK)
+                check_signals_every(&work_done, _chart_work(n, True), _WORK_PER_SIGNAL_CHECK)
     finally:
         free(work)
         free(int_work)
