@@ -28,7 +28,7 @@ from sklstruct.parsing import (
     tree_to_string,
     tree_words,
 )
-from sklstruct.parsing._grammar import TreeGrammar
+from sklstruct.parsing._grammar import TreeGrammar, _nodes
 from sklstruct.parsing._trees import strip_function_tag
 from sklstruct.structures import ConstituencyTree
 from sklstruct.utils import SequenceBatch
@@ -76,6 +76,13 @@ def test_output_forms(fitted, toy):
     as_strings = strings.predict(X_test)
     assert as_strings[:-1] == [tree_to_string(tree) for tree in trees[:-1]]
     assert as_strings[-1] == ""
+    # the scorer reads trees as the parsers do: bracketed strings too, on either side
+    y_test = toy[3][:5] + [()]
+    y_strings = [tree_to_string(tree) for tree in y_test[:-1]] + [""]
+    expected = fitted.score(X_test, y_test)
+    assert bracket_f1_scorer(fitted, X_test, y_strings) == expected
+    assert bracket_f1_scorer(strings, X_test, y_strings) == expected
+    assert bracket_f1_scorer(strings, X_test, y_test) == expected
     nltk = pytest.importorskip("nltk")
     strings.set_params(output="nltk")
     as_nltk = strings.predict(X_test)
@@ -253,6 +260,47 @@ def test_pcfg_equals_nltk_viterbi_parser(toy):
         assert parser.from_nltk_parse(best, words) == ours
         compared += 1
     assert compared >= 0.8 * len(tokens)
+
+
+def _relabel(tree, names):
+    if isinstance(tree, str):
+        return tree
+    return (names.get(tree[0], tree[0]), *[_relabel(child, names) for child in tree[1:]])
+
+
+def test_labels_with_the_chain_separator_and_a_root_label(toy):
+    """A treebank whose tags hold "+" (the French treebank's "P+D") and whose trees hang
+    from a "ROOT" node (CoreNLP's output): the unary chains get another separator, and the
+    PCFG's nltk grammar another start symbol."""
+    nltk = pytest.importorskip("nltk")
+    X, y, X_test, y_test = toy
+
+    def convert(trees, sentences):
+        trees = [("ROOT", _relabel(tree, {"DT": "P+D", "NP": "NP+X"})) for tree in trees]
+        return [[(w, "P+D" if t == "DT" else t) for w, t in s] for s in sentences], trees
+
+    X, y = convert(y, X)
+    X_test, y_test = convert(y_test, X_test)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        parser = ConstituencyParser(10.0, learner=StructSVMCuttingPlane(
+            tol=1e-3, variant="n-slack")).fit(X, y)
+    assert parser.grammar_.join != "+"
+    predicted = parser.predict(X_test)
+    assert parser.score(X_test, y_test) > 0.95
+    assert sum(tree == true for tree, true in zip(predicted, y_test)) >= 0.8 * len(y_test)
+    assert {"P+D", "NP+X", "ROOT"} <= {node[0] for tree in predicted
+                                      for node, _, _ in _nodes(tree)}
+    pcfg = PCFGParser().fit(X, y)
+    grammar = pcfg.to_nltk_grammar()
+    assert str(grammar.start()) == "ROOT'"
+    viterbi = nltk.parse.ViterbiParser(grammar)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ours = pcfg.predict(X_test[:5])
+    for sentence, tree in zip(X_test[:5], ours):
+        (best,) = viterbi.parse([t for _, t in sentence])
+        assert pcfg.from_nltk_parse(best, [w for w, _ in sentence]) == tree
 
 
 def test_span_features():

@@ -284,7 +284,7 @@ class ConstituencyParser(PartsParser, _TreeParser):
         for k in sentences:
             words = scores[offsets[k]:offsets[k] + n_words[k]]
             best = lexical[np.argmax(words[:, lexical], axis=1)]
-            found.append([grammar.labels[a - 1].split("+")[-1] for a in best])
+            found.append([grammar.bottom_label(grammar.labels[a - 1]) for a in best])
         return found
 
     def objective(self, X, y):
@@ -392,7 +392,7 @@ class PCFGParser(_TreeParser):
         """Span states (flat) and log-probabilities of the best trees of the (non-empty,
         tagged) sentences ``tokens``."""
         g = self.grammar_
-        tag_of = np.array([label.split("+")[-1] for label in g.labels], dtype=object)
+        tag_of = np.array([g.bottom_label(label) for label in g.labels], dtype=object)
         blocks, lengths = [], []
         for words, tags in tokens:
             n = len(words)
@@ -430,7 +430,8 @@ class PCFGParser(_TreeParser):
         """The PCFG as an :class:`nltk.grammar.PCFG` over part-of-speech tags.
 
         Its nonterminals are the symbols (``"S"``) and the labels (``"[S+VP]"``); the start
-        symbol ``ROOT`` rewrites to the root symbols, a symbol to its labels, a phrasal label
+        symbol ``ROOT`` (primed, ``ROOT'``, when the treebank has a symbol ``ROOT``)
+        rewrites to the root symbols, a symbol to its labels, a phrasal label
         to the binary rules of its bottom symbol and a lexical label to its tag (a terminal),
         with the fitted probabilities, so that :class:`nltk.parse.ViterbiParser` parses tag
         sequences with the same model (without the tag-mismatch fallback; a label both
@@ -446,7 +447,8 @@ class PCFGParser(_TreeParser):
         g = self.grammar_
         symbol = [Nonterminal(s) for s in g.symbols]
         label = [Nonterminal(f"[{a}]") for a in g.labels]
-        productions = [ProbabilisticProduction(Nonterminal("ROOT"), [symbol[x]],
+        start = Nonterminal(_fresh_name("ROOT", set(g.symbols)))
+        productions = [ProbabilisticProduction(start, [symbol[x]],
                                                prob=float(np.exp(self.root_log_prob_[x])))
                        for x in np.flatnonzero(np.isfinite(self.root_log_prob_))]
         for a in range(g.n_labels):
@@ -455,14 +457,14 @@ class PCFGParser(_TreeParser):
             share = 0.5 if g.lexical[a] and g.phrasal[a] else 1.0
             if g.lexical[a]:
                 productions.append(ProbabilisticProduction(
-                    label[a], [g.labels[a].split("+")[-1]], prob=share))
+                    label[a], [g.bottom_label(g.labels[a])], prob=share))
             if g.phrasal[a]:
                 for r, (parent, left, right) in enumerate(g.rules):
                     if parent == g.bottom[a]:
                         productions.append(ProbabilisticProduction(
                             label[a], [symbol[left], symbol[right]],
                             prob=share * float(np.exp(self.rule_log_prob_[r]))))
-        return nltk.PCFG(Nonterminal("ROOT"), productions)
+        return nltk.PCFG(start, productions)
 
     def from_nltk_parse(self, parse, words):
         """The tree of a parse by :meth:`to_nltk_grammar`'s grammar over ``words``.
@@ -489,7 +491,14 @@ class PCFGParser(_TreeParser):
             return (name, *[convert(child) for child in labelled])
 
         (top,) = list(parse)
-        return unbinarize(expand_unary(convert(top), "+"))
+        return unbinarize(expand_unary(convert(top), self.grammar_.join))
+
+
+def _fresh_name(name, taken):
+    """``name``, primed as often as needed to differ from every name of ``taken``."""
+    while name in taken:
+        name += "'"
+    return name
 
 
 def _require_tags(tokens):

@@ -26,7 +26,9 @@ from ._transforms import (
 )
 from ._trees import check_tree, is_preterminal, tree_words
 
-_JOIN = "+"
+# separators of the labels of collapsed unary chains: a grammar takes the first that none of
+# its treebank's labels holds ("+" unless a label does, as the French treebank's "P+D")
+_JOINS = ("+", "\x1f", "\x1e", "\x1d", "\x1c")
 # token-dict keys of a word and of a part-of-speech tag, in order of preference
 _WORD_KEYS = ("form", "word")
 _TAG_KEYS = ("tag", "pos", "xpos", "postag", "upos", "cpostag")
@@ -81,11 +83,12 @@ def as_tree(tree, name, allow_empty=False):
     return tree
 
 
-def evalb_brackets(label, lexical):
+def evalb_brackets(label, lexical, join="+"):
     """The evalb brackets a (transformed) label stands for: the treebank labels of its
-    chain, without intermediate nodes, annotations, labels evalb deletes, or the
-    part-of-speech tag that ends a lexical chain (``ADVP`` and ``PRT`` count as one)."""
-    chain = label.split(_JOIN)
+    chain (joined by ``join``), without intermediate nodes, annotations, labels evalb
+    deletes, or the part-of-speech tag that ends a lexical chain (``ADVP`` and ``PRT``
+    count as one)."""
+    chain = label.split(join)
     if lexical:
         chain = chain[:-1]
     found = []
@@ -120,10 +123,16 @@ class TreeGrammar:
         Occurrences in the training trees (labels; root labels; rule indices).
     root_label : str
         The most frequent label of the untransformed roots (for flat fallback trees).
+    join : str
+        The separator of the labels of collapsed unary chains: ``"+"``, or a control
+        character when a treebank label holds ``"+"``.
     """
+
+    join = "+"  # (grammars pickled before the separator was chosen per treebank)
 
     def __init__(self, trees, horizontal, vertical):
         self.horizontal, self.vertical = horizontal, vertical
+        self.join = _unused_join(trees)
         transformed = [self.transform(tree) for tree in trees]
         lexical, phrasal = Counter(), Counter()
         roots, untransformed_roots = Counter(), Counter()
@@ -134,7 +143,7 @@ class TreeGrammar:
                 (lexical if is_preterminal(node) else phrasal)[node[0]] += 1
         self.labels = sorted(set(lexical) | set(phrasal))
         self.index = {label: a for a, label in enumerate(self.labels)}
-        chains = [label.split(_JOIN) for label in self.labels]
+        chains = [label.split(self.join) for label in self.labels]
         self.symbols = sorted({chain[0] for chain in chains} | {chain[-1] for chain in chains})
         symbol_index = {symbol: x for x, symbol in enumerate(self.symbols)}
         self.top = np.array([symbol_index[chain[0]] for chain in chains], dtype=np.int64)
@@ -158,11 +167,11 @@ class TreeGrammar:
                                     for rule, count in rule_counts.items()})
         self.root_label = untransformed_roots.most_common(1)[0][0]
         kinds = sorted({kind for a, label in enumerate(self.labels)
-                        for kind in evalb_brackets(label, self.lexical[a])})
+                        for kind in evalb_brackets(label, self.lexical[a], self.join)})
         kind_index = {kind: k for k, kind in enumerate(kinds)}
         self.label_brackets = np.zeros((len(self.labels), len(kinds)))
         for a, label in enumerate(self.labels):
-            for kind in evalb_brackets(label, self.lexical[a]):
+            for kind in evalb_brackets(label, self.lexical[a], self.join):
                 self.label_brackets[a, kind_index[kind]] += 1
 
     @property
@@ -171,7 +180,11 @@ class TreeGrammar:
 
     def transform(self, tree):
         """Binarise with markovisation, then collapse the unary chains."""
-        return collapse_unary(binarize(tree, self.horizontal, self.vertical), _JOIN)
+        return collapse_unary(binarize(tree, self.horizontal, self.vertical), self.join)
+
+    def bottom_label(self, label):
+        """The last label of a collapsed chain (a lexical chain's part-of-speech tag)."""
+        return label.split(self.join)[-1]
 
     def _rule_key(self, node):
         """The symbols ``(bottom of the parent, top of the children)`` of a binary node."""
@@ -227,7 +240,17 @@ class TreeGrammar:
                 k -= 1
             return (label, build(i, k), build(k, j))
 
-        return unbinarize(expand_unary(build(0, n), _JOIN))
+        return unbinarize(expand_unary(build(0, n), self.join))
+
+
+def _unused_join(trees):
+    """The first separator of ``_JOINS`` that no label of ``trees`` holds."""
+    labels = {node[0] for tree in trees for node, _, _ in _nodes(tree)}
+    for join in _JOINS:
+        if not any(join in label for label in labels):
+            return join
+    raise ValueError(f"The treebank's labels hold every separator the grammar can join "
+                     f"unary chains with ({_JOINS!r}); relabel them.")
 
 
 def _nodes(tree):

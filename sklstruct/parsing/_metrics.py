@@ -381,7 +381,12 @@ def _uas(y_true, y_pred):
 
 
 def _bracket_f1(y_true, y_pred):
-    return bracket_scores(list(y_true), list(y_pred))["f1"]
+    from ._grammar import as_tree  # (the parsers' reading of a tree: tuples or a string)
+
+    def trees(items, name):
+        return [as_tree(tree, f"{name}[{i}]", allow_empty=True) for i, tree in enumerate(items)]
+
+    return bracket_scores(trees(y_true, "y"), trees(y_pred, "predictions"))["f1"]
 
 
 attachment_scorer = _ParseScorer("attachment_scorer", _uas)
@@ -411,7 +416,9 @@ bracket_f1_scorer = _ParseScorer("bracket_f1_scorer", _bracket_f1)
 
 Called as ``bracket_f1_scorer(estimator, X, y)``, it returns the evalb F1 of
 ``estimator.predict(X)`` against ``y`` (see :func:`bracket_scores`); ``y``
-and the predictions are lists of trees.
+and the predictions are lists of trees, each as nested tuples or as a
+bracketed string (as the parsers take and, with ``output="string"``, give
+them; ``()`` or ``""`` for an empty sentence).
 
 Examples
 --------
