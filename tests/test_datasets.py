@@ -160,6 +160,14 @@ def test_ocr_letters_rejects_malformed_file(tmp_path):
         load_ocr_letters(tmp_path)
 
 
+def test_ocr_letters_refuses_a_repeated_letter_line(tmp_path):
+    rng = np.random.default_rng(0)
+    lines, _ = _small_ocr_lines(rng)
+    _write_gz(tmp_path / "ocr_letters" / "letter.data.gz", "\n".join(lines[:2] + lines[1:]))
+    with pytest.raises(ValueError, match="letter ids must be unique"):
+        load_ocr_letters(tmp_path)
+
+
 # --------------------------------------------------------------------------
 # Embedded OCR sample (never skipped)
 
@@ -265,6 +273,36 @@ def test_conll_file_without_trailing_blank_line(tmp_path):
     assert conll.words == [["He", "ran"]]
 
 
+def test_conll_files_as_other_tools_write_them(tmp_path):
+    """A byte-order mark and CRLF endings read as the plain file; a file in another
+    encoding, a truncated gzip file and an empty file are refused naming the file."""
+    text = "He PRP B-NP\nran VBD B-VP\n\nShe PRP B-NP\n"
+    path = tmp_path / "conll2000" / "test.txt.gz"
+    _write_gz(path, text)
+    plain = load_conll2000(tmp_path, subset="test")
+    _write_gz(path, "\ufeff" + text.replace("\n", "\r\n"))
+    marked = load_conll2000(tmp_path, subset="test")
+    assert marked.words == plain.words == [["He", "ran"], ["She"]]
+    assert marked.pos == plain.pos
+    with gzip.open(path, "wb") as f:
+        f.write("Curaçao NNP B-NP\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"test.txt.gz, line 1: not valid utf-8"):
+        load_conll2000(tmp_path, subset="test")
+    whole = gzip.compress(("He PRP B-NP\n" * 2000).encode())
+    path.write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(ValueError, match="test.txt.gz is not a complete gzip file"):
+        load_conll2000(tmp_path, subset="test")
+    _write_gz(path, "\n\n")
+    with pytest.raises(ValueError, match="holds no sentences"):
+        load_conll2000(tmp_path, subset="test")
+
+
+def test_data_home_may_be_bytes(tmp_path):
+    _write_gz(tmp_path / "conll2000" / "test.txt.gz", "He PRP B-NP\n")
+    assert get_data_home(os.fsencode(tmp_path)) == str(tmp_path)
+    assert load_conll2000(os.fsencode(tmp_path), subset="test").words == [["He"]]
+
+
 def test_conll_malformed_line(tmp_path):
     _write_gz(tmp_path / "conll2000" / "train.txt.gz", "He PRP B-NP\nran VBD\n\n")
     with pytest.raises(ValueError, match="line 2: expected 3 columns"):
@@ -353,6 +391,25 @@ def test_grid_pixel_features_shapes_and_validation():
         grid_pixel_features(gray.astype(float) * 2.0)
     with pytest.raises(ValueError, match="shape"):
         grid_pixel_features(gray[0])
+
+
+def test_weizmann_horses_refuses_inconsistent_arrays(tmp_path):
+    from sklstruct.datasets import load_weizmann_horses
+
+    folder = tmp_path / "weizmann_horse"
+    folder.mkdir()
+    good = dict(gray=np.zeros((4, 8, 8), np.uint8), rgb=np.zeros((4, 8, 8, 3), np.uint8),
+                mask=np.ones((4, 8, 8), np.uint8), names=np.array(["a", "b", "c", "d"]))
+    np.savez(folder / "horses_32x32.npz", **good)
+    assert load_weizmann_horses(tmp_path).masks.sum() == 256
+    for change, match in [({"gray": good["gray"][:2]}, "disagree"),
+                          ({"mask": good["mask"] * 255}, "0 \\(background\\) and 1"),
+                          ({"names": None}, "lacks the arrays")]:
+        arrays = {**good, **change}
+        np.savez(folder / "horses_32x32.npz",
+                 **{k: v for k, v in arrays.items() if v is not None})
+        with pytest.raises(ValueError, match=match):
+            load_weizmann_horses(tmp_path)
 
 
 @needs_data

@@ -248,6 +248,25 @@ def test_write_conll_errors():
     assert out.getvalue() == ""  # nothing written by a failed call
 
 
+def test_readers_drop_a_byte_order_mark_and_read_unsuffixed_gzip(tmp_path):
+    """Files written with a byte-order mark (Windows tools) read as without it, through a
+    path, a gzip file whose name lacks ".gz", or an open file."""
+    for reader, text in [(read_conll, CONLLX), (read_dependency_columns, DEPENDENCY_COLUMNS),
+                         (read_ptb_trees, PTB)]:
+        expected = reader(io.StringIO(text))
+        plain, packed = tmp_path / "marked.txt", tmp_path / "packed.txt"
+        plain.write_bytes(("\ufeff" + text).encode("utf-8"))
+        packed.write_bytes(gzip.compress(text.encode("utf-8")))
+        with open(plain, encoding="utf-8") as handle:
+            for got in (reader(plain), reader(packed), reader(handle)):
+                if reader is read_ptb_trees:
+                    assert got == expected
+                else:
+                    assert got.sentences == expected.sentences
+                    assert [h.tolist() for h in got.heads] == \
+                        [h.tolist() for h in expected.heads]
+
+
 def test_read_dependency_columns_inline_and_errors():
     data = read_dependency_columns(io.StringIO(DEPENDENCY_COLUMNS))
     assert data.sentences == [[{"form": "Dogs", "postag": "NNS"},

@@ -41,8 +41,27 @@ def load_weizmann_horses(data_home=None):
     """
     path = _data_file(data_home, "weizmann_horse", "horses_32x32.npz")
     with np.load(path, allow_pickle=False) as stored:
-        return Bunch(gray=stored["gray"], rgb=stored["rgb"], masks=stored["mask"],
+        missing = sorted({"gray", "rgb", "mask", "names"} - set(stored.files))
+        if missing:
+            raise ValueError(f"{path} lacks the arrays {missing}.")
+        data = Bunch(gray=stored["gray"], rgb=stored["rgb"], masks=stored["mask"],
                      names=stored["names"], DESCR=HORSES_DESCR)
+    _check_horses(data, path)
+    return data
+
+
+def _check_horses(data, path):
+    """Refuse a horses file whose arrays disagree with each other or with their kinds."""
+    gray, rgb, masks = data.gray, data.rgb, data.masks
+    if gray.ndim != 3 or gray.dtype != np.uint8:
+        raise ValueError(f"{path}: gray must be uint8 images (n, height, width), got "
+                         f"{gray.dtype} of shape {gray.shape}.")
+    if rgb.shape != gray.shape + (3,) or masks.shape != gray.shape or \
+            data.names.shape != gray.shape[:1]:
+        raise ValueError(f"{path}: the arrays disagree: gray {gray.shape}, rgb {rgb.shape}, "
+                         f"mask {masks.shape}, names {data.names.shape}.")
+    if masks.size and (masks.dtype.kind not in "biu" or masks.max() > 1 or masks.min() < 0):
+        raise ValueError(f"{path}: the masks must hold 0 (background) and 1 (horse).")
 
 
 def grid_pixel_features(gray, n_bins=8):

@@ -15,6 +15,7 @@ import gzip
 import numbers
 import os
 import warnings
+import zlib
 from importlib import resources
 
 import numpy as np
@@ -50,7 +51,7 @@ def get_data_home(data_home=None):
     if data_home is None:
         default = os.path.join("~", "sklstruct_data")
         data_home = os.environ.get("SKLSTRUCT_DATA", default)
-    return os.path.expanduser(os.fspath(data_home))
+    return os.path.expanduser(os.fsdecode(data_home))
 
 
 def _data_file(data_home, *parts, download_if_missing=False):
@@ -110,6 +111,23 @@ def _check_folds(folds):
     return np.unique(np.asarray(selected, dtype=np.int64))
 
 
+def _read_gzip_lines(path, encoding):
+    """The lines of the gzip-compressed text file ``path`` (a leading byte-order mark
+    dropped); a file that does not decompress or decode is a ``ValueError`` naming it."""
+    try:
+        with gzip.open(path, "rb") as f:
+            raw = f.read()
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise ValueError(f"{path} is not a complete gzip file ({exc}).") from exc
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not valid {encoding} text ({exc.reason}); "
+                         f"the loader reads the data set's {encoding} files.") from exc
+    return text.removeprefix("\ufeff").splitlines()
+
+
 def _parse_ocr_letters(path):
     """Parse ``letter.data.gz`` into per-letter columns sorted by letter id.
 
@@ -122,8 +140,7 @@ def _parse_ocr_letters(path):
     """
     # Each line is split into id, letter and the purely numeric remainder;
     # numpy parses all remainders in one call.
-    with gzip.open(path, "rt", encoding="ascii") as f:
-        lines = [line for line in f.read().splitlines() if line.strip()]
+    lines = [line for line in _read_gzip_lines(path, "ascii") if line.strip()]
     if not lines:
         raise ValueError(f"{path} holds no letters.")
     parts = [line.split("\t", 2) for line in lines]
@@ -146,6 +163,8 @@ def _parse_ocr_letters(path):
         )
     numeric = numeric.reshape(n_letters, n_numeric)
     ids = np.array([p[0] for p in parts]).astype(np.int64)
+    if np.unique(ids).shape[0] != n_letters:
+        raise ValueError(f"{path}: letter ids must be unique (a letter's line is repeated).")
     letters = np.array([p[1] for p in parts])
     if letters.dtype != np.dtype("<U1") or not np.all(
         (letters >= "a") & (letters <= "z")
@@ -307,21 +326,22 @@ def _read_conll(path):
             sent_pos.clear()
             sent_tags.clear()
 
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line_number, line in enumerate(f, start=1):
-            fields = line.split()
-            if not fields or fields[0] == "-DOCSTART-":
-                end_sentence()
-                continue
-            if len(fields) != 3:
-                raise ValueError(
-                    f"{path}, line {line_number}: expected 3 columns "
-                    f"(word POS tag), got {len(fields)}."
-                )
-            sent_words.append(fields[0])
-            sent_pos.append(fields[1])
-            sent_tags.append(fields[2])
+    for line_number, line in enumerate(_read_gzip_lines(path, "utf-8"), start=1):
+        fields = line.split()
+        if not fields or fields[0] == "-DOCSTART-":
+            end_sentence()
+            continue
+        if len(fields) != 3:
+            raise ValueError(
+                f"{path}, line {line_number}: expected 3 columns "
+                f"(word POS tag), got {len(fields)}."
+            )
+        sent_words.append(fields[0])
+        sent_pos.append(fields[1])
+        sent_tags.append(fields[2])
     end_sentence()
+    if not words:
+        raise ValueError(f"{path} holds no sentences.")
     return words, pos, target
 
 

@@ -176,7 +176,11 @@ class ConstituencyParser(PartsParser, _TreeParser):
         :class:`~sklstruct.StructSVMCuttingPlane` trains.
     output : {"tuple", "string", "nltk"}, default="tuple"
         Form of the predicted trees: nested tuples, bracketed strings or
-        :class:`nltk.tree.Tree` (nltk is needed only then).
+        :class:`nltk.tree.Tree` (nltk is needed only then). A bracketed string
+        cannot hold a word with whitespace or a parenthesis (see
+        :func:`~sklstruct.parsing.tree_to_string`): with ``"string"``, ``predict``
+        raises ``ValueError`` for a batch with such a word (the Penn Treebank
+        writes ``(`` and ``)`` as ``-LRB-`` and ``-RRB-``).
 
     Attributes
     ----------

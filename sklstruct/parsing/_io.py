@@ -9,13 +9,14 @@ import os
 def open_text(source, encoding, mode="r"):
     """Yield a text file for ``source``: a path, or an open text file.
 
-    A path ending in ``.gz`` is opened through gzip. A path is opened with
-    ``encoding`` and closed on exit; an open file is used as given (its own
-    encoding applies) and left open.
+    A path ending in ``.gz``, or (to read) a file that starts with gzip's
+    magic bytes, is opened through gzip. A path is opened with ``encoding``
+    and closed on exit; an open file is used as given (its own encoding
+    applies) and left open.
     """
     if isinstance(source, (str, bytes, os.PathLike)):
         path = os.fsdecode(source)
-        if path.endswith(".gz"):
+        if path.endswith(".gz") or mode == "r" and _starts_like_gzip(path):
             handle = gzip.open(path, mode + "t", encoding=encoding)
         else:
             handle = open(path, mode, encoding=encoding)
@@ -28,6 +29,17 @@ def open_text(source, encoding, mode="r"):
             f"Expected a path or an open text file; got {type(source).__name__}."
         )
     yield source
+
+
+def _starts_like_gzip(path):
+    """Whether the file ``path`` starts with gzip's magic bytes."""
+    with open(path, "rb") as raw:
+        return raw.read(2) == b"\x1f\x8b"
+
+
+def without_bom(text, number=1):
+    """``text`` without the byte-order mark that may start a file's first line."""
+    return text.removeprefix("\ufeff") if number == 1 else text
 
 
 def numbered_lines(handle):
@@ -47,4 +59,4 @@ def numbered_lines(handle):
         number += 1
         if not isinstance(line, str):
             raise TypeError("The file is open in binary mode; open it in text mode.")
-        yield number, line.rstrip("\r\n")
+        yield number, without_bom(line.rstrip("\r\n"), number)

@@ -8,7 +8,7 @@ or more tree children and no words.
 import re
 from collections import Counter
 
-from ._io import open_text
+from ._io import numbered_lines, open_text
 
 __all__ = [
     "from_nltk",
@@ -278,7 +278,8 @@ def read_ptb_trees(source, encoding="utf-8", remove_empty=True, strip_function_t
     '(S (NP (DT The) (NN deal)) (VP (VBD was) (VP (VBN made))) (. .))'
     """
     with open_text(source, encoding) as handle:
-        text = handle.read()
+        # (the lines' decoding errors name the line; a byte-order mark is dropped)
+        text = "\n".join(line for _, line in numbered_lines(handle))
     trees = []
     for tree, line in _parse_trees(text):
         cleaned = _clean(tree, remove_empty, strip_function_tags)
