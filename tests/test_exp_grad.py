@@ -30,6 +30,24 @@ def test_reaches_exact_optimum_on_tiny_chains(structure, algorithm):
     assert gap <= 1e-6 * ours + 1e-12
 
 
+@pytest.mark.parametrize("algorithm", ["online", "batch"])
+@pytest.mark.parametrize("C", [1e-160, 1e-300])
+def test_tiny_C_keeps_finite_steps_and_a_certificate(algorithm, C):
+    """Below C of about 1e-154, C * C underflows: the default step sizes are capped
+    instead of overflowing (the batch algorithm failed on infinite potentials)."""
+    X, y = make_chain_data(n_sequences=6, n_states=3, n_features=3, max_length=4, seed=7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        model = M3NExpGrad(C=C, algorithm=algorithm).fit(X, y)
+    assert np.all(np.isfinite(model.w_)) and np.all(np.isfinite(model.eta_))
+    ours, gap = model.objective(X, y), model.history_["gap"][-1]
+    assert gap <= model.tol * ours
+    # the same objective certified by the cutting plane (the enumerated QP's tolerances are
+    # absolute: meaningless at this scale)
+    reference = StructSVMCuttingPlane(C=C, tol=1e-6).fit(X, y)
+    assert abs(ours - reference.objective(X, y)) <= gap + reference.history_["gap"][-1]
+
+
 @pytest.mark.parametrize("algorithm, tol", [("batch", 1e-5), ("online", 1e-4)])
 def test_matches_cutting_plane_and_dual_never_decreases(algorithm, tol):
     X, y = make_chain_data(n_sequences=40, seed=0)

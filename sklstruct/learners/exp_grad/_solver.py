@@ -76,7 +76,7 @@ def solve_online(structure, batch, Y, *, C, eta, init_bias, adaptive, state, che
         if eta is not None:
             rates = np.full(batch.n_sequences, eta)
         else:
-            rates = 1.0 / (C * C * sequence_scales(batch))
+            rates = _default_rates(C, sequence_scales(batch))
         online = OnlineEGState.from_shared_potentials(structure, batch, Y, C, node_pot, table,
                                                       rates, n_jobs=n_jobs)
     w, dual = online.certificate()
@@ -99,6 +99,19 @@ def solve_online(structure, batch, Y, *, C, eta, init_bias, adaptive, state, che
     state = {name: getattr(online, name) for name in
              ("node_pot", "node_marg", "pair_pot", "pair_marg", "eta", "probing")}
     return w, online.eta.copy(), state
+
+
+# The largest default step size: below C of about 1e-150, 1 / (C^2 scale) overflows (C * C
+# underflows), and a step of this size already moves the potentials by C * MAX_RATE times
+# the gradient's order (1e150 at C = 1e-150), past what the adaptive steps keep.
+MAX_RATE = 1e300
+
+
+def _default_rates(C, scales):
+    """The default step sizes ``1 / (C^2 scale)`` of examples of the given scales, at most
+    ``MAX_RATE``."""
+    with np.errstate(over="ignore", divide="ignore"):
+        return np.minimum(1.0 / (C * C * np.asarray(scales, dtype=np.float64)), MAX_RATE)
 
 
 def _dual_at(structure, batch, Y, C, token_loss, node_potentials, pairwise_potentials, n_jobs):
@@ -128,7 +141,7 @@ def solve_batch(structure, batch, Y, *, C, eta, init_bias, adaptive, state, chec
         pair_pot = np.zeros(structure.n_pairwise_)
     probing = state is None or bool(state.get("probing", True))
     if eta is None:
-        eta = 1.0 / (C * C * float(sequence_scales(batch).max()))
+        eta = float(_default_rates(C, sequence_scales(batch).max()))
     # loss of every token and state: the part losses l_{i,r}
     token_loss = checked_token_loss(structure, Y)
     w, dual = _dual_at(structure, batch, Y, C, token_loss, node_pot, pair_pot, n_jobs)
