@@ -329,7 +329,8 @@ class PredictionMixin:
         sample_weight : array-like of shape (n_tokens,) or (n_sequences,), default=None
             Per-token weights of the accuracy, or per-sequence weights (as ``fit`` takes
             them) given to every token of their sequence; per sample for the multiclass
-            and multi-label forms.
+            and multi-label forms. When there are as many sequences as tokens (empty
+            sequences beside longer ones), the weights are read per sequence.
         sequence_ids : array-like of shape (n_tokens,), default=None
             Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
             consecutive tokens of a sequence (:func:`~sklstruct.utils.lengths_to_groups`

@@ -267,6 +267,43 @@ def test_readers_drop_a_byte_order_mark_and_read_unsuffixed_gzip(tmp_path):
                         [h.tolist() for h in expected.heads]
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_readers_read_a_pipe_whole(tmp_path):
+    """A path that is a pipe (``/dev/stdin``, ``<(...)``) is read once, from its start: the
+    check for gzip's magic bytes must not consume it."""
+    import threading
+
+    for reader, text in [(read_conll, CONLLX), (read_dependency_columns, DEPENDENCY_COLUMNS),
+                         (read_ptb_trees, PTB)]:
+        expected = reader(io.StringIO(text))
+        fifo = tmp_path / f"{reader.__name__}.fifo"
+        os.mkfifo(fifo)
+        result = {}
+        thread = threading.Thread(
+            target=lambda reader=reader, fifo=fifo: result.update(got=reader(str(fifo))),
+            daemon=True)
+        thread.start()
+        with open(fifo, "w", encoding="utf-8") as f:  # (waits for the reader to open it)
+            f.write(text)
+        thread.join(timeout=10)
+        if thread.is_alive():  # the reader opened the pipe again: let that open return
+            open(fifo, "w").close()
+            thread.join(timeout=10)
+        got = result["got"]
+        if reader is read_ptb_trees:
+            assert got == expected
+        else:
+            assert got.sentences == expected.sentences
+
+
+def test_readers_refuse_a_truncated_gzip_file_clearly(tmp_path):
+    whole = gzip.compress((CONLLX * 400).encode("utf-8"))
+    for name in ("cut.conll.gz", "cut.conll"):
+        (tmp_path / name).write_bytes(whole[:len(whole) // 2])
+        with pytest.raises(ValueError, match="gzip file is not complete"):
+            read_conll(tmp_path / name)
+
+
 def test_read_dependency_columns_inline_and_errors():
     data = read_dependency_columns(io.StringIO(DEPENDENCY_COLUMNS))
     assert data.sentences == [[{"form": "Dogs", "postag": "NNS"},

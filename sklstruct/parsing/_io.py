@@ -3,20 +3,23 @@
 import contextlib
 import gzip
 import os
+import zlib
 
 
 @contextlib.contextmanager
 def open_text(source, encoding, mode="r"):
     """Yield a text file for ``source``: a path, or an open text file.
 
-    A path ending in ``.gz``, or (to read) a file that starts with gzip's
-    magic bytes, is opened through gzip. A path is opened with ``encoding``
+    A path ending in ``.gz``, or (to read) a regular file that starts with
+    gzip's magic bytes, is opened through gzip (a pipe is not peeked at: that
+    would consume it). A path is opened with ``encoding``
     and closed on exit; an open file is used as given (its own encoding
     applies) and left open.
     """
     if isinstance(source, (str, bytes, os.PathLike)):
         path = os.fsdecode(source)
-        if path.endswith(".gz") or mode == "r" and _starts_like_gzip(path):
+        if path.endswith(".gz") or mode == "r" and os.path.isfile(path) \
+                and _starts_like_gzip(path):
             handle = gzip.open(path, mode + "t", encoding=encoding)
         else:
             handle = open(path, mode, encoding=encoding)
@@ -56,6 +59,9 @@ def numbered_lines(handle):
             raise ValueError(
                 f"the text from line {number + 1} on is not valid {exc.encoding} ({exc.reason}"
                 f"); pass the file's encoding, e.g. encoding='latin-1'.") from exc
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise ValueError(f"the gzip file is not complete or not valid from line "
+                             f"{number + 1} on ({exc}).") from exc
         number += 1
         if not isinstance(line, str):
             raise TypeError("The file is open in binary mode; open it in text mode.")
