@@ -34,7 +34,10 @@ class L1M3N(BaseStructuredClassifier):
         from the previous basis through the optional ``highspy`` package (``pip install
         highspy``), else from scratch by ``scipy.optimize.linprog``.
         The LP optimum is a lower bound on min P1 and ``P1(w)`` an upper bound; the fit stops
-        when their difference is at most ``tol * P1(w)`` (``history_["gap"]``).
+        when their difference is at most ``tol * P1(w)`` (``history_["gap"]``). A fit
+        stopped before (``max_iter``, ``max_time``) returns the certified weights of
+        smallest P1, which ``history_``'s last row certifies (the LP's solutions need not
+        lower P1 from round to round).
     ``solver="subgradient"`` (Algorithm 2)
         Solves P1': ``min (1/n) sum_i H_i(w)`` subject to ``||w||_1 <= radius``, by projected
         subgradient steps ``learning_rate / sqrt(t)`` with the exact O(d log d) projection onto

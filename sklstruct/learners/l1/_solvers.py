@@ -17,6 +17,7 @@ once from the CSR token rows (no loop over sequences).
 import numpy as np
 import scipy.sparse as sp
 
+from ..._progress import BestCertified
 from ..._solvers.l1_ball import project_l1_ball
 from ..._solvers.lp import IncrementalLP
 from ...utils._sequences import ragged_arange
@@ -118,9 +119,10 @@ def fit_lp_cutting_plane(structure, batch, Y, *, C, n_jobs, certificate):
     The LP optimum is a lower bound on min P1 and ``P1(w)`` an upper bound; the fit stops when
     their difference is at most ``tol`` times ``P1(w)``, when no example is violated, or at
     the certificate's budgets. Each round certifies the weights it decodes with; the last
-    one (``max_iter``) solves no LP, so the returned weights are the certified ones. With
-    ``max_time`` each LP solve gets the time left: one that runs out of it ends the fit at
-    the last certified weights.
+    one (``max_iter``) solves no LP. With ``max_time`` each LP solve gets the time left: one
+    that runs out of it ends the fit. The fit returns the certified weights of lowest P1
+    (the LP's solutions need not lower it from round to round), and its last record then
+    certifies them.
 
     Parameters
     ----------
@@ -139,10 +141,12 @@ def fit_lp_cutting_plane(structure, batch, Y, *, C, n_jobs, certificate):
     solver = LPCuttingPlane(structure, batch, Y, C)
     w = np.zeros(structure.size_joint_feature_)
     lower, calls = 0.0, 0
+    best = BestCertified()
     for round_ in range(1, certificate.max_iter + 1):
         hinge, Ybar, losses = p1.hinge(w)
         calls += batch.n_sequences
         primal = p1.of_hinge(w, hinge)
+        best.record(w, primal, lower)
         violated = np.flatnonzero(hinge > solver.slack + 1e-9 * max(1.0, hinge.max()))
         if certificate.check(round_, primal, lower, calls, w=w,
                              converged=primal - lower <= certificate.tol * abs(primal)
@@ -160,6 +164,11 @@ def fit_lp_cutting_plane(structure, batch, Y, *, C, n_jobs, certificate):
             break
         w, lower = solution
     certificate.finish(round_)
+    # (the LP's solutions need not lower P1 from round to round: a fit stopped early returns
+    # the best weights it certified)
+    w = best.result(certificate, w, copy=False)
+    if certificate.rows.get("n_nonzero"):  # (the last record describes the returned weights)
+        certificate.rows["n_nonzero"][-1] = float(np.count_nonzero(w))
     return w
 
 
