@@ -12,9 +12,8 @@ def open_text(source, encoding, mode="r"):
 
     A path ending in ``.gz``, or (to read) a regular file that starts with
     gzip's magic bytes, is opened through gzip (a pipe is not peeked at: that
-    would consume it). A path is opened with ``encoding``
-    and closed on exit; an open file is used as given (its own encoding
-    applies) and left open.
+    would consume it). A path is opened with ``encoding`` and closed on exit;
+    an open file is used as given (its own encoding applies) and left open.
     """
     if isinstance(source, (str, bytes, os.PathLike)):
         path = os.fsdecode(source)
@@ -40,14 +39,10 @@ def _starts_like_gzip(path):
         return raw.read(2) == b"\x1f\x8b"
 
 
-def without_bom(text, number=1):
-    """``text`` without the byte-order mark that may start a file's first line."""
-    return text.removeprefix("\ufeff") if number == 1 else text
-
-
 def numbered_lines(handle):
-    """Yield ``(line_number, line)`` with the line ending removed (numbers from 1); a file
-    that does not decode is a ``ValueError`` naming the line and the ``encoding`` option."""
+    """Yield ``(line_number, line)`` with the line ending (and a first line's byte-order
+    mark) removed, numbers from 1; a file that does not decode, or a gzip file that is
+    truncated or corrupt, is a ``ValueError`` naming the line."""
     lines = iter(handle)
     number = 0
     while True:
@@ -65,4 +60,6 @@ def numbered_lines(handle):
         number += 1
         if not isinstance(line, str):
             raise TypeError("The file is open in binary mode; open it in text mode.")
-        yield number, without_bom(line.rstrip("\r\n"), number)
+        line = line.rstrip("\r\n")
+        # (a byte-order mark, as Windows tools write, is not part of the first line's text)
+        yield number, line.removeprefix("\ufeff") if number == 1 else line
