@@ -320,3 +320,23 @@ def test_max_points_one_takes_the_cheaper_visits():
     model = M3NSimplicialDecomposition(GridStructure(), C=0.3, max_points=1, max_iter=5,
                                        random_state=0).fit(images, masks)
     assert isinstance(model._dual_state[1], BlockFrankWolfeState)
+
+
+def test_a_sample_without_features_takes_the_whole_step():
+    """A sample whose features are all zero (no intercept): its Frank-Wolfe direction is zero
+    and only the loss changes, so the dual rises linearly along it and the line search must
+    take the whole step; it took none, and the gap stayed at C for ever."""
+    from sklstruct import M3NSimplicialDecomposition
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    y = (X[:, 0] > 0).astype(int)
+    X[0] = 0.0
+    model = M3NSimplicialDecomposition(MultiClass(), max_points=1, fit_intercept=False,
+                                       tol=1e-3, max_iter=2000, random_state=0,
+                                       warm_start=True).fit(X, y)
+    assert type(model._dual_state[1]) is BlockFrankWolfeState
+    assert model.history_["gap"][-1] <= 1e-3 * model.history_["primal"][-1]
+    reference = StructSVMCuttingPlane(MultiClass(), fit_intercept=False, tol=1e-6).fit(X, y)
+    assert abs(model.objective(X, y) - reference.objective(X, y)) \
+        <= model.history_["gap"][-1] + reference.history_["gap"][-1]

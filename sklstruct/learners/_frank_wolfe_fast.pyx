@@ -44,13 +44,17 @@ cdef double _line_search(double gap, double norm_sq, const double* d_k, const do
     ``f'(gamma) = a - gamma b + sum_k d_k [v_k - gamma d_k]_+`` with the constrained
     coordinates ``k`` (``d`` the direction, ``v`` the unclipped weights); ``f'(0) = gap`` and
     ``norm_sq = ||d||^2``. ``f'`` is piecewise linear and non-increasing, with breakpoints
-    ``v_k / d_k``.
+    ``v_k / d_k``. A zero direction (``norm_sq = 0``: e.g. an example whose tokens have no
+    features, where only the loss differs) leaves ``f`` linear: a positive gap takes the
+    whole step.
     """
     cdef intp_t k, j, n_breaks = 0
     cdef double a, b, lo, hi, f_lo, f_hi, x
     cdef double breaks[66]
-    if gap <= 0.0 or norm_sq <= 0.0:
+    if gap <= 0.0:
         return 0.0
+    if norm_sq <= 0.0:
+        return 1.0
     if n_k == 0:
         return min(1.0, gap / norm_sq)
     a = gap
