@@ -2,11 +2,12 @@
 
 For example ``i`` the dual distribution over labellings is represented by statistics of it;
 :class:`DualWeights` is what every such representation shares: the expected loss per example
-and ``v = C sum_i (Psi(x_i, y_i) - E_i[Psi])``, kept explicitly as ``W^T`` (the unary block)
-and ``pair_v`` (the pairwise block), arrays that compiled per-example passes update in place.
-The model's weights ``w`` equal ``v`` except on the pairwise weights the structure constrains
-to be non-negative (``nonnegative_``), where ``w = [v]_+``; the dual is
-``C sum_i E_i[Delta] - 1/2 ||w||^2``.
+and ``v = C sum_i s_i (Psi(x_i, y_i) - E_i[Psi])``, kept explicitly as ``W^T`` (the unary
+block) and ``pair_v`` (the pairwise block), arrays that compiled per-example passes update in
+place; ``s_i`` are the examples' sample weights (1 unless given), so that example ``i``'s
+dual variables sum to ``C s_i``. The model's weights ``w`` equal ``v`` except on the pairwise
+weights the structure constrains to be non-negative (``nonnegative_``), where
+``w = [v]_+``; the dual is ``C sum_i s_i E_i[Delta] - 1/2 ||w||^2``.
 
 :class:`FactoredDualState` keeps node marginals (rows of ``node_marg``) and expected pairwise
 statistics ``pair_marg[i]``. Memory: O(n_tokens * n_states + n_sequences * n_pairwise) plus
@@ -39,10 +40,18 @@ class DualWeights:
     :meth:`max_loss`.
     """
 
-    def _bind(self, structure, batch, Y, C, scale2):
-        """The structure's kernels, the loss, the weights and the passes' scratch arrays."""
+    def _bind(self, structure, batch, Y, C, scale2, sample_weight=None):
+        """The structure's kernels, the loss, the sample weights, the weights and the passes'
+        scratch arrays."""
         self.structure, self.batch, self.C = structure, batch, float(C)
         self.Y = np.ascontiguousarray(Y, dtype=np.int64)
+        self.weighted = sample_weight is not None
+        self.example_weight = np.ones(batch.n_sequences) if sample_weight is None else \
+            np.ascontiguousarray(sample_weight, dtype=np.float64)
+        if self.example_weight.shape != (batch.n_sequences,) or \
+                not np.all(self.example_weight > 0) or \
+                not np.all(np.isfinite(self.example_weight)):
+            raise ValueError("the dual states take one positive, finite weight per example.")
         self.kernels = structure.example_kernels(batch)
         if self.kernels is None:
             raise ValueError(f"{type(structure).__name__} has no compiled per-example "
@@ -50,7 +59,9 @@ class DualWeights:
         S, d = structure.n_states_, structure.n_features_
         # the weighted Hamming loss is computed by the passes from Y and these weights
         self.loss_weights = np.ascontiguousarray(structure.loss_weights_, dtype=np.float64)
-        self.true_pairwise = structure.pairwise_statistics(batch, self.Y)
+        self.true_pairwise = self._weighted_sum(
+            structure.pairwise_statistics(batch, self.Y, per_sequence=True)) \
+            if self.weighted else structure.pairwise_statistics(batch, self.Y)
         self.w = np.zeros(structure.size_joint_feature_)
         self.WT, self.theta = structure.split_weights(self.w)
         self.constrained = np.asarray(structure.nonnegative_, dtype=np.intp) - S * d
@@ -67,6 +78,24 @@ class DualWeights:
         # squared scales of the joint features (the l1 learner's M-steps), or none
         self.scale2 = np.zeros(0) if scale2 is None else np.ascontiguousarray(scale2, float)
         self.order = np.arange(batch.n_sequences, dtype=np.int64)
+
+    def _weighted_sum(self, per_example):
+        """``sum_i s_i a_i`` of per-example rows ``a_i`` (the sample weights ``s_i``)."""
+        per_example = np.asarray(per_example, dtype=np.float64)
+        return self.example_weight @ per_example.reshape(self.batch.n_sequences, -1)
+
+    def weighted_total(self, per_example):
+        """``sum_i s_i a_i`` of per-example values (the plain sum without weights)."""
+        return float((self.example_weight * per_example).sum()) if self.weighted else \
+            float(per_example.sum())
+
+    def weighted_per_token_total(self, per_token):
+        """``sum_i s_i sum_{t in i} a_t`` of per-token values (the plain sum without
+        weights)."""
+        if not self.weighted:
+            return float(per_token.sum())
+        return float(self.example_weight @ np.bincount(
+            self.batch.sequence_index, weights=per_token, minlength=self.batch.n_sequences))
 
     def detach_weights(self):
         """Give the state weight arrays of its own (the same values), so that its passes
@@ -96,19 +125,20 @@ class DualWeights:
         if self.scale2.size:  # ||s v||^2 = v . w
             if not exact:
                 raise ValueError("scaled certificates are exact.")
-            return self.w, self.C * float(self.expected_loss.sum()) - 0.5 * float(self._v
-                                                                                  @ self.w)
-        dual = self.C * float(self.expected_loss.sum()) - 0.5 * float(self.w @ self.w)
+            return self.w, self.C * self.weighted_total(self.expected_loss) \
+                - 0.5 * float(self._v @ self.w)
+        dual = self.C * self.weighted_total(self.expected_loss) - 0.5 * float(self.w @ self.w)
         return self.w, dual
 
     def primal(self):
-        """``1/2 ||w||^2 + C sum_i H_i(w)`` at the state's weights (margin rescaling), the
+        """``1/2 ||w||^2 + C sum_i s_i H_i(w)`` at the state's weights (margin rescaling), the
         hinge terms computed example by example in compiled code. With scaled features the
         regulariser is ``1/2 ||s v||^2 = 1/2 v . w`` at the last certificate's weights."""
         from ._factored_dual_fast import structured_hinge_pass
 
         hinge = structured_hinge_pass(self, np.ascontiguousarray(self.Y, dtype=np.int64))
-        return 0.5 * float(self.statistic_weights @ self.w) + self.C * float(hinge.sum())
+        return 0.5 * float(self.statistic_weights @ self.w) \
+            + self.C * self.weighted_total(hinge)
 
     def rescale(self, scale2):
         """Change the squared scales of the joint features; the dual point stays (so the next
@@ -118,7 +148,7 @@ class DualWeights:
 
     @property
     def statistic_weights(self):
-        """``v = C sum_i (Psi(x_i, y_i) - E_i[Psi])`` at the last (exact) certificate."""
+        """``v = C sum_i s_i (Psi(x_i, y_i) - E_i[Psi])`` at the last (exact) certificate."""
         return self._v if self.scale2.size else self.w
 
 
@@ -134,10 +164,15 @@ class FactoredDualState(DualWeights):
     C : float
     node_marg : ndarray of shape (n_tokens, n_states)
     pair_marg : ndarray of shape (n_sequences, n_pairwise)
+    scale2 : ndarray of shape (n_weights,), default=None
+        Squared scales of the joint features (the l1 learner's M-steps).
+    sample_weight : ndarray of shape (n_sequences,), default=None
+        Positive weights of the examples (example ``i``'s dual variables sum to ``C s_i``).
     """
 
-    def __init__(self, structure, batch, Y, C, node_marg, pair_marg, scale2=None):
-        self._bind(structure, batch, Y, C, scale2)
+    def __init__(self, structure, batch, Y, C, node_marg, pair_marg, scale2=None,
+                 sample_weight=None):
+        self._bind(structure, batch, Y, C, scale2, sample_weight)
         self.token_loss = np.ascontiguousarray(checked_token_loss(structure, self.Y))
         self.node_marg = np.ascontiguousarray(node_marg, dtype=np.float64)
         self.pair_marg = np.ascontiguousarray(pair_marg, dtype=np.float64)
@@ -147,14 +182,18 @@ class FactoredDualState(DualWeights):
         self.certificate()
 
     def _statistics_weights(self):
-        """``W^T`` and ``pair_v`` from the statistics: ``v = C sum_i (Psi(x_i, y_i) -
-        E_i[Psi])``, the unary part ``C X^T (onehot(Y) - marginals)`` (compiled, in place)."""
+        """``W^T`` and ``pair_v`` from the statistics: ``v = C sum_i s_i (Psi(x_i, y_i) -
+        E_i[Psi])``, the unary part ``C sum_i s_i X_i^T (onehot(y_i) - marginals_i)``
+        (compiled, in place)."""
         from ._factored_dual_fast import marginal_weights
 
         marginal_weights(self)
-        self.pair_v[:] = self.C * (self.true_pairwise - self.pair_marg.sum(axis=0))
+        expected = self._weighted_sum(self.pair_marg) if self.weighted else \
+            self.pair_marg.sum(axis=0)
+        self.pair_v[:] = self.C * (self.true_pairwise - expected)
 
     def max_loss(self):
-        """``sum_t max_s L[t, s]``: the summed hinge at ``w = 0``."""
-        return float(self.token_loss.max(axis=1).sum())
+        """``sum_i s_i sum_{t in i} max_s L[t, s]``: the (weighted) summed hinge at
+        ``w = 0``."""
+        return self.weighted_per_token_total(self.token_loss.max(axis=1))
 

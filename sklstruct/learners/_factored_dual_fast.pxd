@@ -33,7 +33,7 @@ cdef inline bint record_visit(Progress* progress, double before, double gap) noe
 cdef class DualPass:
     cdef const int64_t[::1] indptr, offsets, Y
     cdef const int32_t[::1] indices
-    cdef const float64_t[::1] data, loss_weights
+    cdef const float64_t[::1] data, loss_weights, example_weight
     cdef const float64_t[:, ::1] token_loss
     cdef float64_t[:, ::1] node_marg, pair_marg, WT, scratch
     cdef float64_t[::1] expected_loss, pair_v, theta, block_gap, scale2
@@ -49,6 +49,11 @@ cdef class DualPass:
     cdef int gap_and_hinge(self, intp_t i, double* gap, double* hinge) except -1 nogil
     cdef intp_t visit_sequence(self, const int64_t* sequence, intp_t n,
                                Progress* progress) except -1 nogil
+
+    cdef inline double example_C(self, intp_t i) noexcept nogil:
+        """Example ``i``'s share of the objective's ``C``: ``C s_i`` with ``s_i`` its sample
+        weight (``C`` itself at weight 1)."""
+        return self.C * self.example_weight[i]
 
     cdef inline const int32_t* indices_ptr(self) noexcept nogil:
         return &self.indices[0] if self.indices.shape[0] > 0 else NULL

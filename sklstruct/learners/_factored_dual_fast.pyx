@@ -42,6 +42,7 @@ cdef class DualPass:
         self.scale2 = state.scale2
         self.kernels = state.kernels
         self.C = state.C
+        self.example_weight = state.example_weight
         self.S = self.kernels.n_states
         self.P = self.kernels.n_pairwise
         self.n_k = self.constrained.shape[0]
@@ -52,6 +53,8 @@ cdef class DualPass:
                 raise ValueError("the structure's kernels do not match the dual state.")
         if self.Y.shape[0] != self.offsets[self.offsets.shape[0] - 1]:
             raise ValueError("Y does not match the state's tokens.")
+        if self.example_weight.shape[0] != self.offsets.shape[0] - 1:
+            raise ValueError("the sample weights do not match the state's examples.")
         if self.token_loss.shape[0] not in (0, self.Y.shape[0]) or \
                 self.token_loss.shape[1] != self.S or self.loss_weights.shape[0] != self.S:
             raise ValueError("the loss does not match the state's tokens and states.")
@@ -118,27 +121,29 @@ cdef class DualPass:
 
 
 def marginal_weights(state):
-    """Set ``state.WT`` to ``v``'s unary block ``C X^T (onehot(Y) - node_marg)`` of a state
-    that keeps node marginals, in one streaming pass over the token rows (no array per token
-    or per feature is formed)."""
+    """Set ``state.WT`` to ``v``'s unary block ``C sum_i s_i X_i^T (onehot(y_i) -
+    node_marg_i)`` of a state that keeps node marginals (``s_i`` the sample weights), in one
+    streaming pass over the token rows (no array per token or per feature is formed)."""
     cdef DualPass p = DualPass(state)
-    cdef intp_t n_tokens = p.Y.shape[0], S = p.S, t, s, since_check = 0
+    cdef intp_t n = p.offsets.shape[0] - 1, S = p.S, i, t, s, since_check = 0
     cdef int64_t q
     cdef int32_t j
-    cdef double v
+    cdef double v, c
     cdef const double* marg
     with nogil:
         if p.WT.shape[0] > 0:
             memset(&p.WT[0, 0], 0, p.WT.shape[0] * S * sizeof(double))
-        for t in range(n_tokens):
-            check_signals_every(&since_check, 1, SIGNAL_CHECK_TOKENS)
-            marg = &p.node_marg[t, 0]
-            for q in range(p.indptr[t], p.indptr[t + 1]):
-                j = p.indices[q]
-                v = p.C * p.data[q]
-                for s in range(S):
-                    p.WT[j, s] -= v * marg[s]
-                p.WT[j, p.Y[t]] += v
+        for i in range(n):
+            c = p.example_C(i)
+            for t in range(p.offsets[i], p.offsets[i + 1]):
+                check_signals_every(&since_check, 1, SIGNAL_CHECK_TOKENS)
+                marg = &p.node_marg[t, 0]
+                for q in range(p.indptr[t], p.indptr[t + 1]):
+                    j = p.indices[q]
+                    v = c * p.data[q]
+                    for s in range(S):
+                        p.WT[j, s] -= v * marg[s]
+                    p.WT[j, p.Y[t]] += v
 
 
 def structured_hinge_pass(state, const int64_t[::1] Y):

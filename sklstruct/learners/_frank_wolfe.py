@@ -85,7 +85,8 @@ class _Shrinking:
         threads = min(check_n_jobs(n_jobs), MAX_CERTIFICATE_THREADS,
                       max(1, self.batch.n_sequences // 64))
         hinge, gaps = self._passes.certificate_pass(self, threads)
-        return 0.5 * float(self.statistic_weights @ self.w) + self.C * float(hinge.sum()), gaps
+        return 0.5 * float(self.statistic_weights @ self.w) \
+            + self.C * self.weighted_total(hinge), gaps
 
     def run_active(self, active, threshold, stop_gap, max_visits, seed, target_gap=-1.0,
                    min_visits=0, n_jobs=None):
@@ -108,9 +109,10 @@ class BlockFrankWolfeState(_Shrinking, FactoredDualState):
 
     _passes = _frank_wolfe_fast
 
-    def __init__(self, structure, batch, Y, C, scale2=None):
+    def __init__(self, structure, batch, Y, C, scale2=None, sample_weight=None):
         super().__init__(structure, batch, Y, C, structure.onehot(Y),
-                         structure.pairwise_statistics(batch, Y, per_sequence=True), scale2)
+                         structure.pairwise_statistics(batch, Y, per_sequence=True), scale2,
+                         sample_weight)
 
     def run_pass(self, order=None, n_jobs=None):
         """One pass over the examples (in ``order``, on one thread whatever ``n_jobs``);
@@ -227,8 +229,8 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
     _passes = _multi_point_fast
 
     def __init__(self, structure, batch, Y, C, max_points, cached="auto", scale2=None,
-                 two_stage="auto"):
-        self._bind(structure, batch, Y, C, scale2)
+                 two_stage="auto", sample_weight=None):
+        self._bind(structure, batch, Y, C, scale2, sample_weight)
         S, n = structure.n_states_, batch.n_sequences
         if scale2 is not None:
             if self.constrained.size:
@@ -332,8 +334,14 @@ class MultiPointFrankWolfeState(_Shrinking, DualWeights):
                                     - _multi_point_fast.statistics_weights(self))
 
     def max_loss(self):
+        """``sum_i s_i sum_{t in i} max_s L[t, s]``: the (weighted) summed hinge at
+        ``w = 0``."""
         if self.token_loss.size:
-            return float(self.token_loss.max(axis=1).sum())
+            return self.weighted_per_token_total(self.token_loss.max(axis=1))
+        if self.weighted:
+            return self.weighted_per_token_total(
+                hamming_max_loss(self.Y, self.loss_weights, self.structure.n_states_,
+                                 per_token=True))
         return hamming_max_loss(self.Y, self.loss_weights, self.structure.n_states_)
 
     def _set_up_token_grams(self, keep):

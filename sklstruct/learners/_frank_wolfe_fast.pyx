@@ -4,7 +4,8 @@ dimension limit 1 (Yu and Rousu 2007; Lacoste-Julien et al. 2013).
 Example ``i``'s dual variables are a distribution over its labellings, represented by its
 statistics (:class:`sklstruct.learners._factored_dual.FactoredDualState`: rows of
 ``node_marg``, ``pair_marg[i]``) and its expected loss. The weights are
-``v = C sum_i (Psi(x_i, y_i) - E_i[Psi])``, kept explicitly as ``W^T`` and ``pair_v``; the
+``v = C sum_i s_i (Psi(x_i, y_i) - E_i[Psi])`` (``s_i`` the sample weights, 1 unless given),
+kept explicitly as ``W^T`` and ``pair_v``; the
 model's weights ``w`` equal ``v`` except on pairwise coordinates constrained to be
 non-negative, where ``w = [v]_+``. Everything about the structure comes from its compiled
 kernels (``state.kernels``).
@@ -12,8 +13,8 @@ kernels (``state.kernels``).
 :func:`frank_wolfe_pass`: visiting example ``i``, the max-oracle at the current ``w`` gives the
 vertex ``ybar`` (the kernels' ``max_oracle_candidate``: for chains of 32 states or more the
 best labelling or one within the rounding of single-precision sums of it; the certificate
-decodes exactly); with ``d = C (Psi(ybar) - E_i[Psi])`` the block's Frank-Wolfe gap is
-``g = C (Delta(ybar) - E_i[Delta]) + w . d``, and the exact line search over
+decodes exactly); with ``d = C s_i (Psi(ybar) - E_i[Psi])`` the block's Frank-Wolfe gap is
+``g = C s_i (Delta(ybar) - E_i[Delta]) + w . d``, and the exact line search over
 ``(1 - gamma) alpha_i + gamma delta_ybar`` (piecewise quadratic where weights are clipped at
 zero) moves the statistics and ``v`` (only the rows of ``W^T`` of the example's features).
 :func:`active_sweeps` and :func:`certificate_pass` run the shrinking sweeps and the
@@ -153,7 +154,7 @@ cdef class _BlockFrankWolfe(DualPass):
         for r in range(self.P):
             expected += self.theta[r] * self.pair_marg[i, r]
         hinge[0] = loss_bar + bar - truth
-        gap[0] = self.C * (loss_bar - self.expected_loss[i] + bar - expected)
+        gap[0] = self.example_C(i) * (loss_bar - self.expected_loss[i] + bar - expected)
         return 0
 
     cdef int visit(self, intp_t i, double* gap_out, double* gain_out) except -1 nogil:
@@ -165,7 +166,7 @@ cdef class _BlockFrankWolfe(DualPass):
         cdef intp_t lo = self.offsets[i], length = self.offsets[i + 1] - lo
         cdef int64_t q
         cdef int32_t j
-        cdef double v, loss_bar, gain, norm, gamma, dp, C = self.C
+        cdef double v, loss_bar, gain, norm, gamma, dp, C = self.example_C(i)
         cdef double d_k[64]
         cdef double v_k[64]
         cdef double* scores = self.scores

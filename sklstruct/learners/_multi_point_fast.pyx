@@ -704,7 +704,7 @@ cdef class _MultiPoint(DualPass):
         features).""" 
         cdef intp_t t, t2, pt, l, s, count
         cdef int64_t q
-        cdef double kval, total, C2 = self.C * self.C, s0, s1, s2, s3
+        cdef double kval, total, C2 = self.example_C(i) * self.example_C(i), s0, s1, s2, s3
         cdef int32_t p0, p1, p2, p3
         cdef double sums[MAX_POINTS]
         cdef int32_t stale[MAX_POINTS]
@@ -850,7 +850,7 @@ cdef class _MultiPoint(DualPass):
 
     cdef void unary_gram_features(self, intp_t lo, intp_t length, intp_t m,
                                   const int32_t* touched, intp_t n_touched, double* stats,
-                                  double* G) noexcept nogil:
+                                  double C, double* G) noexcept nogil:
         """The same Gram matrix from the unary statistics on the example's features:
         ``G[p, l] = C^2 (<a, a> - <a, z_p> - <a, z_l> + <z_p, z_l>)`` in the norm weighted by
         the squared scales, with ``a = X^T A`` (one dense block, n_touched x n_states) and
@@ -860,7 +860,7 @@ cdef class _MultiPoint(DualPass):
         blocks."""
         cdef intp_t S = self.S, block = n_touched * S, k, t, s, pt, l, at, z
         cdef int64_t q
-        cdef double x, C2 = self.C * self.C
+        cdef double x, C2 = C * C
         cdef double* a = stats
         cdef double* zl = stats + block
         cdef bint scaled = self.scale2.shape[0] > 0
@@ -914,7 +914,7 @@ cdef class _MultiPoint(DualPass):
         cdef double* mu_best = mu_old + MAX_POINTS
         cdef double* work = mu_best + MAX_POINTS
         cdef double v_k[64]
-        cdef double total, C = self.C, gain, step
+        cdef double total, C = self.example_C(i), gain, step
         if m == 0:
             return 0.0
         for pt in range(m):
@@ -1007,7 +1007,7 @@ cdef class _MultiPoint(DualPass):
         cdef double anchor_dot[MAX_POINTS]
         cdef double v_k[64]
         cdef double total, anchor_free_sq, token_cost, feature_cost, gain, v
-        cdef double mass = 0.0, C = self.C
+        cdef double mass = 0.0, C = self.example_C(i)
         cdef double* pair_dense = self.w.pair_dense
         cdef double* WT = <double*> self.WT_ptr()
         cdef double* row
@@ -1030,7 +1030,7 @@ cdef class _MultiPoint(DualPass):
                                    self.w.gram_tokens + length * length, G)
         else:
             self.unary_gram_features(lo, length, m, self.w.touched, n_touched,
-                                     self.w.unary_stats, G)
+                                     self.w.unary_stats, C, G)
         # (sums over the anchor's support, ascending: the same terms and order as over all
         # pairwise coordinates, without the zeros)
         # (plain: every pairwise coordinate free and unscaled, the sums without the masks
@@ -1201,7 +1201,7 @@ cdef class _MultiPoint(DualPass):
             for e in range(self.kernels.pairwise_entries(i, &self.Y[lo], index, value)):
                 truth += self.theta[index[e]] * value[e]
             hinge[0] = loss_bar + total - truth
-        return self.C * (loss_bar - self.expected_loss[i] + total - x_score)
+        return self.example_C(i) * (loss_bar - self.expected_loss[i] + total - x_score)
 
     cdef int gap_and_hinge(self, intp_t i, double* gap, double* hinge) except -1 nogil:
         cdef intp_t n_touched
@@ -1355,13 +1355,15 @@ cdef class _MultiPoint(DualPass):
             self.w.scores = own_scores
 
     cdef double add_statistics(self, intp_t i, double* pair_sum) noexcept nogil:
-        """Add ``C X_i^T (onehot(y_i) - x_i)`` to ``W^T`` and ``x_i``'s pairwise statistics
-        to ``pair_sum``; return ``x_i``'s expected loss."""
+        """Add ``C s_i X_i^T (onehot(y_i) - x_i)`` to ``W^T`` and ``x_i``'s pairwise
+        statistics times ``s_i`` (the example's sample weight) to ``pair_sum``; return
+        ``x_i``'s expected loss."""
         cdef intp_t S = self.S, lo = self.offsets[i], length = self.offsets[i + 1] - lo
         cdef intp_t t, s, pt, e, m = self.n_vertices[i]
         cdef int64_t q
         cdef int32_t j
         cdef double v, weight = self.anchor_weight(i), loss = weight * self.anchor_loss[i]
+        cdef double C = self.example_C(i), s_i = self.example_weight[i]
         cdef double* d = self.w.scores
         if self.cached and self.cache_ready[i]:
             return self.add_row_statistics(i, pair_sum)
@@ -1374,17 +1376,17 @@ cdef class _MultiPoint(DualPass):
             d[self.Y[lo + t]] += 1.0
             for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
                 j = self.indices[q]
-                v = self.C * self.data[q]
+                v = C * self.data[q]
                 for s in range(S):
                     self.WT[j, s] += v * d[s]
         for e in range(self.w.n_support):
             pair_sum[self.w.anchor_support[e]] += \
-                weight * self.w.anchor_pair[self.w.anchor_support[e]]
+                s_i * weight * self.w.anchor_pair[self.w.anchor_support[e]]
         for pt in range(m):
             self.point_entries(i, lo, length, pt, False)
             for e in range(self.w.entry_count[pt]):
                 pair_sum[self.w.entry_index[pt * self.stride + e]] += \
-                    self.vertex_weight[i, pt] * self.w.entry_value[pt * self.stride + e]
+                    s_i * self.vertex_weight[i, pt] * self.w.entry_value[pt * self.stride + e]
             loss += self.vertex_weight[i, pt] * self.vertex_loss[i, pt]
         return loss
 
@@ -1398,7 +1400,7 @@ cdef class _MultiPoint(DualPass):
         cdef int64_t q
         cdef int32_t j
         cdef const double* row = &self.cache[self.cache_ptr[i]]
-        cdef double mu, C = self.C, loss = 0.0
+        cdef double mu, C = self.example_C(i), s_i = self.example_weight[i], loss = 0.0
         for t in range(length):
             for q in range(self.indptr[lo + t], self.indptr[lo + t + 1]):
                 self.WT[self.indices[q], self.Y[lo + t]] += C * self.data[q]
@@ -1412,7 +1414,7 @@ cdef class _MultiPoint(DualPass):
                 for s in range(S):
                     self.WT[j, s] -= C * mu * row[k * K + q2 * S + s]
             for q2 in range(self.P):
-                pair_sum[q2] += mu * row[k * K + T * S + q2]
+                pair_sum[q2] += s_i * mu * row[k * K + T * S + q2]
         return loss
 
 
@@ -1673,10 +1675,10 @@ def master_sweep(state, const int64_t[::1] order):
 
 
 def statistics_weights(state):
-    """Add ``v``'s unary block ``C sum_i X_i^T (onehot(y_i) - x_i)`` to ``state.WT`` (zero
-    beforehand), set every example's expected loss from its point, and return the summed
-    pairwise statistics ``sum_i E_{x_i}[Psi_pairwise]`` (one streaming pass over the
-    examples, no array per token)."""
+    """Add ``v``'s unary block ``C sum_i s_i X_i^T (onehot(y_i) - x_i)`` to ``state.WT``
+    (zero beforehand; ``s_i`` the sample weights), set every example's expected loss from
+    its point, and return the weighted sum of pairwise statistics ``sum_i s_i
+    E_{x_i}[Psi_pairwise]`` (one streaming pass over the examples, no array per token)."""
     cdef _MultiPoint p = _MultiPoint(state)
     cdef intp_t i, since_check = 0
     pair_sum_array = np.zeros(p.P)

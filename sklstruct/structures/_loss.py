@@ -30,9 +30,12 @@ def hamming_token_loss(y, loss_weights, n_states):
     return token_loss
 
 
-def hamming_max_loss(y, loss_weights, n_states):
+def hamming_max_loss(y, loss_weights, n_states, per_token=False):
     """``sum_t max_s c[y_t] [s != y_t]``: the largest total loss of the labellings of the
-    tokens ``y`` (0 with a single state)."""
+    tokens ``y`` (0 with a single state); with ``per_token`` the terms, one per token."""
+    if per_token:
+        terms = np.asarray(loss_weights, dtype=np.float64)[y]
+        return terms if n_states >= 2 else np.zeros_like(terms)
     if n_states < 2:
         return 0.0
     return float(np.asarray(loss_weights, dtype=np.float64)[y].sum())

@@ -1,12 +1,13 @@
 """Restricted simplicial decomposition on the reparametrized dual (Yu and Rousu 2007)."""
 
+import hashlib
 import numbers
 
 import numpy as np
 from sklearn.utils import check_random_state
 
 from ...base import BaseStructuredClassifier
-from ...utils._sklearn_compat import Interval, StrOptions
+from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
 from .._factored_dual import per_example_tables_too_large
 from .._frank_wolfe import (BlockFrankWolfeState, MultiPointFrankWolfeState,
                            multi_point_block_steps, supports_multi_point)
@@ -241,6 +242,39 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         self.callback = callback
         self.max_time = max_time
 
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass),
+            a list of images (n_rows, n_cols, n_features) or a list of volumes (n_slices,
+            n_rows, n_cols, n_features).
+        y : list of array-like, or array-like of shape (n_tokens,)
+            Labels in the form of ``X``.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+        sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
+            Per-sequence weights ``s_i``: the objective becomes
+            ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
+            sequence; in the dual, example ``i``'s variables sum to ``C s_i``). Sequences of
+            weight 0 take no part in the fit. One weight per token (per row of a flat ``X``,
+            so that cross-validation can index them as it indexes ``sequence_ids``) is taken
+            when the tokens of each sequence share it; :meth:`score` takes either form.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
+            consecutive tokens of a sequence; they pass through cross-validation (see
+            :meth:`BaseStructuredClassifier.fit`).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return self._fit(X, y, lengths, sample_weight, sequence_ids)
+
     # ------------------------------------------------------------------ set-up
     def _compiled_kernels(self, batch):
         """The structure's compiled kernels when the compiled per-example passes apply."""
@@ -263,32 +297,43 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         return 1 if compiled else min(16, n_sequences)
 
     def _fit_batch(self, batch, Y, sample_weight):
-        # fit takes no sample_weight, so every sequence weighs 1 here
         rng = check_random_state(self.random_state)
+        # sequences of weight 0 are not in the objective; without weights other than 1 the
+        # states keep none (the same iterates as an unweighted fit)
+        weights = None
+        if np.any(sample_weight != 1.0):
+            kept = np.flatnonzero(sample_weight > 0)
+            if kept.shape[0] < batch.n_sequences:
+                batch, tokens = batch.select(kept)
+                Y = Y[tokens]
+            weights = np.ascontiguousarray(sample_weight[kept], dtype=np.float64)
         has_kernels = self._compiled_kernels(batch) is not None
         working_set = self._resolved_working_set(batch.n_sequences, has_kernels)
         compiled = has_kernels and self.blocks == "per_example" and working_set == 1
         settings = (compiled, float(self.C), self.max_points, self.blocks, working_set,
-                    self.rescale)
+                    self.rescale,
+                    None if weights is None else hashlib.sha256(weights.tobytes()).hexdigest())
         state = self._warm_state(settings, batch, Y)
         if state is None:
             if compiled and self.max_points == 1 and multi_point_block_steps(self.structure_,
                                                                              batch):
                 # (the same steps, through visits that cost less on these examples)
                 state = MultiPointFrankWolfeState(self.structure_, batch, Y, self.C, 1,
-                                                  cached=False, two_stage=False)
+                                                  cached=False, two_stage=False,
+                                                  sample_weight=weights)
             elif compiled and self.max_points == 1 and not (
                     per_example_tables_too_large(self.structure_, batch, 1)
                     and supports_multi_point(self.structure_, batch)):
-                state = BlockFrankWolfeState(self.structure_, batch, Y, self.C)
+                state = BlockFrankWolfeState(self.structure_, batch, Y, self.C,
+                                             sample_weight=weights)
             elif compiled:
                 state = MultiPointFrankWolfeState(self.structure_, batch, Y, self.C,
-                                                  self.max_points)
+                                                  self.max_points, sample_weight=weights)
             else:
                 state = SimplicialDecompositionState(
                     self.structure_, batch, Y, self.C, rescale=self.rescale,
                     max_points=self.max_points, blocks=self.blocks,
-                    working_set_size=working_set, random_state=rng)
+                    working_set_size=working_set, random_state=rng, sample_weight=weights)
         elif compiled:  # the previous fit's w_ is the state's weight array: keep it as is
             state.detach_weights()
         else:
@@ -297,11 +342,13 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         if compiled:
             w = solve_compiled(state, self.structure_, batch, Y, C=float(self.C),
                                shrinking=self.shrinking, check_every=self.check_every,
-                               rng=rng, n_jobs=self.n_jobs, certificate=certificate)
+                               rng=rng, n_jobs=self.n_jobs, certificate=certificate,
+                               sample_weight=weights)
         else:
             w = solve_general(state, self.structure_, batch, Y, C=float(self.C),
                               rescale=self.rescale, check_every=self.check_every,
-                              n_jobs=self.n_jobs, certificate=certificate)
+                              n_jobs=self.n_jobs, certificate=certificate,
+                              sample_weight=weights)
         self._record(certificate)
         self._keep_warm_state(settings, batch, Y, state)
         return w

@@ -16,8 +16,8 @@ or a chunk of ``working_set_size`` examples (``blocks="single"``: one simplex in
 
 The points are stored as dense vectors ``b`` in weight space when all blocks' points fit in
 ``DENSE_POINTS_MB``; otherwise per token (the anchor as the token x state matrix ``A_i`` with
-``b = C [X_i^T A_i, a_i]``, extreme points as labellings) and rebuilt into sparse rows for
-each working set.
+``b = C s_i [X_i^T A_i, a_i]``, ``s_i`` the example's sample weight; extreme points as
+labellings) and rebuilt into sparse rows for each working set.
 
 An iteration takes a working set of blocks: one batched loss-augmented decoding at the current
 ``w`` gives every block a new extreme point (eq. (9), or eq. (21) for slack rescaling); a
@@ -48,8 +48,12 @@ class SimplicialDecompositionState:
     """Blocks, points and weights of restricted simplicial decomposition; see the module doc."""
 
     def __init__(self, structure, batch, Y, C, *, rescale, max_points, blocks,
-                 working_set_size, random_state):
+                 working_set_size, random_state, sample_weight=None):
         self.structure, self.batch, self.Y, self.C = structure, batch, Y, float(C)
+        # example i's dual variables sum to C s_i (s_i its sample weight, 1 unless given)
+        self.example_weight = np.ones(batch.n_sequences) if sample_weight is None else \
+            np.asarray(sample_weight, dtype=np.float64)
+        self.example_C = self.C * self.example_weight
         self.rescale, self.r, self.blocks = rescale, int(max_points), blocks
         self.rng = random_state
         n, S = batch.n_sequences, structure.n_states_
@@ -187,9 +191,11 @@ class SimplicialDecompositionState:
         rows.append(token_block[t_idx])
         toks.append(tokens[t_idx])
         states.append(s_idx)
-        coefs.append(C * A[t_idx, s_idx])
+        example_C = self.example_C[examples]
+        example_of_token = np.repeat(np.arange(examples.shape[0]), self.batch.lengths[examples])
+        coefs.append(example_C[example_of_token[t_idx]] * A[t_idx, s_idx])
         pair_rows.append(block_local)
-        pair_vals.append(C * self.anchor_pair[examples])
+        pair_vals.append(example_C[:, None] * self.anchor_pair[examples])
         gamma_anchor = np.bincount(block_local, weights=self.anchor_gamma[examples],
                                    minlength=n_blocks)
         # extreme points: +C s on the true state and -C s on the point's state, where they differ
@@ -200,29 +206,28 @@ class SimplicialDecompositionState:
         row_of = np.full((n_blocks, self.r), -1, dtype=np.intp)
         row_of[point_block, point_slot] = point_row
         Y_tok = self.Y[tokens]
-        scale_ex = self._scale(self.vertex_loss[:, examples])  # (r, n_examples)
-        example_of_token = np.repeat(np.arange(examples.shape[0]), self.batch.lengths[examples])
+        scale_ex = example_C * self._scale(self.vertex_loss[:, examples])  # (r, n_examples)
         for p in range(self.r):
             has = row_of[token_block, p] >= 0
             V = self.vertex_labels[p, tokens]
             diff = has & (V != Y_tok)
             t_idx = np.flatnonzero(diff)
             row = row_of[token_block[t_idx], p]
-            coef = C * scale_ex[p, example_of_token[t_idx]]
+            coef = scale_ex[p, example_of_token[t_idx]]
             rows += [row, row]
             toks += [tokens[t_idx], tokens[t_idx]]
             states += [Y_tok[t_idx], V[t_idx]]
             coefs += [coef, -coef]
             has_ex = row_of[block_local, p] >= 0
             pair_rows.append(row_of[block_local[has_ex], p])
-            pair_vals.append(C * scale_ex[p, has_ex][:, None]
+            pair_vals.append(scale_ex[p, has_ex][:, None]
                              * (self.true_pair[examples[has_ex]]
                                 - self.vertex_pair[p, examples[has_ex]]))
         gamma_point = C * np.bincount(
             np.concatenate([row_of[block_local, p][row_of[block_local, p] >= 0]
                             for p in range(self.r)]) - n_blocks,
-            weights=np.concatenate([self.vertex_loss[p, examples][row_of[block_local, p] >= 0]
-                                    for p in range(self.r)]),
+            weights=np.concatenate([(self.example_weight[examples] * self.vertex_loss[
+                p, examples])[row_of[block_local, p] >= 0] for p in range(self.r)]),
             minlength=point_block.shape[0])
         n_rows = n_blocks + point_block.shape[0]
         R = _feature_rows(self.X, np.concatenate(toks), np.concatenate(states),
@@ -348,7 +353,7 @@ class SimplicialDecompositionState:
             node[rows, Y_tok] += st
             node[rows, self.vertex_labels[p, tok]] -= st
             pair += s[:, None] * (self.true_pair[ex] - self.vertex_pair[p, ex])
-            gamma += self.C * mu[eb, p] * loss
+            gamma += self.example_C[ex] * mu[eb, p] * loss
         self.anchor_node[tok] = node
         self.anchor_pair[ex] = pair
         self.anchor_gamma[ex] = gamma
@@ -358,20 +363,22 @@ class SimplicialDecompositionState:
                         n_blocks):
         """Dense ``b`` and ``gamma`` of the working set's new extreme points, per block."""
         S, C = self.structure.n_states_, self.C
+        example_C = self.example_C[examples]
         scale = self._scale(losses)
         example_of_token = np.repeat(np.arange(examples.shape[0]),
                                      self.batch.lengths[examples])
         Y_tok = self.Y[tokens]
         t_idx = np.flatnonzero(labels != Y_tok)
-        coef = C * scale[example_of_token[t_idx]]
+        coef = (example_C * scale)[example_of_token[t_idx]]
         vec = _feature_rows(self.X, np.concatenate([tokens[t_idx], tokens[t_idx]]),
                             np.concatenate([Y_tok[t_idx], labels[t_idx]]),
                             np.concatenate([coef, -coef]),
                             np.concatenate([token_block[t_idx], token_block[t_idx]]),
                             n_blocks, S, self.size).toarray()
         np.add.at(vec[:, self.n_unary:], block_local,
-                  C * scale[:, None] * (self.true_pair[examples] - pair))
-        return vec, C * np.bincount(block_local, weights=losses, minlength=n_blocks)
+                  (example_C * scale)[:, None] * (self.true_pair[examples] - pair))
+        return vec, C * np.bincount(block_local, weights=self.example_weight[examples] * losses,
+                                    minlength=n_blocks)
 
 
 def _feature_rows(X, tokens, states, coefs, rows, n_rows, n_states, size):

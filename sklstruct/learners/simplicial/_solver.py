@@ -14,11 +14,12 @@ from ..._progress import PRECISION_LOST, BestCertified, CheckSchedule
 from ...structures._base import primal_objective
 
 
-def _check(certificate, structure, batch, Y, C, rescale, n_jobs, w, dual, passes, calls,
-           fw_gap, primal=None):
+def _check(certificate, structure, batch, Y, C, rescale, n_jobs, sample_weight, w, dual,
+           passes, calls, fw_gap, primal=None):
     """Record a certificate at ``w``; return (whether the fit stops, oracle calls so far)."""
     if primal is None:
-        primal, _ = primal_objective(structure, batch, Y, w, C, rescale, n_jobs)
+        primal, _ = primal_objective(structure, batch, Y, w, C, rescale, n_jobs,
+                                     weights=sample_weight)
         calls += batch.n_sequences
     stops = certificate.check(passes, primal, dual, calls, w=w, passes=passes, fw_gap=fw_gap)
     return stops, calls
@@ -60,18 +61,18 @@ def _active_sweeps(state, rng, tol, primal, gaps, budget, n_jobs):
 
 
 def solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rng, n_jobs,
-                   certificate):
+                   certificate, sample_weight=None):
     """:func:`_solve_compiled` with BLAS on one thread: after each of the few vector
     products between passes its threads would spin for a while beside the passes' and the
     certificates' threads (and one thread is as fast on those products)."""
     with threadpool_limits(limits=1, user_api="blas"):
         return _solve_compiled(state, structure, batch, Y, C=C, shrinking=shrinking,
                                check_every=check_every, rng=rng, n_jobs=n_jobs,
-                               certificate=certificate)
+                               certificate=certificate, sample_weight=sample_weight)
 
 
 def _solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rng, n_jobs,
-                    certificate):
+                    certificate, sample_weight=None):
     """Passes of a compiled per-example state (:class:`~.._frank_wolfe.BlockFrankWolfeState`
     or :class:`~.._frank_wolfe.MultiPointFrankWolfeState`); margin rescaling.
 
@@ -93,6 +94,9 @@ def _solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rn
     rng : RandomState
     n_jobs : int or None
     certificate : Certificate
+    sample_weight : ndarray of shape (n_sequences,) or None
+        The examples' weights ``s_i`` in ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (the state's
+        own: it was made with them).
 
     Returns
     -------
@@ -105,11 +109,11 @@ def _solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rn
     n = batch.n_sequences
     w, dual = state.certificate()
     calls, passes = 0, 0
-    common = (certificate, structure, batch, Y, C, "margin", n_jobs)
+    common = (certificate, structure, batch, Y, C, "margin", n_jobs, sample_weight)
     if shrinking:  # every pass starts from a certificate with the examples' gaps
         primal, gaps = state.primal_and_gaps(n_jobs)
         stops, calls = _check(*common, w, dual, 0, calls + n, np.nan, primal=primal)
-    elif not np.any(w):  # w = 0: the primal is the largest loss, C sum_t max_s L[t, s]
+    elif not np.any(w):  # w = 0: the primal is the largest loss, C sum_i s_i sum_t max_s L
         stops, calls = _check(*common, w, dual, 0, calls, np.nan, primal=C * state.max_loss())
     else:
         stops, calls = _check(*common, w, dual, 0, calls + n, np.nan, primal=state.primal())
@@ -155,7 +159,7 @@ def _solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rn
 
 
 def solve_general(state, structure, batch, Y, *, C, rescale, check_every, n_jobs,
-                  certificate):
+                  certificate, sample_weight=None):
     """Passes of the general working-set state (:class:`~._general.
     SimplicialDecompositionState`: any structure, slack rescaling, shared simplices). With
     one block over all the data each iteration's direction finding certifies the iterate it
@@ -165,7 +169,7 @@ def solve_general(state, structure, batch, Y, *, C, rescale, check_every, n_jobs
     Parameters
     ----------
     state : SimplicialDecompositionState
-    structure, batch, Y, C, check_every, n_jobs, certificate
+    structure, batch, Y, C, check_every, n_jobs, certificate, sample_weight
         As for :func:`_solve_compiled`.
     rescale : {"margin", "slack"}
 
@@ -175,7 +179,7 @@ def solve_general(state, structure, batch, Y, *, C, rescale, check_every, n_jobs
     """
     free_certificate = state.n_blocks == 1
     schedule = CheckSchedule(certificate, check_every)
-    common = (certificate, structure, batch, Y, C, rescale, n_jobs)
+    common = (certificate, structure, batch, Y, C, rescale, n_jobs, sample_weight)
     primal = None
     calls, passes = 0, 0
     stops = precision_lost = False
