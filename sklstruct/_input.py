@@ -43,17 +43,26 @@ from .utils._sklearn_compat import (
 )
 
 
+def _ndim(x):
+    """``np.ndim(x)``, or -1 for nested lists numpy cannot make an array of (ragged ones,
+    e.g. a graph's node features and edges in a list)."""
+    try:
+        return np.ndim(x)
+    except ValueError:
+        return -1
+
+
 def _is_image_list(X):
     """A non-empty list/tuple of 3-D (n_rows, n_cols, n_features) arrays."""
     return isinstance(X, (list, tuple)) and len(X) > 0 and not sp.issparse(X[0]) \
-        and np.ndim(X[0]) == 3
+        and _ndim(X[0]) == 3
 
 
 def _is_volume_list(X):
     """A non-empty list/tuple whose first element is a 4-D (n_slices, n_rows, n_cols,
     n_features) array."""
     return isinstance(X, (list, tuple)) and len(X) > 0 and not sp.issparse(X[0]) \
-        and np.ndim(X[0]) == 4
+        and _ndim(X[0]) == 4
 
 
 def _check_not_feature_dicts(X):
@@ -120,7 +129,7 @@ def _is_sequence_list(X):
     if not isinstance(X, (list, tuple)) or len(X) == 0:
         return isinstance(X, (list, tuple)) and len(X) == 0
     first = X[0]
-    if sp.issparse(first) or np.ndim(first) == 2:
+    if sp.issparse(first) or _ndim(first) == 2:
         return True
     return any(sp.issparse(x) or (isinstance(x, np.ndarray) and x.ndim == 2)
                or (isinstance(x, (list, tuple)) and len(x) > 0
@@ -147,7 +156,20 @@ def _is_graph_list(X):
         return False
     first = X[0]
     return isinstance(first, tuple) and len(first) in (2, 3) and (
-        sp.issparse(first[0]) or np.ndim(first[0]) == 2)
+        sp.issparse(first[0]) or _ndim(first[0]) == 2)
+
+
+def _graphs_as_tuples(X, structure):
+    """With a graph structure, graphs given as lists ``[node_features, edges[,
+    edge_features]]`` (code that reads ``x[0], x[1]`` takes either) as the tuples
+    :func:`_is_graph_list` reads; any other ``X`` unchanged. Without one the tuples are
+    needed: a list of two or three 2-D arrays is also an image given row by row."""
+    from .structures.graph import GraphStructure
+
+    if not isinstance(structure, GraphStructure) or not isinstance(X, (list, tuple)) or \
+            not all(isinstance(x, list) and len(x) in (2, 3) for x in X):
+        return X
+    return [tuple(x) for x in X]
 
 
 def graph_rows(X):
@@ -261,6 +283,9 @@ class InputMixin:
             "sequence_ids" if sequence_ids is not None else None)
         widths = slice_shapes = extras = None
         n_labels = 0
+        # (a fit reads the structure parameter; a fitted model its bound structure)
+        X = _graphs_as_tuples(X, getattr(self, "structure", None) if reset
+                              else getattr(self, "structure_", None))
         if _is_graph_list(X):
             if flat_only:
                 raise ValueError(f"{flat_only}= is only used with a flat X, not a list of "
@@ -277,7 +302,7 @@ class InputMixin:
                                  "volumes.")
             X, slice_shapes, y = volume_rows(X, y)
         elif isinstance(X, (list, tuple)) and len(X) and not sp.issparse(X[0]) \
-                and np.ndim(X[0]) > 4:
+                and _ndim(X[0]) > 4:
             raise ValueError(
                 f"X[0] has {np.ndim(X[0])} dimensions; a list of sequences takes 2-D arrays "
                 "(n_tokens, n_features), of images 3-D ones (n_rows, n_cols, n_features) and "

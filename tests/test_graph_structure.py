@@ -260,3 +260,24 @@ def test_a_tree_model_beats_a_chain_over_the_same_nodes():
     tree_accuracy = np.mean(np.concatenate(tree.predict(X[test])) == truth)
     chain_accuracy = np.mean(np.concatenate(chain.predict([f for f, _ in X[test]])) == truth)
     assert tree_accuracy > chain_accuracy + 0.02
+
+
+def test_graphs_given_as_lists_with_a_graph_structure():
+    """Code that reads ``x[0], x[1]`` per graph takes lists as well as tuples: with a graph
+    structure (given, or bound by a fit) lists ``[node_features, edges]`` are graphs, with
+    the weights and predictions of the tuples; otherwise the errors name the graph form
+    instead of numpy's message about an inhomogeneous shape."""
+    X, y = make_graphs(9, n_graphs=4, edge_features=True)
+    as_lists = [list(graph) for graph in X]
+    by_tuples = _fit(M3NSimplicialDecomposition(GraphStructure(), random_state=0), X, y)
+    by_lists = _fit(M3NSimplicialDecomposition(GraphStructure(), random_state=0), as_lists, y)
+    np.testing.assert_array_equal(by_tuples.w_, by_lists.w_)
+    auto = _fit(M3NSimplicialDecomposition(random_state=0), X, y)
+    for model in (by_lists, auto):
+        np.testing.assert_array_equal(np.concatenate(model.predict(as_lists)),
+                                      np.concatenate(model.predict(X)))
+    # without a graph structure a list of arrays of different shapes is no sequence
+    ragged = [[np.zeros((3, 2)), np.array([[0, 1], [1, 2]])],
+              [np.zeros((2, 2)), np.array([[0, 1]])]]
+    with pytest.raises(ValueError, match=r"a graph a tuple \(node_features, edges"):
+        M3NSimplicialDecomposition().fit(ragged, [np.array([0, 1, 1]), np.array([1, 0])])

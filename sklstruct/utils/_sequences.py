@@ -468,7 +468,10 @@ def stack_sequences(X, allow_empty=False):
             try:
                 block = np.asarray(x)
             except ValueError as exc:
-                raise ValueError(f"Sequence {i} of X is not a rectangular array.") from exc
+                raise ValueError(
+                    f"Sequence {i} of X is not a rectangular array (a sequence is a 2-D "
+                    "(n_tokens, n_features) matrix; a graph a tuple (node_features, edges[, "
+                    "edge_features]), or a list with a GraphStructure).") from exc
             if block.dtype.kind not in "biuf" or block.dtype.kind == "O":
                 # let check_array convert object arrays of numbers or raise a clear error later
                 pass
@@ -619,7 +622,8 @@ def image_rows(X, y=None):
             raise ValueError(f"Image {i} has shape {image.shape[:2]} but its labels have shape "
                              f"{mask.shape} (a list of 3-D arrays is read as images, "
                              "(n_rows, n_cols, n_features) each, with 2-D label masks; a "
-                             "sequence is a 2-D (n_tokens, n_features) matrix).")
+                             "sequence is a 2-D (n_tokens, n_features) matrix; a graph a "
+                             "tuple (node_features, edges[, edge_features])).")
         masks.append(mask.ravel())
     return rows, widths, masks
 
