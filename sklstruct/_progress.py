@@ -262,6 +262,9 @@ class CheckSchedule:
 # the message of a dual learner whose ascent has run out of double precision
 PRECISION_LOST = ("the dual decreased: its ascent is below double precision at this scale of "
                   "C * ||x||^2; standardise the features or lower C")
+PRECISION_STALLED = ("its passes no longer change the weights or the dual: their steps are "
+                     "below double precision at this scale of C * ||x||^2 (and of the "
+                     "sample weights); standardise the features or lower C")
 
 
 # entries of the weights scanned at a time for their non-zero ones (BestCertified)

@@ -204,3 +204,30 @@ def test_bad_weights_are_refused(weights, match):
     X, y = make_chain_data(n_sequences=8, seed=1)
     with pytest.raises(ValueError, match=match):
         M3NSimplicialDecomposition().fit(X, y, sample_weight=weights)
+
+
+@pytest.mark.parametrize("state_type", [BlockFrankWolfeState, MultiPointFrankWolfeState])
+def test_weighted_states_start_at_zero(state_type):
+    """The weighted sums of the true labellings' statistics on both sides of ``v`` cancel
+    exactly (weights that are not powers of two included): the first certificate is at
+    ``w = 0`` with dual 0."""
+    X, y = make_chain_data(n_sequences=200, seed=1)
+    model = M3NSimplicialDecomposition(max_iter=1).fit(X, y)
+    batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
+    weights = np.random.default_rng(0).uniform(0.1, 3.0, size=200)
+    args = (model.structure_, batch, np.concatenate(y), 1.0) + (
+        (4,) if state_type is MultiPointFrankWolfeState else ())
+    w, dual = state_type(*args, sample_weight=weights).certificate()
+    assert not np.any(w) and dual == 0.0
+
+
+def test_weights_beyond_double_precision_stop_at_once_with_a_warning():
+    """At C s_i of 1e30 no Frank-Wolfe step is representable (the dual stays at w = 0): the
+    fit stops after two equal certificates and says why, instead of running its 1,000
+    passes."""
+    X, y = make_chain_data(n_sequences=40, seed=1)
+    with pytest.warns(ConvergenceWarning, match="no longer change the weights"):
+        model = M3NSimplicialDecomposition(random_state=0).fit(
+            X, y, sample_weight=np.full(40, 1e30))
+    assert model.n_iter_ < 20
+    assert model.history_["gap"][-1] == model.history_["primal"][-1]  # (honest: dual 0)

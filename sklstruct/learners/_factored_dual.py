@@ -79,10 +79,18 @@ class DualWeights:
         self.scale2 = np.zeros(0) if scale2 is None else np.ascontiguousarray(scale2, float)
         self.order = np.arange(batch.n_sequences, dtype=np.int64)
 
-    def _weighted_sum(self, per_example):
-        """``sum_i s_i a_i`` of per-example rows ``a_i`` (the sample weights ``s_i``)."""
-        per_example = np.asarray(per_example, dtype=np.float64)
-        return self.example_weight @ per_example.reshape(self.batch.n_sequences, -1)
+    def _weighted_sum(self, per_example, chunk=4096):
+        """``sum_i s_i a_i`` of per-example rows ``a_i`` (the sample weights ``s_i``), added
+        example after example as the compiled passes add their statistics (so that the
+        sums of the true labellings' statistics, on both sides of ``v``, cancel exactly: the
+        dual starts at ``w = 0``), in chunks of ``chunk`` rows."""
+        rows = np.asarray(per_example, dtype=np.float64).reshape(self.batch.n_sequences, -1)
+        total = np.zeros(rows.shape[1])
+        for start in range(0, rows.shape[0], chunk):
+            terms = self.example_weight[start:start + chunk, None] * rows[start:start + chunk]
+            # (a running sum from the total so far: the order of one addition per example)
+            total = np.cumsum(np.vstack([total[None, :], terms]), axis=0)[-1]
+        return total
 
     def weighted_total(self, per_example):
         """``sum_i s_i a_i`` of per-example values (the plain sum without weights)."""

@@ -21,11 +21,12 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
 
     Minimises the objective shared by all sklstruct learners::
 
-        P(w) = 1/2 ||w||^2 + C * sum_i H_i(w)
+        P(w) = 1/2 ||w||^2 + C * sum_i s_i H_i(w)
 
-    through the paper's reduced dual (7) (section 3.1): the dual variables of example ``i`` enter
-    only through ``b_i = C E_{a_i}[Psi(x_i, y_i) - Psi(x_i, y)]`` and
-    ``gamma_i = C E_{a_i}[Delta(y_i, y)]``, and
+    (``s_i`` the sample weights of :meth:`fit`, 1 unless given) through the paper's reduced
+    dual (7) (section 3.1): the dual variables of example ``i`` enter only through
+    ``b_i = C s_i E_{a_i}[Psi(x_i, y_i) - Psi(x_i, y)]`` and
+    ``gamma_i = C s_i E_{a_i}[Delta(y_i, y)]``, and
 
         D = sum_i gamma_i - 1/2 ||w||^2,   w = sum_i b_i,
 
@@ -73,8 +74,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     worth fewer than the full passes (``benchmarks/bench_defaults.py``: 5-7% less time).
 
     ``rescale="slack"`` is the paper's slack-rescaling variant I (section 4.2, problem (17)-(21)):
-    the extreme points are ``C Delta(ybar) (Psi(y_i) - Psi(ybar))`` with
-    ``gamma = C Delta(ybar)``, found by slack-rescaled loss-augmented decoding.
+    the extreme points are ``C s_i Delta(ybar) (Psi(y_i) - Psi(ybar))`` with
+    ``gamma = C s_i Delta(ybar)``, found by slack-rescaled loss-augmented decoding.
 
     With a structure that constrains weights to be non-negative (``GridStructure``'s edge
     weights, section 4.1, problem (10)) the dual has ``-1/2 ||[v_C]_+||^2`` on those coordinates
@@ -135,8 +136,8 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         With shrinking every pass starts with a certificate, and ``check_every`` is ignored.
     warm_start : bool, default=False
         Continue from the dual of the previous fit when the training data (compared by a
-        digest), the structure, ``C`` and the solver settings are the same; otherwise start
-        afresh. The dual state is kept in memory only: it is not pickled.
+        digest), the sample weights, the structure, ``C`` and the solver settings are the
+        same; otherwise start afresh. The dual state is kept in memory only: it is not pickled.
     random_state : int, RandomState instance or None, default=None
         Order of the examples in every pass (and the partition for ``blocks="single"``).
     n_jobs : int, default=None
@@ -260,9 +261,12 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
             Per-sequence weights ``s_i``: the objective becomes
             ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
             sequence; in the dual, example ``i``'s variables sum to ``C s_i``). Sequences of
-            weight 0 take no part in the fit. One weight per token (per row of a flat ``X``,
-            so that cross-validation can index them as it indexes ``sequence_ids``) is taken
-            when the tokens of each sequence share it; :meth:`score` takes either form.
+            weight 0 take no part in the optimisation; the structure's set-up from the
+            training labels (``class_weight="balanced"``, a multi-label tree) reads all
+            sequences, as scikit-learn's ``class_weight="balanced"`` ignores the weights.
+            One weight per token (per row of a flat ``X``, so that cross-validation can index
+            them as it indexes ``sequence_ids``) is taken when the tokens of each sequence
+            share it; :meth:`score` takes either form.
         sequence_ids : array-like of shape (n_tokens,), default=None
             Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
             consecutive tokens of a sequence; they pass through cross-validation (see

@@ -10,7 +10,7 @@ them.
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..._progress import PRECISION_LOST, BestCertified, CheckSchedule
+from ..._progress import PRECISION_LOST, PRECISION_STALLED, BestCertified, CheckSchedule
 from ...structures._base import primal_objective
 
 
@@ -120,6 +120,7 @@ def _solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rn
     primal = certificate.last("primal")
     best = BestCertified()
     best.record(w, primal, dual)
+    last_check = (primal, dual)
     visits = 0  # (shrinking: the budget is max_iter * n visits; passes count them by n)
     max_visits = certificate.max_iter * n
     while not stops and (visits < max_visits if shrinking else passes < certificate.max_iter):
@@ -151,6 +152,12 @@ def _solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rn
             if best.record(w, primal, dual):
                 certificate.precision_lost(PRECISION_LOST)
                 break
+            # (a step that moves anything raises the dual: the same certificate twice means
+            # that no step is representable any more, e.g. at a huge C s_i ||x||^2)
+            if not stops and (primal, dual) == last_check:
+                certificate.precision_lost(PRECISION_STALLED)
+                break
+            last_check = (primal, dual)
     # the state's own array when it is the best: the state leaves it unchanged from here on
     # (a warm start detaches it first), which saves a copy of the weights
     w = best.result(certificate, w, copy=False)  # (an amended record may certify the tol)
