@@ -54,7 +54,7 @@ def test_expected_failed_checks_are_those_of_a_finite_tol():
     assert expected_failed_checks(precise) == {}
     check_sample_weight_equivalence_on_dense_data("precise", precise)
     # learners without sample_weight expect every check to pass
-    assert expected_failed_checks(M3NExpGrad(MultiClass())) == {}
+    assert expected_failed_checks(M3NExcessiveGap(MultiClass())) == {}
 
 
 @pytest.mark.parametrize("estimator", [StructSVMCuttingPlane(), M3NExpGrad(), M3NExcessiveGap(),

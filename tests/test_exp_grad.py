@@ -87,10 +87,63 @@ def test_batch_fit_continues_online_but_not_the_reverse():
             model.set_params(algorithm="batch").fit(X, y)
 
 
-def test_sample_weight_is_refused():
-    X, y = make_chain_data(n_sequences=5, seed=1)
-    with pytest.raises(TypeError):
-        M3NExpGrad().fit(X, y, sample_weight=np.ones(5))
+SAMPLE_WEIGHTS = np.array([2, 0, 1, 3, 1, 1, 0, 2])
+
+
+@pytest.mark.parametrize("step", ["adaptive", "safe"])
+def test_integer_weights_reach_the_optimum_of_the_repeated_data(step):
+    """Online EG with weights 0 to 3: its certified primal is the objective of the data with
+    each sequence repeated that many times, within its gap of that data's exact optimum
+    (the safe rate from the bounds of the largest C s_i)."""
+    X, y = make_chain_data(n_sequences=8, n_states=3, n_features=3, max_length=3, seed=4)
+    C = 0.1
+    model = M3NExpGrad(C=C, step=step, tol=1e-5, max_iter=20000 if step == "adaptive" else 500,
+                       random_state=0).fit(
+        X, y, sample_weight=SAMPLE_WEIGHTS)
+    X_rep = [x for x, k in zip(X, SAMPLE_WEIGHTS) for _ in range(k)]
+    y_rep = [s for s, k in zip(y, SAMPLE_WEIGHTS) for _ in range(k)]
+    batch = SequenceBatch(np.vstack(X_rep), offsets_from_lengths([len(s) for s in y_rep]))
+    Y = model._encode_known(np.concatenate(y_rep))
+    lower, upper, _ = exact_optimum(model.structure_, batch, Y, C)
+    h = model.history_
+    primal = model.objective(X_rep, y_rep)
+    assert primal == pytest.approx(h["primal"][-1], rel=1e-9)
+    assert primal == pytest.approx(model.objective(X, y, sample_weight=SAMPLE_WEIGHTS),
+                                   rel=1e-12)
+    assert h["dual"][-1] <= upper + 1e-9 and primal >= lower - 1e-9
+    if step == "safe":  # slow, but the dual never decreases (Theorem 2 at the largest C s_i)
+        assert np.all(np.diff(h["dual"]) >= -1e-12 * abs(h["dual"][-1]))
+        return
+    assert h["gap"][-1] <= 1e-5 * primal
+    unweighted = M3NExpGrad(C=C, tol=1e-5, max_iter=20000, random_state=0).fit(X, y)
+    assert unweighted.objective(X, y, sample_weight=SAMPLE_WEIGHTS) - primal \
+        > 10 * h["gap"][-1]
+
+
+def test_real_weights_agree_with_the_cutting_plane_and_warm_start_across_weights():
+    """Weights that are not integers: the objective of the cutting plane within the two
+    gaps; a warm start from a fit with other weights (its potentials stay a feasible dual
+    point) reaches the same objective."""
+    X, y = make_chain_data(n_sequences=20, n_states=3, n_features=5, max_length=7, seed=8)
+    weights = np.random.default_rng(1).uniform(0.05, 4.0, size=20)
+    C = 0.1
+    model = M3NExpGrad(C=C, tol=1e-6, max_iter=20000, random_state=0, warm_start=True)
+    model.fit(X, y, sample_weight=weights[::-1])
+    model.fit(X, y, sample_weight=weights)
+    reference = StructSVMCuttingPlane(C=C, tol=1e-7).fit(X, y, sample_weight=weights)
+    p_model = model.objective(X, y, sample_weight=weights)
+    assert p_model == pytest.approx(model.history_["primal"][-1], rel=1e-9)
+    assert abs(p_model - reference.objective(X, y, sample_weight=weights)) \
+        <= model.history_["gap"][-1] + reference.history_["gap"][-1] + 1e-9
+
+
+def test_weights_of_one_change_nothing_and_batch_refuses_weights():
+    X, y = make_chain_data(n_sequences=12, seed=1)
+    plain = M3NExpGrad(random_state=0).fit(X, y)
+    ones = M3NExpGrad(random_state=0).fit(X, y, sample_weight=np.ones(12))
+    np.testing.assert_array_equal(plain.w_, ones.w_)
+    with pytest.raises(ValueError, match="algorithm='online' only"):
+        M3NExpGrad(algorithm="batch").fit(X, y, sample_weight=np.arange(12) + 1.0)
 
 
 def test_eg_qp_reaches_the_minimum_of_a_simplex_qp():

@@ -3,8 +3,10 @@
 
 import numbers
 
+import numpy as np
+
 from ...base import BaseStructuredClassifier
-from ...utils._sklearn_compat import Interval, StrOptions
+from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
 from .._factored_dual import per_example_tables_too_large
 from ._safe_rate import safe_learning_rate
 from ._solver import solve_batch, solve_online
@@ -16,15 +18,16 @@ class M3NExpGrad(BaseStructuredClassifier):
     Maximises the dual of the objective shared by all sklstruct learners (margin
     rescaling)::
 
-        P(w) = 1/2 ||w||^2 + C * sum_i H_i(w)
-        D(a) = C sum_i E_{a_i}[Delta(y_i, y)] - 1/2 ||w(a)||^2,
-        w(a) = C sum_i (Psi(x_i, y_i) - E_{a_i}[Psi(x_i, y)])
+        P(w) = 1/2 ||w||^2 + C * sum_i s_i H_i(w)
+        D(a) = C sum_i s_i E_{a_i}[Delta(y_i, y)] - 1/2 ||w(a)||^2,
+        w(a) = C sum_i s_i (Psi(x_i, y_i) - E_{a_i}[Psi(x_i, y)])
 
     with every ``a_i`` a Gibbs distribution over labelings whose potentials are kept per part
     (the paper's Figure 2): per-token node potentials and pairwise tables. An EG step adds
     ``eta * C * (loss_r + w . phi_r)`` to every part's potential and needs only the clique
     marginals (forward-backward in compiled code), never a QP or a working set. This is the
-    paper's ``C``.
+    paper's ``C``. The sample weights ``s_i`` of :meth:`fit` (1 unless given; the online
+    algorithm only) scale example ``i``'s ``C``.
 
     ``algorithm="batch"`` is Figure 2: all examples move at once, from the same ``w``; the
     pairwise potentials are then equal for all examples and one table is kept.
@@ -179,6 +182,37 @@ class M3NExpGrad(BaseStructuredClassifier):
         self.callback = callback
         self.max_time = max_time
 
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
+        y : list of array-like, or array-like of shape (n_tokens,)
+            Labels in the form of ``X``.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+        sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
+            Per-sequence weights ``s_i``: the objective becomes
+            ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
+            sequence; example ``i``'s step is that of ``C s_i``). The online algorithm only:
+            the batch updates share one pairwise table between all examples, which weights
+            would make differ (``ValueError``). Sequences of weight 0 take no part in the
+            optimisation. One weight per token (per row of a flat ``X``) is taken when the
+            tokens of each sequence share it; :meth:`score` takes either form.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
+            consecutive tokens of a sequence (see :meth:`BaseStructuredClassifier.fit`).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return self._fit(X, y, lengths, sample_weight, sequence_ids)
+
     # ------------------------------------------------------------------ set-up
     def _resolved_algorithm(self, batch):
         if self.algorithm != "auto":
@@ -192,19 +226,36 @@ class M3NExpGrad(BaseStructuredClassifier):
         # at O(n_tokens * n_states)
         return "batch" if per_example_tables_too_large(self.structure_, batch, 2) else "online"
 
-    def _initial_step(self, batch, Y):
+    def _initial_step(self, batch, Y, weights):
         if self.step == "safe":
             if self.eta is not None:
                 raise ValueError("eta must be None with step='safe' (the rate is computed).")
-            return safe_learning_rate(self.structure_, batch, Y, self.C)
+            # (with weights, the bounds of the largest C s_i hold for every example)
+            C = self.C if weights is None else self.C * float(weights.max())
+            return safe_learning_rate(self.structure_, batch, Y, C)
         return None if self.eta is None else float(self.eta)
 
     def _fit_batch(self, batch, Y, sample_weight):
-        # fit takes no sample_weight, so every sequence weighs 1 here
+        # sequences of weight 0 are not in the objective; without weights other than 1 the
+        # state keeps none (the same iterates as an unweighted fit)
+        weights = None
+        if np.any(sample_weight != 1.0):
+            kept = np.flatnonzero(sample_weight > 0)
+            if kept.shape[0] < batch.n_sequences:
+                batch, tokens = batch.select(kept)
+                Y = Y[tokens]
+            weights = np.ascontiguousarray(sample_weight[kept], dtype=np.float64)
         algorithm = self._resolved_algorithm(batch)
         if algorithm == "online":
             check_online_structure(self.structure_, batch)
-        eta = self._initial_step(batch, Y)
+        elif weights is not None:
+            raise ValueError(
+                "M3NExpGrad takes sample_weight with algorithm='online' only: the batch "
+                "updates share one pairwise table between all examples"
+                + (", which the algorithm='auto' chose here (see its docstring)"
+                   if self.algorithm == "auto" else "")
+                + "; use M3NSimplicialDecomposition or StructSVMCuttingPlane.")
+        eta = self._initial_step(batch, Y, weights)
         state = self._warm_state(float(self.C), batch, Y)
         if algorithm == "batch" and state is not None and state["pair_pot"].ndim == 2:
             raise ValueError("warm_start: an online fit cannot be continued by batch passes "
@@ -215,7 +266,8 @@ class M3NExpGrad(BaseStructuredClassifier):
         w, self.eta_, state = solve(
             self.structure_, batch, Y, C=float(self.C), eta=eta, init_bias=self.init_bias,
             adaptive=self.step == "adaptive", state=state, check_every=self.check_every,
-            random_state=self.random_state, n_jobs=self.n_jobs, certificate=certificate)
+            random_state=self.random_state, n_jobs=self.n_jobs, certificate=certificate,
+            **({} if weights is None else {"sample_weight": weights}))
         self._record(certificate)
         self._keep_warm_state(float(self.C), batch, Y, state)
         return w

@@ -37,28 +37,32 @@ class OnlineEGState(FactoredDualState):
     probing : ndarray of shape (n_sequences,), default=None
         1 for examples whose step has not been rejected yet (their step doubles after each
         accepted try); all ones by default.
+    sample_weight : ndarray of shape (n_sequences,), default=None
+        Positive weights of the examples (example ``i``'s dual variables sum to ``C s_i``).
     """
 
     def __init__(self, structure, batch, Y, C, node_pot, node_marg, pair_pot, pair_marg, eta,
-                 probing=None):
+                 probing=None, sample_weight=None):
         self.node_pot, self.pair_pot, self.eta = (
             np.ascontiguousarray(a, dtype=np.float64) for a in (node_pot, pair_pot, eta))
         self.probing = np.ones(batch.n_sequences, dtype=np.int8) if probing is None \
             else np.ascontiguousarray(probing, dtype=np.int8)
-        super().__init__(structure, batch, Y, C, node_marg, pair_marg)
+        super().__init__(structure, batch, Y, C, node_marg, pair_marg,
+                         sample_weight=sample_weight)
         if not self.kernels.has_marginals:
             raise ValueError(f"{type(structure).__name__}'s compiled kernels have no "
                              "marginals.")
 
     @classmethod
     def from_shared_potentials(cls, structure, batch, Y, C, node_pot, pair_table, eta,
-                               n_jobs=None):
+                               n_jobs=None, sample_weight=None):
         """Start from node potentials and one pairwise table shared by all examples."""
         node_marg, pair_marg, _ = structure.marginals(batch, node_pot, pair_table,
                                                       n_jobs=n_jobs)
         pair_pot = np.tile(pair_table, (batch.n_sequences, 1))
         return cls(structure, batch, Y, C, node_pot, node_marg, pair_pot,
-                   np.asarray(pair_marg).reshape(batch.n_sequences, -1), eta)
+                   np.asarray(pair_marg).reshape(batch.n_sequences, -1), eta,
+                   sample_weight=sample_weight)
 
     def run_pass(self, adaptive, order=None, growth=1.05, max_halvings=40,
                  max_change=ONLINE_MAX_CHANGE):

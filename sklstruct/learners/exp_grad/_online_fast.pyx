@@ -5,7 +5,8 @@ Every example keeps Gibbs potentials over its parts: per-token node potentials (
 together with the marginals they induce (:class:`sklstruct.learners.exp_grad._online.
 OnlineEGState`). Visiting example ``i``:
 
-1. its part gradients ``C (l_r + w . phi_r)`` are computed at the current weights;
+1. its part gradients ``C s_i (l_r + w . phi_r)`` are computed at the current weights
+   (``s_i`` its sample weight, 1 unless given: its dual variables sum to ``C s_i``);
 2. the potentials move by ``eta_i`` times the gradient and the structure's compiled marginal
    oracle (``state.kernels.marginals``: forward-backward for chains) gives the new marginals;
 3. the change of the dual ``C E[loss] - 1/2 ||w||^2`` is computed exactly from the marginal
@@ -46,10 +47,11 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
     cdef float64_t[::1] expected_loss = state.expected_loss, theta = state.theta
     cdef float64_t[:, ::1] WT = state.WT, scratch = state.scratch
     cdef float64_t[::1] eta = state.eta
+    cdef const float64_t[::1] example_weight = state.example_weight
     cdef int8_t[::1] probing = state.probing
     cdef int32_t[::1] slot = state.slot
     cdef ExampleKernels kernels = state.kernels
-    cdef double C = state.C
+    cdef double C, C_all = state.C
     cdef intp_t S = node_pot.shape[1]
     cdef intp_t P = pair_pot.shape[1]
     cdef intp_t n_sequences = offsets.shape[0] - 1
@@ -72,6 +74,8 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                          "marginals.")
     if kernels.n_pairwise != P or kernels.n_states != S:
         raise ValueError("the structure's kernels do not match the dual state.")
+    if example_weight.shape[0] != n_sequences:
+        raise ValueError("the sample weights do not match the state's examples.")
     sequence_sizes(&indptr[0], &offsets[0], n_sequences, &max_len, &max_nnz)
     # (no stored feature at all is allowed: the pointers are then never dereferenced)
     cdef const int32_t* indices_ptr = &indices[0] if indices.shape[0] > 0 else NULL
@@ -97,6 +101,7 @@ def online_eg_pass(state, const int64_t[::1] order, bint adaptive, double growth
                 i = order[k]
                 lo = offsets[i]
                 length = offsets[i + 1] - lo
+                C = C_all * example_weight[i]
                 check_signals_every(&since_check, length, SIGNAL_CHECK_TOKENS)
                 # unary scores x_t . W[s] at the current weights, and the example's features
                 n_touched = token_scores(&indptr[0], indices_ptr, data_ptr, WT_ptr, S, lo,

@@ -26,13 +26,13 @@ def _check(certificate, structure, batch, Y, C, w, dual, passes, calls, eta, n_j
            primal=None):
     """Record the certificate at ``w`` (``primal``: its objective, when known); return
     whether the fit stops."""
-    if primal is None:
+    if primal is None:  # (the batch updates: without sample weights)
         primal, _ = primal_objective(structure, batch, Y, w, C, n_jobs=n_jobs)
     return certificate.check(passes, primal, dual, calls, w=w, passes=passes, eta=eta)
 
 
 def solve_online(structure, batch, Y, *, C, eta, init_bias, adaptive, state, check_every,
-                 random_state, n_jobs, certificate):
+                 random_state, n_jobs, certificate, sample_weight=None):
     """Online exponentiated gradient (the paper's section 5): one example's parts updated at
     a time by the compiled pass, in a fresh random order every pass.
 
@@ -43,7 +43,7 @@ def solve_online(structure, batch, Y, *, C, eta, init_bias, adaptive, state, che
     Y : ndarray of int of shape (n_tokens,)
     C : float
     eta : float or None
-        The initial step of every example; ``None``: ``1 / (C^2 scale_i)``.
+        The initial step of every example; ``None``: ``1 / ((C s_i)^2 scale_i)``.
     init_bias : float
         Initial node potentials on the true states.
     adaptive : bool
@@ -56,6 +56,10 @@ def solve_online(structure, batch, Y, *, C, eta, init_bias, adaptive, state, che
     random_state : int, RandomState instance or None
     n_jobs : int or None
     certificate : Certificate
+    sample_weight : ndarray of shape (n_sequences,) or None
+        The examples' weights ``s_i`` in ``1/2 ||w||^2 + C sum_i s_i H_i(w)``: example
+        ``i``'s dual variables sum to ``C s_i`` (any potentials stay feasible, so a warm
+        start may change them).
 
     Returns
     -------
@@ -64,7 +68,7 @@ def solve_online(structure, batch, Y, *, C, eta, init_bias, adaptive, state, che
     state : dict
     """
     if state is not None and state["pair_pot"].ndim == 2:
-        online = OnlineEGState(structure, batch, Y, C, **state)
+        online = OnlineEGState(structure, batch, Y, C, **state, sample_weight=sample_weight)
         if not adaptive and eta is not None:
             online.eta[:] = eta
     else:
@@ -76,9 +80,11 @@ def solve_online(structure, batch, Y, *, C, eta, init_bias, adaptive, state, che
         if eta is not None:
             rates = np.full(batch.n_sequences, eta)
         else:
-            rates = _default_rates(C, sequence_scales(batch))
+            rates = _default_rates(C if sample_weight is None else C * sample_weight,
+                                   sequence_scales(batch))
         online = OnlineEGState.from_shared_potentials(structure, batch, Y, C, node_pot, table,
-                                                      rates, n_jobs=n_jobs)
+                                                      rates, n_jobs=n_jobs,
+                                                      sample_weight=sample_weight)
     w, dual = online.certificate()
     calls, passes = batch.n_sequences, 0
     converged = _check(certificate, structure, batch, Y, C, w, dual, 0, calls,
