@@ -482,3 +482,51 @@ def test_max_time_bounds_the_cutting_plane_lp_solves(monkeypatch):
     Y = model._encode_known(np.concatenate(y))
     assert model.history_["primal"][-1] == pytest.approx(
         _p1(model, batch, Y, model.w_, 1.0), rel=1e-12)
+
+
+L1_WEIGHTS = np.array([2, 0, 1, 3, 1, 1, 0, 2])
+
+
+def _repeated_problem(seed):
+    X, y, _ = _problem(seed)
+    X_rep = [x for x, k in zip(X, L1_WEIGHTS) for _ in range(k)]
+    y_rep = [s for s, k in zip(y, L1_WEIGHTS) for _ in range(k)]
+    return X, y, X_rep, y_rep, SequenceBatch(np.vstack(X_rep),
+                                             offsets_from_lengths([len(s) for s in y_rep]))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("solver, params", [("cutting_plane", dict(tol=1e-9)),
+                                            ("em", dict(tol=1e-10, max_iter=300))])
+def test_weights_reach_the_p1_optimum_of_the_repeated_data(solver, params):
+    """Integer sample weights 0 to 3: the LP cutting plane and the EM reach the exact P1
+    optimum of the data with each sequence repeated that many times (scipy's LP over every
+    labelling), and their certified primal is P1 with the weights."""
+    X, y, X_rep, y_rep, batch = _repeated_problem(2)
+    C = 0.3
+    model = L1M3N(ChainStructure(), solver=solver, C=C, **params).fit(
+        X, y, sample_weight=L1_WEIGHTS)
+    Y = model._encode_known(np.concatenate(y_rep))
+    optimum, _ = _exact_p1(model.structure_, batch, Y, C)
+    h = model.history_
+    assert model.objective(X_rep, y_rep) == pytest.approx(h["primal"][-1], rel=1e-9)
+    assert model.objective(X, y, sample_weight=L1_WEIGHTS) == pytest.approx(
+        h["primal"][-1], rel=1e-12)
+    assert optimum - 1e-9 <= h["primal"][-1] <= optimum * (1 + 1e-6)
+    assert np.all(h["dual"] <= optimum + 1e-9)
+    unweighted = L1M3N(ChainStructure(), solver=solver, C=C, **params).fit(X, y)
+    assert unweighted.objective(X, y, sample_weight=L1_WEIGHTS) > optimum * (1 + 1e-3)
+
+
+def test_subgradient_weights_equal_repeated_sequences():
+    """P1' with weights is ``sum_i s_i H_i / sum_i s_i``: integer weights and repeated
+    sequences give the same objective along the same steps (to rounding)."""
+    X, y, X_rep, y_rep, _ = _repeated_problem(3)
+    params = dict(solver="subgradient", radius=2.0, max_iter=60)
+    weighted = L1M3N(ChainStructure(), **params).fit(X, y, sample_weight=L1_WEIGHTS)
+    repeated = L1M3N(ChainStructure(), **params).fit(X_rep, y_rep)
+    np.testing.assert_allclose(weighted.history_["primal"], repeated.history_["primal"],
+                               rtol=1e-9)
+    np.testing.assert_allclose(weighted.w_, repeated.w_, rtol=1e-7, atol=1e-12)
+    ones = L1M3N(ChainStructure(), **params).fit(X, y, sample_weight=np.ones(len(y)))
+    np.testing.assert_array_equal(ones.w_, L1M3N(ChainStructure(), **params).fit(X, y).w_)

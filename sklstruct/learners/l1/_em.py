@@ -36,11 +36,18 @@ def l1_norm(w, chunk=1 << 20):
 
 
 class P1:
-    """``P1(w) = 1/2 ||w||_1 + C sum_i H_i(w)`` on a batch (margin rescaling)."""
+    """``P1(w) = 1/2 ||w||_1 + C sum_i s_i H_i(w)`` on a batch (margin rescaling; the sample
+    weights ``s_i`` are 1 unless given)."""
 
-    def __init__(self, structure, batch, Y, C, n_jobs):
+    def __init__(self, structure, batch, Y, C, n_jobs, sample_weight=None):
         self.structure, self.batch, self.Y, self.C, self.n_jobs = structure, batch, Y, C, \
             n_jobs
+        self.sample_weight = sample_weight
+
+    def weighted(self, per_example):
+        """``sum_i s_i a_i`` (the plain sum without weights)."""
+        return float(per_example.sum()) if self.sample_weight is None else \
+            float(self.sample_weight @ per_example)
 
     def hinge(self, w):
         """Per-sequence hinge, most violating labels and their losses at ``w``."""
@@ -49,7 +56,7 @@ class P1:
                                 self.n_jobs)
 
     def of_hinge(self, w, hinge):
-        return 0.5 * l1_norm(w) + float(self.C) * float(hinge.sum())
+        return 0.5 * l1_norm(w) + float(self.C) * self.weighted(hinge)
 
     def __call__(self, w):
         """P1 at ``w`` (one loss-augmented decoding)."""
@@ -87,9 +94,10 @@ def _m_step_frank_wolfe(batch, scale2, state, target, rng, tol, certificate):
     return calls
 
 
-def _m_step_scaled_structure(structure, batch, Y, beta, C, tol, n_jobs):
+def _m_step_scaled_structure(structure, batch, Y, beta, C, tol, n_jobs, sample_weight=None):
     """The M-step by the 1-slack cutting plane on the joint features scaled by ``beta``
-    (structures without compiled kernels); returns ``(g, oracle calls)``."""
+    (structures without compiled kernels), with the sample weights; returns ``(g, oracle
+    calls)``."""
     n_unary = structure.n_states_ * structure.n_features_
     scaled = scaled_structure(
         structure, beta[:n_unary].reshape(structure.n_features_, structure.n_states_),
@@ -98,7 +106,8 @@ def _m_step_scaled_structure(structure, batch, Y, beta, C, tol, n_jobs):
                               unit="iteration", extra_fields=("n_constraints",))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        g, _ = fit_one_slack(scaled, batch, Y, np.ones(batch.n_sequences), C=C,
+        g, _ = fit_one_slack(scaled, batch, Y, np.ones(batch.n_sequences)
+                             if sample_weight is None else sample_weight, C=C,
                              rescale="margin", cache_size=10, inactive_window=50,
                              n_jobs=n_jobs, certificate=certificate)
     return g, int(certificate.last("oracle_calls"))
@@ -158,15 +167,16 @@ def _pruned(p1, w, objective):
 def _l1_dual_bound(state, smallest_p1, C):
     """A lower bound on min P1 from the M-step's dual point:
     ``max(E min(1, 1 / (2 ||v||_inf)), E - R (||v||_inf - 1/2)_+)`` with
-    ``E = C sum_i E_a[Delta]`` and ``R`` twice ``smallest_p1``, the smallest P1 seen."""
-    expected = float(C) * float(state.expected_loss.sum())
+    ``E = C sum_i s_i E_a[Delta]`` and ``R`` twice ``smallest_p1``, the smallest P1 seen."""
+    expected = float(C) * state.weighted_total(state.expected_loss)
     v = state.statistic_weights
     largest = max_abs(v)
     scaled = expected * min(1.0, 0.5 / largest) if largest > 0 else expected
     return max(scaled, expected - 2.0 * smallest_p1 * max(0.0, largest - 0.5))
 
 
-def fit_em_variational(structure, batch, Y, *, C, threshold, n_jobs, certificate):
+def fit_em_variational(structure, batch, Y, *, C, threshold, n_jobs, certificate,
+                       sample_weight=None):
     """Solve P1 at ``C`` by the EM on the variational form of the l1 norm.
 
     The first M-step is the l2 problem at ``C``; each next one minimises
@@ -186,6 +196,8 @@ def fit_em_variational(structure, batch, Y, *, C, threshold, n_jobs, certificate
         Relative size below which a shrinking weight becomes an exact zero.
     n_jobs : int or None
     certificate : Certificate
+    sample_weight : ndarray of shape (n_sequences,) or None
+        The examples' weights ``s_i`` in P1 (and in every M-step).
 
     Returns
     -------
@@ -194,11 +206,12 @@ def fit_em_variational(structure, batch, Y, *, C, threshold, n_jobs, certificate
         The scales the next M-step would use.
     """
     tol = certificate.tol
-    p1 = P1(structure, batch, Y, C, n_jobs)
+    p1 = P1(structure, batch, Y, C, n_jobs, sample_weight)
     scale2 = np.ones(structure.size_joint_feature_)
     compiled = _compiled_m_steps(structure, batch)
     state = MultiPointFrankWolfeState(structure, batch, Y, C, _M_STEP_POINTS,
-                                      scale2=scale2) if compiled else None
+                                      scale2=scale2, sample_weight=sample_weight) \
+        if compiled else None
     rng = np.random.RandomState(0)  # the M-steps' visiting orders
     calls, objective, change, lower = 0, np.inf, np.inf, -np.inf
     best_w, best_objective = None, np.inf  # the iterate with the smallest P1 (our own copy)
@@ -214,7 +227,7 @@ def fit_em_variational(structure, batch, Y, *, C, threshold, n_jobs, certificate
             w = state.w
         else:
             gamma, m_calls = _m_step_scaled_structure(structure, batch, Y, np.sqrt(scale2), C,
-                                                      tol, n_jobs)
+                                                      tol, n_jobs, sample_weight)
             calls += m_calls
             w = np.sqrt(scale2) * gamma
         reference = max(reference, max_abs(w))
@@ -253,7 +266,8 @@ def fit_em_variational(structure, batch, Y, *, C, threshold, n_jobs, certificate
     return w, np.sqrt(scale2)
 
 
-def fit_em_adaptive(structure, batch, Y, *, C, em_lambda, threshold, n_jobs, certificate):
+def fit_em_adaptive(structure, batch, Y, *, C, em_lambda, threshold, n_jobs, certificate,
+                    sample_weight=None):
     """The paper's adaptive M3N with a fixed ``lambda = em_lambda``: M-steps
     ``min_g lambda ||g||^2 + C sum_i xi_i`` (``C_m = C / (2 lambda)``) on features scaled by
     ``beta``, then ``beta_k = sqrt(K) |g_k| / ||g||_2`` (eq. (6)), scales below
@@ -262,7 +276,7 @@ def fit_em_adaptive(structure, batch, Y, *, C, em_lambda, threshold, n_jobs, cer
 
     Parameters
     ----------
-    structure, batch, Y, C, threshold, n_jobs, certificate
+    structure, batch, Y, C, threshold, n_jobs, certificate, sample_weight
         As for :func:`fit_em_variational`.
     em_lambda : float
 
@@ -272,14 +286,15 @@ def fit_em_adaptive(structure, batch, Y, *, C, em_lambda, threshold, n_jobs, cer
     beta : ndarray of shape (size_joint_feature_,)
     """
     tol = certificate.tol
-    p1 = P1(structure, batch, Y, C, n_jobs)
+    p1 = P1(structure, batch, Y, C, n_jobs, sample_weight)
     size = structure.size_joint_feature_
     lam = float(em_lambda)
     m_step_C, beta = C / (2.0 * lam), np.full(size, np.sqrt(lam))
     scale2 = beta ** 2
     compiled = _compiled_m_steps(structure, batch)
     state = MultiPointFrankWolfeState(structure, batch, Y, m_step_C, _M_STEP_POINTS,
-                                      scale2=scale2) if compiled else None
+                                      scale2=scale2, sample_weight=sample_weight) \
+        if compiled else None
     rng = np.random.RandomState(0)  # the M-steps' visiting orders
     calls, objective, change = 0, np.inf, np.inf
     target = tol
@@ -291,7 +306,7 @@ def fit_em_adaptive(structure, batch, Y, *, C, em_lambda, threshold, n_jobs, cer
             gamma = beta * state.statistic_weights  # the paper's g = beta * v
         else:
             gamma, m_calls = _m_step_scaled_structure(structure, batch, Y, beta, m_step_C, tol,
-                                                      n_jobs)
+                                                      n_jobs, sample_weight)
             calls += m_calls
         norm = float(np.linalg.norm(gamma))
         new_beta = np.sqrt(size) * np.abs(gamma) / norm if norm > 0 else np.zeros(size)

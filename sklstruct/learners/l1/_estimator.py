@@ -8,7 +8,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..._progress import Certificate
 from ...base import BaseStructuredClassifier
-from ...utils._sklearn_compat import Interval, StrOptions
+from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ._em import fit_em_adaptive, fit_em_variational, l1_norm
 from ._solvers import fit_lp_cutting_plane, fit_subgradient
 
@@ -21,7 +21,9 @@ class L1M3N(BaseStructuredClassifier):
 
     The model minimises the paper's problem P1::
 
-        P1(w) = 1/2 ||w||_1 + C * sum_i H_i(w)
+        P1(w) = 1/2 ||w||_1 + C * sum_i s_i H_i(w)
+
+    (``s_i`` the sample weights of :meth:`fit`, 1 unless given; every solver takes them)
 
     (``H_i`` the margin-rescaled structured hinge loss of the shared objective); the l1 norm
     covers all weights (token features x states, transitions, start/end biases), so the model
@@ -218,22 +220,61 @@ class L1M3N(BaseStructuredClassifier):
         self.callback = callback
         self.max_time = max_time
 
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
+        y : list of array-like, or array-like of shape (n_tokens,)
+            Labels in the form of ``X``.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+        sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
+            Per-sequence weights ``s_i``: P1 becomes ``1/2 ||w||_1 + C sum_i s_i H_i(w)``
+            (an integer weight equals repeating the sequence), P1' ``sum_i s_i H_i / sum_i
+            s_i``.
+            Sequences of weight 0 take no part in the optimisation. One weight per token (per
+            row of a flat ``X``) is taken when the tokens of each sequence share it.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
+            consecutive tokens of a sequence (see :meth:`BaseStructuredClassifier.fit`).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return self._fit(X, y, lengths, sample_weight, sequence_ids)
+
     def _regularizer(self):
         return 0.5 * float(np.abs(self.w_).sum())
 
     def _fit_batch(self, batch, Y, sample_weight):
+        # sequences of weight 0 are not in the objective; without weights other than 1 the
+        # solvers keep none (the same iterates as an unweighted fit)
+        weights = None
+        if np.any(sample_weight != 1.0):
+            kept = np.flatnonzero(sample_weight > 0)
+            if kept.shape[0] < batch.n_sequences:
+                batch, tokens = batch.select(kept)
+                Y = Y[tokens]
+            weights = np.ascontiguousarray(sample_weight[kept], dtype=np.float64)
         unit = {"em": "iteration", "subgradient": "step", "cutting_plane": "round"}[self.solver]
         extra = {"em": ("n_nonzero", "C_P1"), "subgradient": ("n_nonzero",),
                  "cutting_plane": ("n_nonzero", "n_constraints")}[self.solver]
         certificate = self._certificate(unit=unit, extra_fields=extra,
                                         max_iter=self.max_iter or DEFAULT_MAX_ITER[self.solver])
-        common = dict(C=float(self.C), n_jobs=self.n_jobs, certificate=certificate)
+        common = dict(C=float(self.C), n_jobs=self.n_jobs, certificate=certificate,
+                      **({} if weights is None else {"sample_weight": weights}))
         if self.solver == "cutting_plane":
             w = fit_lp_cutting_plane(self.structure_, batch, Y, **common)
         elif self.solver == "subgradient":
             radius = self.radius
             if radius is None:
-                radius = self.radius_ = self._default_radius(batch, Y)
+                radius = self.radius_ = self._default_radius(batch, Y, weights)
             w = fit_subgradient(self.structure_, batch, Y, radius=float(radius),
                                 learning_rate=float(self.learning_rate), **common)
         elif self.em_lambda is None:
@@ -245,7 +286,7 @@ class L1M3N(BaseStructuredClassifier):
         self._record(certificate)
         return w
 
-    def _default_radius(self, batch, Y):
+    def _default_radius(self, batch, Y, weights):
         """The l1 norm of the l1 model at this ``C`` (the default EM with this ``tol``): the
         solution of P1 at ``C`` solves P1' at the l1 norm of that solution. (EM stopped
         at ``tol=0.1`` can stop at zero weights: on 60 OCR words at ``C=0.1`` it did after
@@ -259,7 +300,8 @@ class L1M3N(BaseStructuredClassifier):
             warnings.simplefilter("ignore", ConvergenceWarning)
             w, _ = fit_em_variational(self.structure_, batch, Y, C=float(self.C),
                                       threshold=self.threshold, n_jobs=self.n_jobs,
-                                      certificate=certificate)
+                                      certificate=certificate,
+                                      **({} if weights is None else {"sample_weight": weights}))
         radius = l1_norm(w)
         if radius == 0.0:
             warnings.warn(f"{type(self).__name__}(solver='subgradient'): the default radius is "

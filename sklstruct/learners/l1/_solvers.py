@@ -49,19 +49,21 @@ def constraint_directions(structure, batch, Y, Ybar, sequences):
 
 
 class LPCuttingPlane:
-    """Algorithm 1: ``min 1/2 ||w||_1 + C sum_i xi_i`` over the working sets.
+    """Algorithm 1: ``min 1/2 ||w||_1 + C sum_i s_i xi_i`` over the working sets (``s_i``
+    the sample weights, 1 unless given).
 
     Variables ``[mu (K), v (K), xi (n)] >= 0``, one row ``-(mu - v) . g - xi_i <= -loss`` per
     constraint, in an :class:`~sklstruct._solvers.lp.IncrementalLP` (``backend`` "auto",
     "highspy" or "scipy").
     """
 
-    def __init__(self, structure, batch, Y, C, backend="auto"):
+    def __init__(self, structure, batch, Y, C, backend="auto", sample_weight=None):
         self.structure, self.batch, self.Y, self.C = structure, batch, Y, float(C)
         self.n_weights = structure.size_joint_feature_
         n = batch.n_sequences
+        slack_cost = np.full(n, self.C) if sample_weight is None else self.C * sample_weight
         self.lp = IncrementalLP(
-            np.concatenate([np.full(2 * self.n_weights, 0.5), np.full(n, self.C)]), backend)
+            np.concatenate([np.full(2 * self.n_weights, 0.5), slack_cost]), backend)
         self.backend = self.lp.backend
         self.slack = np.zeros(n)
 
@@ -112,7 +114,7 @@ def projected_subgradient(hinge_and_subgradient, size, radius, learning_rate, n_
     return best_w, best
 
 
-def fit_lp_cutting_plane(structure, batch, Y, *, C, n_jobs, certificate):
+def fit_lp_cutting_plane(structure, batch, Y, *, C, n_jobs, certificate, sample_weight=None):
     """Algorithm 1 to a certified gap: rounds of loss-augmented decoding, the constraints of
     the examples violated beyond their slack added to the LP, the LP re-solved.
 
@@ -132,13 +134,15 @@ def fit_lp_cutting_plane(structure, batch, Y, *, C, n_jobs, certificate):
     C : float
     n_jobs : int or None
     certificate : Certificate
+    sample_weight : ndarray of shape (n_sequences,) or None
+        The examples' weights ``s_i`` in P1.
 
     Returns
     -------
     w : ndarray of shape (size_joint_feature_,)
     """
-    p1 = P1(structure, batch, Y, C, n_jobs)
-    solver = LPCuttingPlane(structure, batch, Y, C)
+    p1 = P1(structure, batch, Y, C, n_jobs, sample_weight)
+    solver = LPCuttingPlane(structure, batch, Y, C, sample_weight=sample_weight)
     w = np.zeros(structure.size_joint_feature_)
     lower, calls = 0.0, 0
     best = BestCertified()
@@ -172,15 +176,17 @@ def fit_lp_cutting_plane(structure, batch, Y, *, C, n_jobs, certificate):
     return w
 
 
-def fit_subgradient(structure, batch, Y, *, C, radius, learning_rate, n_jobs, certificate):
+def fit_subgradient(structure, batch, Y, *, C, radius, learning_rate, n_jobs, certificate,
+                    sample_weight=None):
     """Algorithm 2 on P1' with the l1 ball of ``radius``: the step budget
     (``certificate.max_iter``) is its stopping rule, since P1' has no duality-gap
     certificate here (the history's ``dual`` and ``gap`` are NaN; ``primal`` is P1's
-    ``(1/n) sum_i H_i``).
+    ``(1/n) sum_i H_i``, with sample weights ``sum_i s_i H_i / sum_i s_i``: an integer weight
+    is a repeated sequence).
 
     Parameters
     ----------
-    structure, batch, Y, C, n_jobs, certificate
+    structure, batch, Y, C, n_jobs, certificate, sample_weight
         As for :func:`fit_lp_cutting_plane` (``C`` is unused by the steps: P1' has no ``C``).
     radius : float
     learning_rate : float
@@ -190,7 +196,7 @@ def fit_subgradient(structure, batch, Y, *, C, radius, learning_rate, n_jobs, ce
     w : ndarray of shape (size_joint_feature_,)
         The iterate with the smallest objective.
     """
-    p1 = P1(structure, batch, Y, C, n_jobs)
+    p1 = P1(structure, batch, Y, C, n_jobs, sample_weight)
     n = batch.n_sequences
     all_sequences = np.arange(n)
 
@@ -200,7 +206,11 @@ def fit_subgradient(structure, batch, Y, *, C, radius, learning_rate, n_jobs, ce
         if active.size == 0:
             return 0.0, np.zeros_like(w)
         directions = constraint_directions(structure, batch, Y, Ybar, active)
-        return float(hinge.sum()) / n, -np.asarray(directions.sum(axis=0)).ravel() / n
+        if sample_weight is None:
+            return float(hinge.sum()) / n, -np.asarray(directions.sum(axis=0)).ravel() / n
+        total = float(sample_weight.sum())
+        return p1.weighted(hinge) / total, \
+            -np.asarray(directions.T @ sample_weight[active]).ravel() / total
 
     def record(t, value, w):
         return certificate.check(t, value, np.nan, t * n, converged=False, w=w,
