@@ -162,17 +162,29 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             # cross_val_predict relies on; the states' values (0 and 1 in y's dtype) are kept
             self._indicator_values_ = classes
             self.classes_ = np.arange(self.structure_.n_labels_)
+        # (a multi-label sample's labels are its "tokens": its weights are per sample)
         weights = check_sequence_weights(sample_weight, batch.n_sequences,
-                                         lengths=batch.lengths)
+                                         lengths=None if form == "multilabel"
+                                         else batch.lengths)
+        if not np.isfinite(float(self.C) * float(weights.max())):
+            raise ValueError(f"C * sample_weight overflows double precision (C={self.C}, "
+                             f"largest weight {float(weights.max()):.3g}); lower C or the "
+                             "weights.")
         self._check_oracle_exactness(batch)
         self._check_user_token_loss(Y)
         self.w_ = self._fit_batch(batch, Y, weights)
-        if not np.all(np.isfinite(self.w_)):  # (e.g. features near the largest double)
+        primal = getattr(self, "history_", {}).get("primal")
+        if not np.all(np.isfinite(self.w_)) or (
+                primal is not None and len(primal) and np.isinf(primal[-1])):
+            # (e.g. features near the largest double, or a huge C * sample_weight)
             largest = float(abs(batch.X).max()) if batch.X.shape[0] else 0.0
-            raise ValueError(f"{type(self).__name__} produced non-finite weights: the "
-                             f"features (largest magnitude {largest:.3g}) overflow double "
-                             "precision in its sums; scale them (e.g. StandardScaler or "
-                             "MaxAbsScaler).")
+            raise ValueError(f"{type(self).__name__} produced non-finite weights or "
+                             f"objective: the features (largest magnitude {largest:.3g}) "
+                             "or C * sample_weight (largest "
+                             f"{float(self.C) * float(weights.max()):.3g}) "
+                             "overflow double precision in its sums; scale the features "
+                             "(e.g. StandardScaler or MaxAbsScaler) or lower C or the "
+                             "weights.")
         self.temperature_ = 1.0
         if self.n_inexact_examples_:
             self._certify_with_bounds(batch, Y, weights)
@@ -471,7 +483,8 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
                                                     sequence_ids=sequence_ids)
         Y = model._encode_known(np.asarray(y_flat))
         weights = check_sequence_weights(sample_weight, batch.n_sequences,
-                                         lengths=batch.lengths)
+                                         lengths=None if form == "multilabel"
+                                         else batch.lengths)
         hinge, _, _ = model._structured_hinge(batch, Y, *model._potentials(batch),
                                               model._rescale())
         return model._regularizer() + model.C * float(weights @ hinge)

@@ -146,7 +146,7 @@ def _check_targets(y_true, y_pred, lengths=None, *, need_sequences=False):
     return flat_true, flat_pred
 
 
-def token_accuracy(y_true, y_pred):
+def token_accuracy(y_true, y_pred, *, sample_weight=None):
     """Fraction of tokens whose predicted label is correct.
 
     Parameters
@@ -155,11 +155,15 @@ def token_accuracy(y_true, y_pred):
         True labels, per sequence or flat.
     y_pred : list of array-like or array-like of shape (n_tokens,)
         Predicted labels, in the same form as ``y_true``.
+    sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
+        Weights of the sequences (each given to its tokens; read this way when there are as
+        many sequences as tokens) or of the tokens.
 
     Returns
     -------
     accuracy : float
-        Number of correct tokens divided by the number of tokens.
+        Number of correct tokens divided by the number of tokens (weighted: the weight of
+        the correct tokens over the weight of all tokens).
 
     Examples
     --------
@@ -168,6 +172,15 @@ def token_accuracy(y_true, y_pred):
     0.666...
     """
     y_true, y_pred = _check_targets(y_true, y_pred)
+    if sample_weight is not None:
+        from ._input import check_token_weights
+
+        sequences_true = y_true if isinstance(y_true, list) else [y_true]
+        sequences_pred = y_pred if isinstance(y_pred, list) else [y_pred]
+        weights = check_token_weights(sample_weight, [t.shape[0] for t in sequences_true])
+        correct = np.concatenate([t == p for t, p in zip(sequences_true, sequences_pred)]
+                                 or [np.zeros(0, dtype=bool)])
+        return float(weights @ correct) / float(weights.sum())
     if isinstance(y_true, list):
         n_correct = sum(int(np.sum(t == p)) for t, p in zip(y_true, y_pred))
         n_tokens = sum(t.shape[0] for t in y_true)
@@ -252,8 +265,9 @@ def _start_of_chunk(prev_tag, tag, prev_type, chunk_type):
     return tag in ("[", "]")
 
 
-def _chunk_counts(y_true, y_pred):
-    """Count chunks per chunk type with conlleval's algorithm.
+def _chunk_counts(y_true, y_pred, weights=None):
+    """Count chunks per chunk type with conlleval's algorithm (each weighted by the weight of
+    its sequence in ``weights``, when given).
 
     Every sequence is followed by a sentence break, which conlleval reads as
     the tag "O" in both columns and which ends every chunk of the IOB and IOE
@@ -292,7 +306,10 @@ def _chunk_counts(y_true, y_pred):
     in_correct = False
     open_type = None  # the type of the chunk counted as correct if in_correct holds
     last_true = last_pred = boundary
-    for seq_true, seq_pred in zip(y_true, y_pred):
+    weight = 1
+    for i, (seq_true, seq_pred) in enumerate(zip(y_true, y_pred)):
+        if weights is not None:
+            weight = float(weights[i])
         tokens_true = [split(label) for label in seq_true.tolist()]
         tokens_pred = [split(label) for label in seq_pred.tolist()]
         tokens_true.append(boundary)
@@ -303,19 +320,19 @@ def _chunk_counts(y_true, y_pred):
             if in_correct:
                 if end_true and end_pred and last_true[1] == last_pred[1]:
                     in_correct = False
-                    n_correct[last_true[1]] += 1
+                    n_correct[last_true[1]] += weight
                 elif end_true != end_pred or cur_true[1] != cur_pred[1]:
                     in_correct = False
             if start_true and start_pred and cur_true[1] == cur_pred[1]:
                 in_correct = True
                 open_type = cur_true[1]
             if start_true:
-                n_true[cur_true[1]] += 1
+                n_true[cur_true[1]] += weight
             if start_pred:
-                n_pred[cur_pred[1]] += 1
+                n_pred[cur_pred[1]] += weight
             last_true, last_pred = cur_true, cur_pred
     if in_correct:  # a chunk open in both at the end of the input ends there
-        n_correct[open_type] += 1
+        n_correct[open_type] += weight
     return n_correct, n_true, n_pred
 
 
@@ -330,7 +347,7 @@ def _precision_recall_fscore(n_correct, n_true, n_pred):
     return precision, recall, f1
 
 
-def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None):
+def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None, sample_weight=None):
     """Chunk (phrase) precision, recall and F1 with conlleval semantics.
 
     Tags are strings such as ``"B-NP"``, ``"I-NP"`` and ``"O"``: a prefix,
@@ -357,6 +374,9 @@ def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None):
     lengths : array-like of shape (n_sequences,), default=None
         Sequence lengths for flat tag arrays. Flat arrays without ``lengths``
         are read as a single sequence.
+    sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
+        Weights of the sequences (or the same weight for the tokens of each):
+        every chunk counts with its sequence's weight.
 
     Returns
     -------
@@ -382,7 +402,13 @@ def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None):
     (0.5, 0.5, 0.5)
     """
     y_true, y_pred = _check_targets(y_true, y_pred, lengths, need_sequences=True)
-    n_correct, n_true, n_pred = _chunk_counts(y_true, y_pred)
+    weights = None
+    if sample_weight is not None:
+        from ._input import check_sequence_weights
+
+        weights = check_sequence_weights(sample_weight, len(y_true),
+                                         lengths=[t.shape[0] for t in y_true])
+    n_correct, n_true, n_pred = _chunk_counts(y_true, y_pred, weights)
     if not n_true and not n_pred:
         warnings.warn("Neither y_true nor y_pred holds a chunk: chunk scores read IOB tags "
                       "(B-X, I-X, O, ...); for other labels use token_accuracy.",
@@ -392,7 +418,7 @@ def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None):
     )
 
 
-def chunk_f1_score(y_true, y_pred, *, lengths=None):
+def chunk_f1_score(y_true, y_pred, *, lengths=None, sample_weight=None):
     """Chunk (phrase) F1 score with conlleval semantics.
 
     See :func:`chunk_precision_recall_fscore` for how chunks are found.
@@ -406,6 +432,9 @@ def chunk_f1_score(y_true, y_pred, *, lengths=None):
     lengths : array-like of shape (n_sequences,), default=None
         Sequence lengths for flat tag arrays. Flat arrays without ``lengths``
         are read as a single sequence.
+    sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
+        Weights of the sequences (or the same weight for the tokens of each):
+        every chunk counts with its sequence's weight.
 
     Returns
     -------
@@ -418,7 +447,8 @@ def chunk_f1_score(y_true, y_pred, *, lengths=None):
     >>> chunk_f1_score([["B-NP", "I-NP", "O"]], [["B-NP", "B-NP", "O"]])
     0.0
     """
-    return chunk_precision_recall_fscore(y_true, y_pred, lengths=lengths)[2]
+    return chunk_precision_recall_fscore(y_true, y_pred, lengths=lengths,
+                                         sample_weight=sample_weight)[2]
 
 
 def _format_report(rows, averages, digits):
@@ -616,10 +646,16 @@ class SequenceScorer(_MetadataRequester):
     def __repr__(self):
         return f"SequenceScorer({getattr(self.metric, '__name__', repr(self.metric))})"
 
-    def __call__(self, estimator, X, y, sequence_ids=None, lengths=None):
-        return self.score(estimator, X, y, sequence_ids=sequence_ids, lengths=lengths)
+    def __call__(self, estimator, X, y, sequence_ids=None, lengths=None, sample_weight=None):
+        return self.score(estimator, X, y, sequence_ids=sequence_ids, lengths=lengths,
+                          sample_weight=sample_weight)
 
-    def score(self, estimator, X, y, sequence_ids=None, lengths=None):
+    def _accept_sample_weight(self):
+        """Whether the metric takes ``sample_weight`` (scikit-learn's searches then hand it
+        ``fit``'s weights)."""
+        return "sample_weight" in inspect.signature(self.metric).parameters
+
+    def score(self, estimator, X, y, sequence_ids=None, lengths=None, sample_weight=None):
         """Score ``estimator``'s predictions on ``X`` against ``y_true``.
 
         Parameters
@@ -634,23 +670,34 @@ class SequenceScorer(_MetadataRequester):
             Per-token sequence identifiers of a flat ``X``.
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths of a flat ``X`` (instead of ``sequence_ids``).
+        sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
+            Weights of the sequences or of the tokens, for a metric that takes
+            ``sample_weight`` (``token_accuracy``, ``chunk_f1_score``).
 
         Returns
         -------
         score : float
         """
+        from ._input import check_token_weights
         from .utils._sequences import lengths_from_sequence_ids
 
         if sequence_ids is not None:
             if lengths is not None:
                 raise ValueError("Give either lengths or sequence_ids, not both.")
             lengths = lengths_from_sequence_ids(sequence_ids, _num_samples(X))
+        kwargs = {}
+        if sample_weight is not None:
+            if not self._accept_sample_weight():
+                raise TypeError(f"{self!r}: its metric takes no sample_weight.")
+            # (a flat input's weights, per sequence or per token, go to the metric per token)
+            kwargs["sample_weight"] = sample_weight if lengths is None else \
+                check_token_weights(sample_weight, lengths)
         if lengths is None:
-            return self.metric(y, estimator.predict(X))
+            return self.metric(y, estimator.predict(X), **kwargs)
         y_pred = estimator.predict(X, lengths=lengths)
         if "lengths" in inspect.signature(self.metric).parameters:
-            return self.metric(y, y_pred, lengths=lengths)
-        return self.metric(y, y_pred)
+            kwargs["lengths"] = lengths
+        return self.metric(y, y_pred, **kwargs)
 
 
 chunk_f1_scorer = SequenceScorer(chunk_f1_score)

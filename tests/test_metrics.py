@@ -615,3 +615,53 @@ def test_chunk_open_at_the_end_of_the_input_is_closed_as_conlleval_does():
         (0.0, 0.0, 0.0)
     # a chunk open in only one of the two columns is not correct
     assert chunk_precision_recall_fscore([["B", "I"]], [["B", "L"]]) == (0.0, 0.0, 0.0)
+
+
+def test_weighted_metrics_equal_the_repeated_sequences():
+    """Integer sequence weights (or the same weights per token) count a sequence as many
+    times: chunk F1 and token accuracy equal those of the repeated sequences."""
+    y_true = [["B-NP", "I-NP", "O"], ["B-VP", "O"], ["B-NP", "B-NP"], ["O"]]
+    y_pred = [["B-NP", "I-NP", "O"], ["B-NP", "O"], ["B-NP", "O"], ["B-NP"]]
+    weights = [2, 1, 3, 0]
+    rep_true = [s for s, k in zip(y_true, weights) for _ in range(k)]
+    rep_pred = [s for s, k in zip(y_pred, weights) for _ in range(k)]
+    per_token = np.repeat(weights, [len(s) for s in y_true])
+    for w in (weights, per_token):
+        assert chunk_f1_score(y_true, y_pred, sample_weight=w) == pytest.approx(
+            chunk_f1_score(rep_true, rep_pred), rel=1e-15)
+        assert token_accuracy(y_true, y_pred, sample_weight=w) == pytest.approx(
+            token_accuracy(rep_true, rep_pred), rel=1e-15)
+    assert chunk_f1_score(y_true, y_pred, sample_weight=[1, 1, 1, 1]) == \
+        chunk_f1_score(y_true, y_pred)
+
+
+def test_sequence_scorers_take_fits_weights_in_a_search():
+    """scikit-learn's searches hand fit's sample_weight to a scorer whose call takes it: each
+    split's score is the weighted token accuracy of a weighted fit by hand (it was the
+    unweighted one, with a warning). A scorer whose metric takes no weights says so."""
+    import warnings
+
+    from sklearn.model_selection import GridSearchCV, KFold
+
+    from sklstruct import M3NSimplicialDecomposition
+    from sklstruct.metrics import SequenceScorer, token_accuracy_scorer
+
+    from ._helpers import make_chain_data
+
+    X, y = make_chain_data(n_sequences=30, seed=2)
+    weights = np.arange(30) % 4 + 0.5
+    folds = KFold(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no "does not support sample_weight" warning)
+        search = GridSearchCV(M3NSimplicialDecomposition(random_state=0), {"C": [0.1]},
+                              cv=folds, scoring=token_accuracy_scorer).fit(
+            X, y, sample_weight=weights)
+    for k, (train, test) in enumerate(folds.split(X)):
+        model = M3NSimplicialDecomposition(random_state=0, C=0.1).fit(
+            [X[i] for i in train], [y[i] for i in train], sample_weight=weights[train])
+        assert search.cv_results_[f"split{k}_test_score"][0] == model.score(
+            [X[i] for i in test], [y[i] for i in test], sample_weight=weights[test])
+    plain = SequenceScorer(lambda y_true, y_pred: 1.0)
+    assert not plain._accept_sample_weight()
+    with pytest.raises(TypeError, match="takes no sample_weight"):
+        plain(model, X, y, sample_weight=weights)

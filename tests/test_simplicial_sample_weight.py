@@ -231,3 +231,54 @@ def test_weights_beyond_double_precision_stop_at_once_with_a_warning():
             X, y, sample_weight=np.full(40, 1e30))
     assert model.n_iter_ < 20
     assert model.history_["gap"][-1] == model.history_["primal"][-1]  # (honest: dual 0)
+
+
+def test_one_heavy_example_does_not_stop_the_shrinking_sweeps():
+    """With one sample weighing 1e14 the primal is mostly that example's, so an unweighted
+    share of the target gap shut every other example out of the sweeps, and the fit stopped
+    as stalled (objective 4x too high). The shares now follow the weights, and a stall is
+    confirmed by a pass over every example."""
+    from sklearn.datasets import load_iris
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    weights = np.ones(len(y))
+    weights[0] = 1e14
+    fits = [M3NSimplicialDecomposition(C=0.1, random_state=0, shrinking=shrinking).fit(
+        X, y, sample_weight=weights) for shrinking in (True, False)]
+    for model in fits:
+        assert model.history_["gap"][-1] <= model.tol * model.history_["primal"][-1]
+    assert abs(fits[0].objective(X, y, sample_weight=weights)
+               - fits[1].objective(X, y, sample_weight=weights)) \
+        <= fits[0].history_["gap"][-1] + fits[1].history_["gap"][-1]
+
+
+def test_one_simplex_certifies_its_weights_at_large_weights():
+    """blocks="single" certifies from the dual and the Frank-Wolfe gap, which equal the
+    primal in exact arithmetic only: at C s_i of 1e19 the estimate fell below zero and the
+    fit stopped "converged" at a negative primal. The primal is now computed where the
+    estimate would stop the fit, and the last record is the returned weights' own."""
+    X, y = make_chain_data(n_sequences=20, seed=5)
+    for scale in (1e11, 1e20):
+        weights = np.full(20, scale)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model = M3NSimplicialDecomposition(C=0.1, blocks="single", random_state=0,
+                                               max_iter=200).fit(X, y, sample_weight=weights)
+        h = model.history_
+        assert h["primal"][-1] == model.objective(X, y, sample_weight=weights)
+        assert h["gap"][-1] >= 0
+
+
+def test_overflowing_weights_and_per_label_weights_are_refused():
+    X, y = make_chain_data(n_sequences=8, seed=1)
+    with pytest.raises(ValueError, match="C \\* sample_weight overflows"):
+        M3NSimplicialDecomposition(C=10.0).fit(X, y, sample_weight=np.full(8, 1e308))
+    with pytest.raises(ValueError, match="C \\* sample_weight"):
+        M3NSimplicialDecomposition(C=0.1).fit(X, y, sample_weight=np.full(8, 1e308))
+    # multi-label: one weight per sample, not per (sample, label)
+    rng = np.random.default_rng(0)
+    X_ml, Y_ml = rng.normal(size=(30, 4)), (rng.random((30, 3)) > 0.5).astype(int)
+    with pytest.raises(ValueError, match="expected \\(30,\\)"):
+        M3NSimplicialDecomposition().fit(X_ml, Y_ml, sample_weight=np.ones(90))

@@ -231,11 +231,12 @@ cdef tuple sweep_active(DualPass p, int64_t[::1] active, double threshold, doubl
             p.visit_sequence(&active[0], min(n_active, max_visits - progress.visits),
                              &progress)
             sweeps += 1
-            # keep the examples whose gap at this visit exceeds the threshold
+            # keep the examples whose gap at this visit exceeds the threshold (times their
+            # sample weight: an example's gaps scale with it)
             kept = 0
             total = 0.0
             for k in range(n_active):
-                if p.block_gap[active[k]] > threshold:
+                if p.block_gap[active[k]] > threshold * p.example_weight[active[k]]:
                     total += p.block_gap[active[k]]
                     active[kept] = active[k]
                     kept += 1

@@ -46,15 +46,17 @@ SHRINK_VISITS = 10
 def _active_sweeps(state, rng, tol, primal, gaps, budget, n_jobs):
     """The sweeps of one pass of shrinking, over the examples whose gap at the last
     certificate exceeds ``SHRINK_SHARE`` times their share of the target gap,
-    ``tol * primal / n_samples``, each sweep dropping those whose gap fell to it, until the
-    remaining gaps sum to at most ``SHRINK_FRACTION`` of the certified gap, or, after
-    ``n_samples`` visits, all examples' last gaps to the target gap; at most
+    ``tol * primal * s_i / sum_j s_j`` (``s_i`` the sample weights, whose scale an example's
+    gaps have; ``tol * primal / n_samples`` without), each sweep dropping those whose gap
+    fell to it, until the remaining gaps sum to at most ``SHRINK_FRACTION`` of the certified
+    gap, or, after ``n_samples`` visits, all examples' last gaps to the target gap; at most
     ``SHRINK_VISITS`` visits per example of the data, and ``budget``. Returns the visits
     (oracle calls)."""
     n = state.batch.n_sequences
-    threshold = SHRINK_SHARE * tol * primal / n
+    total_weight = float(state.example_weight.sum()) if state.weighted else n
+    threshold = SHRINK_SHARE * tol * primal / total_weight
     state.block_gap[:] = gaps
-    return state.run_active(np.flatnonzero(gaps > threshold), threshold,
+    return state.run_active(np.flatnonzero(gaps > threshold * state.example_weight), threshold,
                             SHRINK_FRACTION * float(gaps.sum()),
                             min(SHRINK_VISITS * n, budget), rng.randint(2**62),
                             target_gap=tol * primal, min_visits=n, n_jobs=n_jobs)
@@ -121,10 +123,17 @@ def _solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rn
     best = BestCertified()
     best.record(w, primal, dual)
     last_check = (primal, dual)
+    full_pass = False  # (shrinking: the next pass visits every example once)
     visits = 0  # (shrinking: the budget is max_iter * n visits; passes count them by n)
     max_visits = certificate.max_iter * n
     while not stops and (visits < max_visits if shrinking else passes < certificate.max_iter):
-        if shrinking:
+        if shrinking and full_pass:
+            state.run_pass(rng.permutation(n), n_jobs)
+            visits += n
+            calls += n
+            passes = -(-visits // n)
+            fw_gap = float(np.maximum(state.block_gap, 0.0).sum())
+        elif shrinking:
             new = _active_sweeps(state, rng, certificate.tol, primal, gaps, max_visits - visits,
                                  n_jobs)
             if new == 0:  # no example above the threshold (rounding): nothing to do
@@ -152,11 +161,15 @@ def _solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rn
             if best.record(w, primal, dual):
                 certificate.precision_lost(PRECISION_LOST)
                 break
-            # (a step that moves anything raises the dual: the same certificate twice means
-            # that no step is representable any more, e.g. at a huge C s_i ||x||^2)
-            if not stops and (primal, dual) == last_check:
+            # (a step that moves anything raises the dual: the same certificate twice after
+            # a pass over every example means that no step is representable any more, e.g.
+            # at a huge C s_i ||x||^2; shrinking's sweeps may have visited only examples
+            # that cannot move, so a full pass is tried first)
+            stalled = not stops and (primal, dual) == last_check
+            if stalled and (full_pass or not shrinking):
                 certificate.precision_lost(PRECISION_STALLED)
                 break
+            full_pass = stalled
             last_check = (primal, dual)
     # the state's own array when it is the best: the state leaves it unchanged from here on
     # (a warm start detaches it first), which saves a copy of the weights
@@ -192,6 +205,7 @@ def solve_general(state, structure, batch, Y, *, C, rescale, check_every, n_jobs
     stops = precision_lost = False
     best = BestCertified()
     last_w = None
+    last_check = None
     if not free_certificate:
         last_w, dual = state.w.copy(), state.dual()
         stops, calls = _check(*common, last_w, dual, 0, calls, np.nan)
@@ -201,10 +215,20 @@ def solve_general(state, structure, batch, Y, *, C, rescale, check_every, n_jobs
         n_calls, fw_gap = state.run_pass(n_jobs=n_jobs)
         calls += n_calls
         if free_certificate:  # certifies the iterate the direction finding was done at
-            stops, calls = _check(*common, None, dual_before, passes, calls, fw_gap,
-                                  primal=dual_before + fw_gap)
+            estimate = dual_before + fw_gap
+            # (the estimate is the primal in exact arithmetic; where it would stop the fit,
+            # or is below the dual from rounding at a large C s_i, the primal is computed)
+            exact = estimate - dual_before <= certificate.tol * abs(estimate) or estimate < 0
+            stops, calls = _check(*common, w_before, dual_before, passes, calls, fw_gap,
+                                  primal=None if exact else estimate)
             last_w = w_before
-            precision_lost = best.record(w_before, certificate.last("primal"), dual_before)
+            primal = certificate.last("primal")
+            precision_lost = best.record(w_before, primal, dual_before)
+            stalled = (primal, dual_before) == last_check
+            last_check = (primal, dual_before)
+            if stalled and not stops:
+                certificate.precision_lost(PRECISION_STALLED)
+                break
             if stops or precision_lost:
                 break
         passes += 1
@@ -222,5 +246,12 @@ def solve_general(state, structure, batch, Y, *, C, rescale, check_every, n_jobs
     if precision_lost:
         certificate.precision_lost(PRECISION_LOST)
     w = best.result(certificate, last_w, copy=False)  # (last_w is a copy of the state's)
+    if free_certificate and w is not None:
+        # the free certificates' primal is exact in exact arithmetic only: the last record
+        # gets the returned weights' own (one oracle pass; at a large C s_i they differ)
+        primal, _ = primal_objective(structure, batch, Y, w, C, rescale, n_jobs,
+                                     weights=sample_weight)
+        if primal != certificate.last("primal"):
+            certificate.amend_last(primal, certificate.last("dual"))
     certificate.finish(passes)
     return w
