@@ -260,8 +260,9 @@ class CheckSchedule:
 
 
 # the message of a dual learner whose ascent has run out of double precision
-PRECISION_LOST = ("the dual decreased: its ascent is below double precision at this scale of "
-                  "C * ||x||^2; standardise the features or lower C")
+PRECISION_LOST = ("the dual decreased or exceeded the primal: its ascent is below double "
+                  "precision at this scale of C * ||x||^2 (and of the sample weights); "
+                  "standardise the features or lower C (or the weights)")
 PRECISION_STALLED = ("its passes no longer change the weights or the dual: their steps are "
                      "below double precision at this scale of C * ||x||^2 (and of the "
                      "sample weights); standardise the features or lower C")

@@ -170,12 +170,22 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             raise ValueError(f"C * sample_weight overflows double precision (C={self.C}, "
                              f"largest weight {float(weights.max()):.3g}); lower C or the "
                              "weights.")
+        if float(weights.max()) > 1.0:
+            # (squares such as (C s_i ||x||)^2 must stay finite in the learners' sums: weights
+            # may not raise C * |x| beyond 1e150, where C alone does not)
+            data = batch.csr_arrays[2]
+            scale = float(self.C) * max(1.0, float(np.abs(data).max()) if data.size else 0.0)
+            if scale * float(weights.max()) > max(1e150, scale):
+                raise ValueError(
+                    f"C * sample_weight overflows double precision in the fit's sums (C="
+                    f"{self.C}, largest weight {float(weights.max()):.3g}, times the largest "
+                    "feature magnitude: above 1e150); lower C or the weights.")
         self._check_oracle_exactness(batch)
         self._check_user_token_loss(Y)
         self.w_ = self._fit_batch(batch, Y, weights)
         primal = getattr(self, "history_", {}).get("primal")
         if not np.all(np.isfinite(self.w_)) or (
-                primal is not None and len(primal) and np.isinf(primal[-1])):
+                primal is not None and len(primal) and not np.isfinite(primal[-1])):
             # (e.g. features near the largest double, or a huge C * sample_weight)
             largest = float(abs(batch.X).max()) if batch.X.shape[0] else 0.0
             raise ValueError(f"{type(self).__name__} produced non-finite weights or "

@@ -616,7 +616,10 @@ class SequenceScorer(_MetadataRequester):
     every fold with the fold's ids (the estimator itself needs
     ``set_fit_request(sequence_ids=True)``, and a Pipeline's last step
     ``set_predict_request(lengths=True)``). Without metadata routing a flat ``X`` reaches the
-    scorer without its ids, and a chain model refuses it.
+    scorer without its ids, and a chain model refuses it. A search fitted with
+    ``sample_weight`` hands the weights to the scorer when its metric takes them (without
+    routing); under routing the scorer takes them only once requested, on a scorer of your
+    own: ``SequenceScorer(token_accuracy).set_score_request(sample_weight=True)``.
 
     Parameters
     ----------
@@ -636,9 +639,12 @@ class SequenceScorer(_MetadataRequester):
     1.0
     """
 
-    # sequence_ids follow the rows of every fold; lengths (per sequence) cannot be routed
+    # sequence_ids follow the rows of every fold; lengths (per sequence) cannot be routed;
+    # sample_weight only when requested (a scorer of your own:
+    # SequenceScorer(token_accuracy).set_score_request(sample_weight=True)), so that routed
+    # searches that did not ask for weighted scores keep them unweighted
     __metadata_request__score = {"sequence_ids": True, "lengths": UNUSED,
-                                 "estimator": UNUSED}
+                                 "estimator": UNUSED, "sample_weight": False}
 
     def __init__(self, metric):
         self.metric = metric

@@ -282,3 +282,61 @@ def test_overflowing_weights_and_per_label_weights_are_refused():
     X_ml, Y_ml = rng.normal(size=(30, 4)), (rng.random((30, 3)) > 0.5).astype(int)
     with pytest.raises(ValueError, match="expected \\(30,\\)"):
         M3NSimplicialDecomposition().fit(X_ml, Y_ml, sample_weight=np.ones(90))
+
+
+def test_a_dual_above_the_primal_stops_with_a_warning():
+    """One chain weighing 1e20: the passes' rounding puts the dual above the primal; the fit
+    stopped there as converged, without a warning."""
+    X, y = make_chain_data(n_sequences=12, seed=2)
+    with pytest.warns(ConvergenceWarning, match="exceeded the primal"):
+        M3NSimplicialDecomposition(C=1.0, random_state=0).fit(
+            X, y, sample_weight=np.r_[1e20, np.ones(11)])
+
+
+@pytest.mark.parametrize("learner", ["M3NExpGrad", "L1M3N", "M3NSimplicialDecomposition"])
+def test_weights_beyond_the_sums_range_are_refused(learner):
+    """C s_i |x| above 1e150 (whose squares overflow in the fits' sums, ending in NaN
+    objectives or errors from deep inside) is refused up front, naming the weights; a C
+    that large without weights is left to the learners."""
+    import sklstruct
+
+    X, y = make_chain_data(n_sequences=12, seed=2)
+    with pytest.raises(ValueError, match="C \\* sample_weight overflows"):
+        getattr(sklstruct, learner)(C=1.0).fit(X, y, sample_weight=np.r_[1e200, np.ones(11)])
+
+
+def test_routed_searches_keep_unweighted_sequence_scores_unless_requested():
+    """Under metadata routing a search that routes sample_weight to fit only keeps working
+    with the module's scorers (scored unweighted, as before they took weights); a scorer of
+    one's own that requests the weights scores each split weighted."""
+    import sklearn
+    from sklearn.model_selection import GridSearchCV, GroupKFold
+
+    from sklstruct.metrics import SequenceScorer, token_accuracy, token_accuracy_scorer
+    from sklstruct.utils import lengths_to_groups
+
+    X, y = make_chain_data(n_sequences=18, seed=2)
+    lengths = [len(s) for s in y]
+    X_flat, y_flat, ids = np.vstack(X), np.concatenate(y), lengths_to_groups(lengths)
+    per_token = np.repeat(np.arange(18) % 3 + 1.0, lengths)
+    splits = list(GroupKFold(3).split(X_flat, y_flat, ids))
+    scores = {}
+    with sklearn.config_context(enable_metadata_routing=True):
+        for name, scorer in [("module", token_accuracy_scorer),
+                             ("weighted", SequenceScorer(token_accuracy).set_score_request(
+                                 sample_weight=True))]:
+            search = GridSearchCV(
+                StructSVMCuttingPlane(tol=1e-6).set_fit_request(sequence_ids=True,
+                                                               sample_weight=True),
+                {"C": [0.1]}, cv=splits, scoring=scorer).fit(
+                X_flat, y_flat, sequence_ids=ids, sample_weight=per_token)
+            scores[name] = [search.cv_results_[f"split{k}_test_score"][0] for k in range(3)]
+    for k, (train, test) in enumerate(splits):
+        train_seq, test_seq = np.unique(ids[train]), np.unique(ids[test])
+        model = StructSVMCuttingPlane(tol=1e-6, C=0.1).fit(
+            [X[i] for i in train_seq], [y[i] for i in train_seq],
+            sample_weight=np.arange(18)[train_seq] % 3 + 1.0)
+        X_test, y_test = [X[i] for i in test_seq], [y[i] for i in test_seq]
+        assert scores["module"][k] == model.score(X_test, y_test)
+        assert scores["weighted"][k] == model.score(
+            X_test, y_test, sample_weight=np.arange(18)[test_seq] % 3 + 1.0)

@@ -262,8 +262,9 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
             ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
             sequence; in the dual, example ``i``'s variables sum to ``C s_i``). Sequences of
             weight 0 take no part in the optimisation; the structure's set-up from the
-            training labels (``class_weight="balanced"``, a multi-label tree) reads all
-            sequences, as scikit-learn's ``class_weight="balanced"`` ignores the weights.
+            training labels (``class_weight="balanced"``, a multi-label Chow-Liu tree) reads
+            all sequences unweighted, as scikit-learn's ``class_weight="balanced"`` ignores
+            the weights.
             One weight per token (per row of a flat ``X``, so that cross-validation can index
             them as it indexes ``sequence_ids``) is taken when the tokens of each sequence
             share it; :meth:`score` takes either form.

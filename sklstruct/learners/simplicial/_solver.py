@@ -158,7 +158,9 @@ def _solve_compiled(state, structure, batch, Y, *, C, shrinking, check_every, rn
             stops, calls = _check(*common, w, dual, passes, calls + n, fw_gap, primal=primal)
             primal = certificate.last("primal")
             schedule.checked(passes)
-            if best.record(w, primal, dual):
+            # (a dual above the primal beyond rounding: the arithmetic no longer certifies)
+            if best.record(w, primal, dual) or \
+                    dual - primal > 1e-9 * max(abs(primal), abs(dual)):
                 certificate.precision_lost(PRECISION_LOST)
                 break
             # (a step that moves anything raises the dual: the same certificate twice after
