@@ -617,6 +617,19 @@ def check_sequence_weights(sample_weight, n_sequences, allow_all_zero=False, len
     return weights
 
 
+def weighted_examples(batch, Y, sample_weight):
+    """The examples a weighted objective sums over: ``(batch, Y, weights)`` without the
+    sequences of weight 0, with ``weights`` ``None`` when every weight is 1 (a learner then
+    keeps none: the same arithmetic as an unweighted fit)."""
+    if not np.any(sample_weight != 1.0):
+        return batch, Y, None
+    kept = np.flatnonzero(sample_weight > 0)
+    if kept.shape[0] < batch.n_sequences:
+        batch, tokens = batch.select(kept)
+        Y = Y[tokens]
+    return batch, Y, np.ascontiguousarray(sample_weight[kept], dtype=np.float64)
+
+
 def check_token_weights(sample_weight, lengths):
     """The per-token weights of a score: one per sequence given to each of its ``lengths``
     tokens (as ``fit`` takes them, so read this way when there are as many sequences as

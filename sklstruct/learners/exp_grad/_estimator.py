@@ -3,8 +3,7 @@
 
 import numbers
 
-import numpy as np
-
+from ..._input import weighted_examples
 from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
 from .._factored_dual import per_example_tables_too_large
@@ -236,15 +235,7 @@ class M3NExpGrad(BaseStructuredClassifier):
         return None if self.eta is None else float(self.eta)
 
     def _fit_batch(self, batch, Y, sample_weight):
-        # sequences of weight 0 are not in the objective; without weights other than 1 the
-        # state keeps none (the same iterates as an unweighted fit)
-        weights = None
-        if np.any(sample_weight != 1.0):
-            kept = np.flatnonzero(sample_weight > 0)
-            if kept.shape[0] < batch.n_sequences:
-                batch, tokens = batch.select(kept)
-                Y = Y[tokens]
-            weights = np.ascontiguousarray(sample_weight[kept], dtype=np.float64)
+        batch, Y, weights = weighted_examples(batch, Y, sample_weight)
         algorithm = self._resolved_algorithm(batch)
         if algorithm == "online":
             check_online_structure(self.structure_, batch)

@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ..._progress import Certificate
+from ..._input import weighted_examples
 from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ._em import fit_em_adaptive, fit_em_variational, l1_norm
@@ -253,15 +254,7 @@ class L1M3N(BaseStructuredClassifier):
         return 0.5 * float(np.abs(self.w_).sum())
 
     def _fit_batch(self, batch, Y, sample_weight):
-        # sequences of weight 0 are not in the objective; without weights other than 1 the
-        # solvers keep none (the same iterates as an unweighted fit)
-        weights = None
-        if np.any(sample_weight != 1.0):
-            kept = np.flatnonzero(sample_weight > 0)
-            if kept.shape[0] < batch.n_sequences:
-                batch, tokens = batch.select(kept)
-                Y = Y[tokens]
-            weights = np.ascontiguousarray(sample_weight[kept], dtype=np.float64)
+        batch, Y, weights = weighted_examples(batch, Y, sample_weight)
         unit = {"em": "iteration", "subgradient": "step", "cutting_plane": "round"}[self.solver]
         extra = {"em": ("n_nonzero", "C_P1"), "subgradient": ("n_nonzero",),
                  "cutting_plane": ("n_nonzero", "n_constraints")}[self.solver]

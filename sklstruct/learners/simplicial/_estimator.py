@@ -6,6 +6,7 @@ import numbers
 import numpy as np
 from sklearn.utils import check_random_state
 
+from ..._input import weighted_examples
 from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
 from .._factored_dual import per_example_tables_too_large
@@ -303,15 +304,7 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
 
     def _fit_batch(self, batch, Y, sample_weight):
         rng = check_random_state(self.random_state)
-        # sequences of weight 0 are not in the objective; without weights other than 1 the
-        # states keep none (the same iterates as an unweighted fit)
-        weights = None
-        if np.any(sample_weight != 1.0):
-            kept = np.flatnonzero(sample_weight > 0)
-            if kept.shape[0] < batch.n_sequences:
-                batch, tokens = batch.select(kept)
-                Y = Y[tokens]
-            weights = np.ascontiguousarray(sample_weight[kept], dtype=np.float64)
+        batch, Y, weights = weighted_examples(batch, Y, sample_weight)
         has_kernels = self._compiled_kernels(batch) is not None
         working_set = self._resolved_working_set(batch.n_sequences, has_kernels)
         compiled = has_kernels and self.blocks == "per_example" and working_set == 1
