@@ -16,10 +16,10 @@ from ._enumeration import all_labelings, exact_optimum, primal_objective
 from ._helpers import make_chain_data
 
 
-def _fit_quietly(model, X, y):
+def _fit_quietly(model, X, y, **params):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return model.fit(X, y)
+        return model.fit(X, y, **params)
 
 
 def _explicit(structure, batch, Y):
@@ -278,3 +278,89 @@ def test_kernel_memory_limit_is_a_clear_error():
     X, y = make_chain_data(n_sequences=30, seed=1)
     with pytest.raises(ValueError, match="kernel_memory_mb"):
         M3NExcessiveGap(kernel="rbf", kernel_memory_mb=1e-4).fit(X, y)
+
+
+# ---------------------------------------------------------------- sample weights
+WEIGHTS = np.array([2, 0, 1, 3, 1, 1, 0, 2])
+
+
+def _repeated(X, y, weights):
+    return ([x for x, k in zip(X, weights) for _ in range(int(k))],
+            [s for s, k in zip(y, weights) for _ in range(int(k))])
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_integer_weights_follow_the_iterates_of_the_repeated_data(kernel):
+    """With the paper's schedule a weighted fit is the fit of the repeated data, iterate by
+    iterate: each example's marginals are the repeated copies' (its C s_i cancels in the
+    smoothed best responses and projections), the sums weigh them by s_i, and the
+    worst-case mu_1 is that of sum_i s_i examples."""
+    X, y = make_chain_data(n_sequences=8, n_states=3, n_features=3, max_length=4, seed=12)
+    settings = dict(C=0.6, kernel=kernel, smoothing="worst_case", tol=1e-12, max_iter=120)
+    weighted = _fit_quietly(M3NExcessiveGap(**settings), X, y, sample_weight=WEIGHTS)
+    repeated = _fit_quietly(M3NExcessiveGap(**settings), *_repeated(X, y, WEIGHTS))
+    np.testing.assert_array_equal(weighted.classes_, repeated.classes_)
+    assert weighted.mu_init_ == repeated.mu_init_
+    for name in ("primal", "dual", "smoothed_primal"):
+        np.testing.assert_allclose(weighted.history_[name], repeated.history_[name],
+                                   rtol=1e-11)
+    np.testing.assert_allclose(np.vstack(weighted.decision_function(X)),
+                               np.vstack(repeated.decision_function(X)), rtol=1e-9, atol=1e-12)
+    assert weighted.prox_diameter_ == pytest.approx(repeated.prox_diameter_, rel=1e-12)
+
+
+def test_integer_weights_reach_the_exact_optimum_of_the_repeated_data():
+    X, y = make_chain_data(n_sequences=8, n_states=3, n_features=3, max_length=3, seed=4)
+    C = 0.3
+    model = M3NExcessiveGap(C=C, tol=1e-5, max_iter=20000).fit(X, y, sample_weight=WEIGHTS)
+    X_rep, y_rep = _repeated(X, y, WEIGHTS)
+    batch, Y = _batch(X_rep, y_rep, model)
+    lower, upper, _ = exact_optimum(model.structure_, batch, Y, C)
+    h = model.history_
+    primal = model.objective(X, y, sample_weight=WEIGHTS)
+    assert primal == pytest.approx(h["primal"][-1], rel=1e-9)
+    assert primal == pytest.approx(model.objective(X_rep, y_rep), rel=1e-12)
+    assert h["dual"][-1] <= upper + 1e-9 and primal >= lower - 1e-9
+    assert h["gap"][-1] <= 1e-5 * primal
+    assert np.all(h["smoothed_primal"] <= h["dual"] + 1e-9 * np.abs(h["dual"]).max())
+    unweighted = M3NExcessiveGap(C=C, tol=1e-5, max_iter=20000).fit(X, y)
+    assert unweighted.objective(X, y, sample_weight=WEIGHTS) - primal > 10 * h["gap"][-1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_theorem_4_and_condition_11_hold_with_real_weights(seed):
+    """Weights that are not integers, with the paper's schedule: mu_1 is at least
+    ``(sum_i s_i) C max ||psi||^2`` (the curvature in the norm of the weighted prox
+    function), condition (11) holds at every iteration and the gap stays within Theorem 4's
+    bound with the weighted prox diameter; the fit agrees with the cutting plane."""
+    rng = np.random.default_rng(seed)
+    X, y = make_chain_data(n_sequences=6, n_states=2 + seed % 2, n_features=3, max_length=4,
+                           seed=70 + seed)
+    weights = rng.uniform(0.05, 4.0, size=6)
+    C = float(rng.uniform(0.2, 2.0))
+    model = _fit_quietly(M3NExcessiveGap(C=C, smoothing="worst_case", tol=1e-12,
+                                         max_iter=300), X, y, sample_weight=weights)
+    batch, Y = _batch(X, y, model)
+    psi, _ = _explicit(model.structure_, batch, Y)
+    total = float(weights.sum())
+    exact = total * C * max(float(np.max(np.sum(p * p, axis=1))) for p in psi)
+    assert model.mu_init_ >= exact * (1 - 1e-12)
+    h = model.history_
+    k = np.arange(1, len(h["gap"]) + 1)
+    bound = total * C * 6 * model.mu_init_ * model.prox_diameter_ / ((k + 1) * (k + 2))
+    assert np.all(h["gap"] <= bound * (1 + 1e-9) + 1e-12)
+    assert np.all(h["smoothed_primal"] <= h["dual"] + 1e-9 * np.abs(h["dual"]).max())
+    adaptive = M3NExcessiveGap(C=C, tol=1e-6, max_iter=20000).fit(X, y, sample_weight=weights)
+    reference = StructSVMCuttingPlane(C=C, tol=1e-8).fit(X, y, sample_weight=weights)
+    p_model = adaptive.objective(X, y, sample_weight=weights)
+    assert p_model == pytest.approx(adaptive.history_["primal"][-1], rel=1e-9)
+    assert abs(p_model - reference.objective(X, y, sample_weight=weights)) \
+        <= adaptive.history_["gap"][-1] + reference.history_["gap"][-1] + 1e-9
+
+
+def test_weights_of_one_change_nothing():
+    X, y = make_chain_data(n_sequences=12, seed=1)
+    plain = _fit_quietly(M3NExcessiveGap(max_iter=60), X, y)
+    ones = _fit_quietly(M3NExcessiveGap(max_iter=60), X, y, sample_weight=np.ones(12))
+    np.testing.assert_array_equal(plain.w_, ones.w_)
+    np.testing.assert_array_equal(plain.history_["dual"], ones.history_["dual"])

@@ -7,9 +7,10 @@ import numpy as np
 from sklearn.utils.extmath import row_norms
 from sklearn.utils.validation import check_is_fitted
 
+from ..._input import weighted_examples
 from ..._kernel_map import token_kernel
 from ...base import BaseStructuredClassifier
-from ...utils._sklearn_compat import Interval, StrOptions
+from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ._geometry import KernelGeometry, LinearGeometry
 from ._solver import ExcessiveGapRun
 
@@ -22,9 +23,10 @@ class M3NExcessiveGap(BaseStructuredClassifier):
 
     Minimises the objective shared by all sklstruct learners (margin rescaling)::
 
-        P(w) = 1/2 ||w||^2 + C * sum_i H_i(w),
+        P(w) = 1/2 ||w||^2 + C * sum_i s_i H_i(w),
 
-    which is ``n C`` times the paper's ``J(w) = lambda/2 ||w||^2 + 1/n sum_i H_i(w)`` with
+    with sequence weights ``s_i`` (``sample_weight`` of :meth:`fit`, 1 by default); unweighted
+    it is ``n C`` times the paper's ``J(w) = lambda/2 ||w||^2 + 1/n sum_i H_i(w)`` with
     ``lambda = 1 / (n C)``. Algorithm 2 of the paper (section 4.2): two sequences, weights
     ``w_k`` and dual variables ``alpha_k``, and a smoothing parameter ``mu_k`` that decays
     like ``1/k^2`` (``tau_k = 2/(k+3)``, ``mu_{k+1} = (1 - tau_k) mu_k``). Each iteration needs
@@ -126,7 +128,8 @@ class M3NExcessiveGap(BaseStructuredClassifier):
     intercept_ : ndarray of shape (n_classes,)
         Linear kernel only; as in :class:`StructSVMCuttingPlane`.
     dual_coef_ : ndarray of shape (n_fit_tokens, n_classes)
-        Non-linear kernels: ``C (onehot(y) - beta)`` per training token.
+        Non-linear kernels: ``C s_i (onehot(y) - beta)`` per training token of sequence
+        ``i``.
     X_fit_ : ndarray or sparse matrix
         Non-linear kernels: the training tokens.
     mu_init_ : float
@@ -134,7 +137,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         iteration), in the units of ``history_`` (``n C`` times the paper's).
     prox_diameter_ : float
         ``D = max d(alpha)``: the mean over examples of ``log |Y_i|`` (of the log-partition
-        of the prox centre's potentials with ``init_bias``).
+        of the prox centre's potentials with ``init_bias``), weighted by ``s_i``.
     n_mu_increases_ : int
         Steps redone by ``smoothing="adaptive"`` with a larger curvature estimate to keep
         condition (11).
@@ -250,8 +253,13 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         K = self._kernel(batch.X, batch.X)
         return KernelGeometry(K), np.sqrt(np.maximum(np.diag(K), 0.0))
 
-    def _worst_case_mu(self, batch, token_norms):
-        """``max_i ||psi_i||^2 / lambda`` bounded for tied weights (see ``smoothing``)."""
+    def _worst_case_mu(self, batch, token_norms, weights):
+        """``max_i ||psi_i||^2 / lambda`` bounded for tied weights (see ``smoothing``).
+
+        With sample weights, ``(sum_i s_i) C max_i ||psi_i||^2``: the prox function
+        ``C sum_i s_i KL_i`` is 1-strongly convex in the norm ``sqrt(C sum_i s_i ||h_i||_1^2)``,
+        in which (Cauchy-Schwarz) the dual's curvature is at most ``C sum_i s_i ||psi_i||^2``.
+        """
         pairwise_bound = self.structure_.max_pairwise_norm_sq(batch)
         if pairwise_bound is None:
             raise ValueError(f"M3NExcessiveGap needs pairwise_count_blocks covering the "
@@ -260,32 +268,66 @@ class M3NExcessiveGap(BaseStructuredClassifier):
                                   minlength=batch.n_sequences)
         # ||Psi(y) - Psi(y')||^2 <= 2 (sum_t ||x_t||)^2 + 2 sum_b T_b^2 (counts are >= 0)
         bound = 2.0 * feature_sum ** 2 + 2.0 * pairwise_bound
-        worst = batch.n_sequences * float(self.C) * float(bound.max())
+        n_examples = batch.n_sequences if weights is None else float(weights.sum())
+        worst = n_examples * float(self.C) * float(bound.max())
         if not np.isfinite(worst):
             raise ValueError("M3NExcessiveGap: the smoothing bound max ||psi||^2 overflows "
                              "for features of this magnitude; rescale X (for example with "
                              "sklearn.preprocessing.MaxAbsScaler) and C with it.")
         return worst
 
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
+            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
+        y : list of array-like, or array-like of shape (n_tokens,)
+            Labels in the form of ``X``.
+        lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
+        sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
+            Per-sequence weights ``s_i``: the objective becomes
+            ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
+            sequence). Example ``i``'s dual variables sum to ``C s_i``, and the prox function
+            weighs its entropy by ``s_i``, so that its smoothed best responses and Bregman
+            projections are those of an unweighted fit; the worst-case curvature is
+            ``(sum_i s_i) C max_i ||psi_i||^2`` (see ``smoothing``). Sequences of weight 0
+            take no part in the optimisation. One weight per token (per row of a flat ``X``)
+            is taken when the tokens of each sequence share it; :meth:`score` takes either
+            form.
+        sequence_ids : array-like of shape (n_tokens,), default=None
+            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
+            consecutive tokens of a sequence (see :meth:`BaseStructuredClassifier.fit`).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return self._fit(X, y, lengths, sample_weight, sequence_ids)
+
     def _fit_batch(self, batch, Y, sample_weight):
-        # fit takes no sample_weight, so every sequence weighs 1 here
+        batch, Y, weights = weighted_examples(batch, Y, sample_weight)
         self._kernel_intercept = bool(self.fit_intercept) and not self._linear and \
             self.structure_.one_token_per_example
         geometry, token_norms = self._geometry(batch)
         if token_norms is None:
             token_norms = row_norms(batch.X)
-        worst = self._worst_case_mu(batch, token_norms)
+        worst = self._worst_case_mu(batch, token_norms, weights)
         certificate = self._certificate(unit="iteration",
                                         extra_fields=("mu", "smoothed_primal", "drift"))
         run = ExcessiveGapRun(self.structure_, batch, Y, float(self.C), geometry,
-                              certificate, self.n_jobs, float(self.init_bias))
+                              certificate, self.n_jobs, float(self.init_bias), weights)
         certificate.current_attributes = lambda: dict(
             _norm_sq_=run.norm_sq,
             **({} if self._linear else dict(dual_coef_=run.rep[0].copy(), X_fit_=batch.X)))
         run.run(worst, adaptive=self.smoothing == "adaptive")
         self._record(certificate)
         self.mu_init_ = certificate.rows["mu"][0]
-        self.prox_diameter_ = float(np.mean(run.log_sizes))
+        self.prox_diameter_ = float(np.average(run.log_sizes, weights=weights))
         self.n_mu_increases_ = run.n_increases
         self._norm_sq_ = run.norm_sq
         if not self._linear:

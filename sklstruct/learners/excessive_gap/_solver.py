@@ -21,14 +21,26 @@ class ExcessiveGapRun:
     ``alpha_k`` is kept as node marginals per token and its expected pairwise statistics
     summed over the examples: ``w(alpha)`` and ``D(alpha)`` are linear in those sums, and the
     convex combinations of the algorithm carry over to them.
+
+    With sample weights ``s_i`` example ``i``'s dual variables sum to ``C s_i``: they are
+    ``C s_i`` times a distribution over its labellings, and the prox function is
+    ``C sum_i s_i KL(alpha_i / (C s_i) || centre_i)``. Each example's smoothed best response
+    and Bregman projection are then those of the unweighted run (its ``C s_i`` cancels in
+    them); the weights enter only the sums over the examples (``w(alpha)``, ``D(alpha)``,
+    the smoothed and the exact primal).
     """
 
-    def __init__(self, structure, batch, Y, C, geometry, certificate, n_jobs, init_bias=0.0):
+    def __init__(self, structure, batch, Y, C, geometry, certificate, n_jobs, init_bias=0.0,
+                 weights=None):
         self.structure, self.batch, self.Y, self.C = structure, batch, Y, C
         self.geometry, self.certificate, self.n_jobs = geometry, certificate, n_jobs
+        self.weights = weights
         self.token_loss = checked_token_loss(structure, Y)
-        self.true_unary = C * structure.onehot(Y)
-        self.true_pairwise = C * structure.pairwise_statistics(batch, Y)
+        # C per token: C, or the column C s_i of every token of example i
+        self.token_C = C if weights is None else \
+            (C * weights)[batch.sequence_index][:, np.newaxis]
+        self.true_unary = np.multiply(structure.onehot(Y), self.token_C)
+        self.true_pairwise = C * structure.pairwise_statistics(batch, Y, weights=weights)
         self.calls = 0
         # the prox centre alpha_0, whose node potentials are init_bias on the true states
         # (0: uniform), and log Z_0 = max_alpha KL(alpha || alpha_0) per example (the
@@ -38,7 +50,7 @@ class ExcessiveGapRun:
         self.prox_node, self.prox_pair, self.log_sizes = self._marginals(
             np.zeros((batch.n_tokens, structure.n_states_)) + self.centre,
             np.zeros(structure.n_pairwise_))
-        self.count_blocks = [(start, stop, float(np.sum(totals)))
+        self.count_blocks = [(start, stop, self._example_sum(np.asarray(totals, np.float64)))
                              for start, stop, totals in structure.pairwise_count_blocks(batch)]
         self.n_increases = 0
         # token x state work arrays, and two sets of the arrays of an iterate (w's unary
@@ -55,18 +67,29 @@ class ExcessiveGapRun:
         self._rep_work = self._w = None
 
     # --------------------------------------------------------------- building blocks
+    def _example_sum(self, values):
+        """``sum_i s_i values_i`` over the examples (``sum_i values_i`` without weights)."""
+        return float(np.sum(values)) if self.weights is None else float(self.weights @ values)
+
     def _marginals(self, unary, pairwise):
-        """Node marginals, expected pairwise statistics summed over the batch, log Z."""
+        """Node marginals, expected pairwise statistics summed over the batch (weighted by
+        ``s_i``), log Z."""
         self.calls += self.batch.n_sequences
-        node, pair, log_z = self.structure.summed_marginals(self.batch, unary, pairwise,
-                                                            n_jobs=self.n_jobs)
-        return node, np.asarray(pair, dtype=np.float64).ravel(), log_z
+        if self.weights is None:
+            node, pair, log_z = self.structure.summed_marginals(self.batch, unary, pairwise,
+                                                                n_jobs=self.n_jobs)
+            return node, np.asarray(pair, dtype=np.float64).ravel(), log_z
+        node, pair, log_z = self.structure.marginals(self.batch, unary, pairwise,
+                                                     n_jobs=self.n_jobs)
+        pair = np.asarray(pair, dtype=np.float64).reshape(self.batch.n_sequences, -1)
+        return node, self.weights @ pair, log_z
 
     def _weights_of(self, node, pair, out=None):
         """``w(alpha)``: representation of its unary part (into ``out``'s arrays when the
         geometry takes them) and its pairwise part."""
-        # A = C onehot(Y) - C node, in the work array (as true_unary - C * node)
-        A = np.multiply(node, self.C, out=self._scratch)
+        # A = C onehot(Y) - C node (C s_i on example i's tokens), in the work array (as
+        # true_unary - C * node)
+        A = np.multiply(node, self.token_C, out=self._scratch)
         np.subtract(self.true_unary, A, out=A)
         return self.geometry.represent(A, out=out), self.true_pairwise - self.C * pair
 
@@ -105,8 +128,13 @@ class ExcessiveGapRun:
 
     def _dual(self, node, pair):
         rep, theta = self._weights_of(node, pair, out=self._rep_work)
-        expected_loss = float(np.multiply(self.token_loss, node, out=self._scratch).sum())
-        return self.C * expected_loss - 0.5 * (self.geometry.norm_sq(rep) + float(theta @ theta))
+        token_losses = np.multiply(self.token_loss, node, out=self._scratch)
+        if self.weights is None:
+            expected_loss = self.C * float(token_losses.sum())
+        else:  # (C s_i on example i's tokens)
+            token_losses *= self.token_C
+            expected_loss = float(token_losses.sum())
+        return expected_loss - 0.5 * (self.geometry.norm_sq(rep) + float(theta @ theta))
 
     def _renormalise(self, node, pair):
         """Remove the rounding drift of the convex combinations; return the drift.
@@ -135,8 +163,8 @@ class ExcessiveGapRun:
         potentials /= mu
         node, pair, log_z = self._marginals(self._add_centre(potentials), theta / mu)
         true_scores = self.structure.score(self.batch, scores, theta, self.Y)
-        smoothed = 0.5 * norm_sq + self.C * float(np.sum(mu * log_z - true_scores)) \
-            - self.C * mu * float(self.log_sizes.sum())
+        smoothed = 0.5 * norm_sq + self.C * self._example_sum(mu * log_z - true_scores) \
+            - self.C * mu * self._example_sum(self.log_sizes)
         return smoothed, node, pair
 
     def _condition_holds(self, smoothed, dual):
@@ -234,7 +262,7 @@ class ExcessiveGapRun:
             hinge, _, _ = structured_hinge(self.structure, self.batch, self.Y, scores, theta,
                                            n_jobs=self.n_jobs, token_loss=token_loss)
             self.calls += self.batch.n_sequences
-            primal = 0.5 * norm_sq + C * float(hinge.sum())
+            primal = 0.5 * norm_sq + C * self._example_sum(hinge)
             if dual is None:  # (else D(alpha_k) from the check of the excessive gap condition)
                 dual = self._dual(node, pair)
             self.w, self.rep, self.norm_sq, self.n_iter, self.mu = w, rep, norm_sq, k, mu
