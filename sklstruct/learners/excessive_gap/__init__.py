@@ -1,4 +1,5 @@
-"""Max-margin Markov networks trained by the excessive gap technique (Zhang, Saha and Vishwanathan)."""
+"""Max-margin Markov networks trained by the excessive gap technique (Zhang, Saha and
+Vishwanathan)."""
 
 from ._estimator import M3NExcessiveGap
 

@@ -12,7 +12,7 @@ from ..._kernel_map import token_kernel
 from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
 from ._geometry import KernelGeometry, LinearGeometry
-from ._solver import ExcessiveGapRun
+from ._solver import ExcessiveGapRun, worst_case_mu
 
 _KERNELS = {"linear", "rbf", "poly"}
 
@@ -62,9 +62,13 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         implicitly through the marginals of ``beta_k`` (Theorem 9) and the token kernel matrix
         of the training set is formed (see ``kernel_memory_mb``). Transition and start/end
         features stay linear.
-    gamma, degree, coef0 : float
-        Kernel parameters as in :func:`sklearn.metrics.pairwise.pairwise_kernels`
-        (``gamma=None``: 1 / n_features).
+    gamma : float, default=None
+        Kernel coefficient of "rbf" and "poly" (``None``: ``1 / n_features``), as in
+        :func:`sklearn.metrics.pairwise.pairwise_kernels`.
+    degree : int, default=3
+        Degree of the "poly" kernel.
+    coef0 : float, default=1.0
+        Independent term of the "poly" kernel.
     smoothing : {"worst_case", "adaptive"}, default="adaptive"
         "worst_case": the paper's Algorithm 1/2 exactly: ``mu_1 = max ||psi||^2 / lambda``
         (eq. (32)'s ``L/sigma``, with ``max ||psi||^2`` bounded for weights tied across
@@ -253,29 +257,6 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         K = self._kernel(batch.X, batch.X)
         return KernelGeometry(K), np.sqrt(np.maximum(np.diag(K), 0.0))
 
-    def _worst_case_mu(self, batch, token_norms, weights):
-        """``max_i ||psi_i||^2 / lambda`` bounded for tied weights (see ``smoothing``).
-
-        With sample weights, ``(sum_i s_i) C max_i ||psi_i||^2``: the prox function
-        ``C sum_i s_i KL_i`` is 1-strongly convex in the norm ``sqrt(C sum_i s_i ||h_i||_1^2)``,
-        in which (Cauchy-Schwarz) the dual's curvature is at most ``C sum_i s_i ||psi_i||^2``.
-        """
-        pairwise_bound = self.structure_.max_pairwise_norm_sq(batch)
-        if pairwise_bound is None:
-            raise ValueError(f"M3NExcessiveGap needs pairwise_count_blocks covering the "
-                             f"pairwise statistics of {type(self.structure_).__name__}.")
-        feature_sum = np.bincount(batch.sequence_index, weights=token_norms,
-                                  minlength=batch.n_sequences)
-        # ||Psi(y) - Psi(y')||^2 <= 2 (sum_t ||x_t||)^2 + 2 sum_b T_b^2 (counts are >= 0)
-        bound = 2.0 * feature_sum ** 2 + 2.0 * pairwise_bound
-        n_examples = batch.n_sequences if weights is None else float(weights.sum())
-        worst = n_examples * float(self.C) * float(bound.max())
-        if not np.isfinite(worst):
-            raise ValueError("M3NExcessiveGap: the smoothing bound max ||psi||^2 overflows "
-                             "for features of this magnitude; rescale X (for example with "
-                             "sklearn.preprocessing.MaxAbsScaler) and C with it.")
-        return worst
-
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
         """Fit the model.
@@ -316,7 +297,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         geometry, token_norms = self._geometry(batch)
         if token_norms is None:
             token_norms = row_norms(batch.X)
-        worst = self._worst_case_mu(batch, token_norms, weights)
+        worst = worst_case_mu(self.structure_, batch, token_norms, float(self.C), weights)
         certificate = self._certificate(unit="iteration",
                                         extra_fields=("mu", "smoothed_primal", "drift"))
         run = ExcessiveGapRun(self.structure_, batch, Y, float(self.C), geometry,

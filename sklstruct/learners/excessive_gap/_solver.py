@@ -12,6 +12,48 @@ from ...structures._base import checked_token_loss, structured_hinge
 from ._geometry import LinearGeometry
 
 
+def worst_case_mu(structure, batch, token_norms, C, weights=None):
+    """The worst-case curvature ``L / sigma = max_i ||psi_i||^2 / lambda`` of the dual (eq.
+    (32)), in the units of the objective ``1/2 ||w||^2 + C sum_i s_i H_i(w)``: the
+    ``mu_1`` of the paper's schedule and the largest curvature estimate of the adaptive one.
+
+    ``||psi_i||^2`` is bounded for weights tied across positions by
+    ``2 (sum_t ||x_t||)^2 + 2 sum_b T_b^2`` over the structure's pairwise count blocks of
+    totals ``T_b``. With sample weights the bound is ``(sum_i s_i) C max_i ||psi_i||^2``: the
+    prox function ``C sum_i s_i KL_i`` is 1-strongly convex in the norm
+    ``sqrt(C sum_i s_i ||h_i||_1^2)``, in which (Cauchy-Schwarz) the dual's curvature is at
+    most ``C sum_i s_i ||psi_i||^2``.
+
+    Parameters
+    ----------
+    structure : bound structure
+    batch : SequenceBatch
+    token_norms : ndarray of shape (n_tokens,)
+        ``||x_t||`` in the feature space of the model (the kernel's for a kernel).
+    C : float
+    weights : ndarray of shape (n_sequences,), default=None
+
+    Returns
+    -------
+    mu : float
+    """
+    pairwise_bound = structure.max_pairwise_norm_sq(batch)
+    if pairwise_bound is None:
+        raise ValueError(f"M3NExcessiveGap needs pairwise_count_blocks covering the "
+                         f"pairwise statistics of {type(structure).__name__}.")
+    feature_sum = np.bincount(batch.sequence_index, weights=token_norms,
+                              minlength=batch.n_sequences)
+    # ||Psi(y) - Psi(y')||^2 <= 2 (sum_t ||x_t||)^2 + 2 sum_b T_b^2 (counts are >= 0)
+    bound = 2.0 * feature_sum ** 2 + 2.0 * pairwise_bound
+    n_examples = batch.n_sequences if weights is None else float(weights.sum())
+    worst = n_examples * C * float(bound.max())
+    if not np.isfinite(worst):
+        raise ValueError("M3NExcessiveGap: the smoothing bound max ||psi||^2 overflows "
+                         "for features of this magnitude; rescale X (for example with "
+                         "sklearn.preprocessing.MaxAbsScaler) and C with it.")
+    return worst
+
+
 class ExcessiveGapRun:
     """One run of Algorithm 2 from ``mu_1``; keeps ``w_k`` and the marginals of ``alpha_k``.
 
