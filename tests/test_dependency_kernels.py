@@ -355,7 +355,7 @@ def test_bad_input(function):
         function(good, [1, 2])
     with pytest.raises(ValueError, match="fewer than"):
         function(good, [5])
-    with pytest.raises(ValueError, match="positive; sentence 1"):
+    with pytest.raises(ValueError, match="sentence 1 has length -1"):
         function(good, [2, -1])
     with pytest.raises(ValueError, match="sentence 1 is empty"):
         function(good, [2, 0])

@@ -124,12 +124,6 @@ cdef inline const int32_t* _allowed(const Grammar* g, intp_t length) noexcept no
     return g.phrasal
 
 
-cdef inline intp_t _grammar_ints_size(intp_t n_labels, intp_t n_symbols,
-                                      intp_t n_rules) noexcept nogil:
-    """Length of the int32 array read by :func:`_grammar_from_arrays`."""
-    return 4 * n_labels + 4 * n_symbols + 3 + 6 * n_rules
-
-
 cdef inline intp_t _grammar_floats_size(intp_t n_symbols, intp_t n_rules) noexcept nogil:
     """Length of the float64 array read by :func:`_grammar_from_arrays`."""
     return 2 * n_rules + n_symbols

@@ -62,8 +62,9 @@ writes into preallocated outputs and runs without the GIL, checking for Ctrl-C b
 sentences. The inputs are validated by the wrappers of :mod:`sklstruct._inference.cfg`.
 """
 from libc.math cimport INFINITY
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport free, malloc
 
+from sklstruct._inference._workspace cimport _resize
 from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
@@ -400,15 +401,6 @@ cdef void _kbest_free(KBestLists* lists) noexcept nogil:
     free(lists.lists)
     free(lists.heaps)
     _kbest_init(lists, lists.k)
-
-
-cdef inline bint _resize(void** block, size_t size) noexcept nogil:
-    """``realloc`` in place of ``block[0]``; False (``block[0]`` unchanged) on failure."""
-    cdef void* grown = realloc(block[0], size)
-    if grown == NULL:
-        return False
-    block[0] = grown
-    return True
 
 
 cdef bint _grow(KBestLists* lists) noexcept nogil:

@@ -27,16 +27,13 @@ from sklstruct._inference._dependency cimport (eisner_decode, eisner_int_work, e
                                                matrix_tree_work, spanning_tree_decode,
                                                spanning_tree_int_work, spanning_tree_work)
 from sklstruct._inference._kernels cimport ExampleKernels
+from sklstruct._inference._workspace cimport _larger
 from sklstruct._typedefs cimport float64_t, int64_t, intp_t
 
 
 cdef inline intp_t arc_row(intp_t n, intp_t h, intp_t m) noexcept nogil:
     """Row of the candidate arc ``h -> m`` of a sentence of ``n`` tokens."""
     return (m - 1) * n + (h if h < m else h - 1)
-
-
-cdef inline intp_t _larger(intp_t a, intp_t b) noexcept nogil:
-    return a if a > b else b
 
 
 cdef class DependencyKernels(ExampleKernels):

@@ -3,6 +3,7 @@
 # ``pairwise`` (n_edges, n_states, n_states), both row-major; ``edges`` is (n_edges, 2) with
 # ``pairwise[e, a, b]`` the score of ``y[edges[e, 0]] = a, y[edges[e, 1]] = b``. Every routine
 # writes only into its outputs and the caller's workspace, sized by the helpers below.
+from sklstruct._inference._workspace cimport _larger
 from sklstruct._typedefs cimport int64_t, intp_t
 
 
@@ -24,10 +25,6 @@ cdef inline intp_t forest_map_work(intp_t n_nodes, intp_t n_states) noexcept nog
 cdef inline intp_t forest_marginals_work(intp_t n_nodes, intp_t n_states) noexcept nogil:
     """Doubles of workspace :func:`forest_sum_product` needs."""
     return 3 * n_nodes * n_states + n_states
-
-
-cdef inline intp_t _larger(intp_t a, intp_t b) noexcept nogil:
-    return a if a > b else b
 
 
 cdef inline intp_t trws_int_work(intp_t n_nodes, intp_t n_edges) noexcept nogil:

@@ -38,6 +38,7 @@ from sklstruct._inference._graph cimport (adjacency, forest_int_work, forest_map
                                           submodular_int_work, submodular_work, trws_int_work,
                                           trws_map, trws_work)
 from sklstruct._inference._kernels cimport ExampleKernels
+from sklstruct._inference._workspace cimport _larger
 from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int64_t, intp_t
 
@@ -49,10 +50,6 @@ cdef intp_t _SIGNAL_CHECK_WORK = 1 << 20
 # a submodularity margin below zero by no more than this fraction of the magnitudes counts
 # as rounding (as sklstruct._inference.graph.submodular_map)
 cdef double _SUBMODULAR_RTOL = 1e-12
-
-
-cdef inline intp_t _larger(intp_t a, intp_t b) noexcept nogil:
-    return a if a > b else b
 
 
 cdef inline intp_t _gray_step(intp_t n_nodes, intp_t n_states, intp_t* digit,

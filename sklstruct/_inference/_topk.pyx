@@ -30,11 +30,12 @@ Every function writes into preallocated outputs and runs without the GIL. The in
 validated by the wrappers of :mod:`sklstruct._inference.chain`.
 """
 from libc.math cimport exp, log
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 from sklstruct._inference._chain cimport (_max_length, _transition_tables, _viterbi_decode,
                                           _viterbi_tables)
+from sklstruct._inference._workspace cimport _resize
 from sklstruct._signals cimport check_signals_every
 from sklstruct._typedefs cimport float64_t, int32_t, int64_t, intp_t
 
@@ -130,15 +131,6 @@ cdef struct Lists:
     int32_t* done
     Entry** entries
     Candidate* heap
-
-
-cdef inline bint _resize(void** block, size_t size) noexcept nogil:
-    """``realloc`` in place of ``block[0]``; False (``block[0]`` unchanged) on failure."""
-    cdef void* grown = realloc(block[0], size)
-    if grown == NULL:
-        return False
-    block[0] = grown
-    return True
 
 
 cdef bint _grow(Lists* lists) noexcept nogil:

@@ -34,6 +34,20 @@ def as_int_array(value, name):
     return array
 
 
+def check_sentence_lengths(lengths, unit="word"):
+    """Validate sentence lengths (at least one ``unit`` each) and return them as a
+    contiguous int64 array."""
+    if lengths is None:
+        raise TypeError("lengths must be an array of integers, got None.")
+    array = as_int_array(lengths, "lengths")
+    if array.shape[0] and array.min() < 1:
+        first = int(np.flatnonzero(array < 1)[0])
+        what = "is empty" if array[first] == 0 else f"has length {int(array[first])}"
+        raise ValueError(f"sentence {first} {what}; every sentence needs at least one "
+                         f"{unit}.")
+    return np.ascontiguousarray(array, dtype=np.int64)
+
+
 def check_n_jobs(n_jobs):
     """The number of joblib workers ``n_jobs`` asks for (None: 1; 0 is refused)."""
     if n_jobs is None:

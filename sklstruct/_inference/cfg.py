@@ -32,7 +32,7 @@ import numbers
 import numpy as np
 
 from . import _cky, _cky_inside
-from ._validation import check_k, map_sentence_chunks
+from ._validation import check_k, check_sentence_lengths, map_sentence_chunks
 
 __all__ = [
     "Grammar",
@@ -128,25 +128,8 @@ def span_offsets(lengths):
     offsets : ndarray of int64, shape (n_sentences + 1,)
         Sentence ``i`` has the span rows ``offsets[i]:offsets[i + 1]``.
     """
-    lengths = _check_lengths(lengths)
+    lengths = check_sentence_lengths(lengths, "word")
     return np.concatenate(([0], np.cumsum(lengths * (lengths + 1) // 2))).astype(np.int64)
-
-
-def _check_lengths(lengths):
-    if lengths is None:
-        raise TypeError("lengths must be an array of integers, got None.")
-    lengths = np.asarray(lengths)
-    if lengths.dtype.kind not in "iu":
-        raise TypeError(f"lengths must hold integers, got dtype {lengths.dtype}.")
-    if lengths.ndim != 1:
-        raise ValueError(f"lengths must be 1-D, got an array of shape {lengths.shape}.")
-    if lengths.shape[0] and lengths.min() < 1:
-        empty = int(np.flatnonzero(lengths < 1)[0])
-        raise ValueError(
-            f"sentence {empty} has length {int(lengths[empty])}; every sentence needs at "
-            f"least one word."
-        )
-    return np.ascontiguousarray(lengths, dtype=np.int64)
 
 
 # ----------------------------------------------------------------------------- grammar
@@ -337,7 +320,7 @@ def _check_rule_scores(rule_scores, grammar):
 def _check_span_scores(span_scores, lengths, grammar):
     """Validate a batch; return (span_scores, lengths, span offsets)."""
     grammar = _check_grammar(grammar)
-    lengths = _check_lengths(lengths)
+    lengths = check_sentence_lengths(lengths, "word")
     if span_scores is None:
         raise TypeError("span_scores must be an array of numbers, got None.")
     array = np.asarray(span_scores)
@@ -626,7 +609,7 @@ def check_span_tree(span_labels, lengths, grammar):
     """
     grammar = _check_grammar(grammar)
     offsets = span_offsets(lengths)
-    lengths = _check_lengths(lengths)
+    lengths = check_sentence_lengths(lengths, "word")
     labels = _check_labels(span_labels, offsets, "span_labels")
     errors = np.zeros(lengths.shape[0], dtype=np.int64)
     bad_spans = np.zeros(lengths.shape[0], dtype=np.int64)

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from . import _dependency
-from ._validation import map_sentence_chunks
+from ._validation import check_sentence_lengths, map_sentence_chunks
 
 __all__ = ["check_heads", "decode_trees", "tree_marginals"]
 
@@ -31,25 +31,6 @@ def _check_flag(value, name):
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {value!r}.")
     return bool(value)
-
-
-def _check_lengths(lengths):
-    """Validate sentence lengths and return them as a contiguous int64 array."""
-    if lengths is None:
-        raise TypeError("lengths must be an array of integers, got None.")
-    array = np.asarray(lengths)
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"lengths must be an array of integers, got dtype {array.dtype}.")
-    if array.ndim != 1:
-        raise ValueError(f"lengths must be 1-D, got an array of shape {array.shape}.")
-    if np.any(array < 0):
-        first = int(np.flatnonzero(array < 0)[0])
-        raise ValueError(f"lengths must be positive; sentence {first} has length "
-                         f"{array[first]}.")
-    if np.any(array == 0):
-        first = int(np.flatnonzero(array == 0)[0])
-        raise ValueError(f"sentence {first} is empty; every sentence needs one token.")
-    return np.ascontiguousarray(array, dtype=np.int64)
 
 
 def _check_scores(scores, lengths):
@@ -69,7 +50,7 @@ def _check_scores(scores, lengths):
         raise ValueError("scores contains NaN.")
     if np.any(array == np.inf):
         raise ValueError("scores contains +inf (only -inf, a forbidden arc, is allowed).")
-    lengths = _check_lengths(lengths)
+    lengths = check_sentence_lengths(lengths, "token")
     # every matrix fits in the array before the sizes are summed, so that nothing overflows
     if lengths.shape[0] and int(lengths.max()) + 1 > math.isqrt(array.shape[0]):
         raise ValueError(
@@ -251,7 +232,7 @@ def check_heads(heads, lengths, projective=False, single_root=False):
     """
     projective = _check_flag(projective, "projective")
     single_root = _check_flag(single_root, "single_root")
-    lengths = _check_lengths(lengths)
+    lengths = check_sentence_lengths(lengths, "token")
     if heads is None:
         raise TypeError("heads must be an array of integers, got None.")
     heads = np.asarray(heads)

@@ -99,6 +99,20 @@ class PairwiseGraphBase(BaseStructure):
     def n_pairwise_(self):
         return self.n_edge_features_ * self.n_pair_
 
+    def named_parameters(self, pairwise):
+        """``pairwise_``: the interaction matrices, shape (n_edge_features, S, S) (for a
+        multi-label structure, one 2 x 2 matrix per label pair).
+
+        Parameters
+        ----------
+        pairwise : ndarray of shape (n_pairwise,)
+
+        Returns
+        -------
+        parameters : dict of str to ndarray
+        """
+        return {"pairwise_": self.pairwise_matrices(pairwise)}
+
     def pairwise_matrices(self, pairwise):
         """The pairwise block as the matrices ``Theta_k``.
 
@@ -482,20 +496,6 @@ class GraphStructure(PairwiseGraphBase):
         if self.edge_features_:
             return []
         return [(0, self.n_pair_, np.diff(self._layout(batch).edge_offsets).astype(float))]
-
-    def named_parameters(self, pairwise):
-        """``pairwise_``: the interaction matrices, shape (n_edge_features, S, S).
-
-        Parameters
-        ----------
-        pairwise : ndarray of shape (n_pairwise,)
-
-        Returns
-        -------
-        parameters : dict of str to ndarray
-        """
-        return {"pairwise_": self.pairwise_matrices(pairwise)}
-
 
 class TreeStructure(GraphStructure):
     """Output trees given per example (a DOM tree, a parse, a hierarchy): a

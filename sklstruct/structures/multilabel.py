@@ -343,16 +343,3 @@ default="tree"
     def pairwise_count_blocks(self, batch):
         ones = np.ones(batch.n_sequences)
         return [(4 * k, 4 * k + 4, ones) for k in range(self.n_edge_features_)]
-
-    def named_parameters(self, pairwise):
-        """``pairwise_``: the interaction matrices of the label pairs, (n_pairs, 2, 2).
-
-        Parameters
-        ----------
-        pairwise : ndarray of shape (n_pairwise,)
-
-        Returns
-        -------
-        parameters : dict of str to ndarray
-        """
-        return {"pairwise_": self.pairwise_matrices(pairwise)}
