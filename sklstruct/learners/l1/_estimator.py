@@ -176,8 +176,9 @@ class L1M3N(BaseStructuredClassifier):
         ``solver="subgradient"`` without ``radius``: the radius used.
     history_ : dict of ndarray
         Per iteration / round / step: ``primal`` (P1 at this ``C``; for ``subgradient`` the
-        P1' objective ``(1/n) sum_i H_i``), ``dual`` (the LP lower bound of
-        ``cutting_plane``, the best bound of ``em`` with ``em_lambda=None``; else NaN),
+        P1' objective ``sum_i s_i H_i / sum_i s_i``, unweighted ``(1/n) sum_i H_i``),
+        ``dual`` (the LP lower bound of ``cutting_plane``, the best bound of ``em`` with
+        ``em_lambda=None``; else NaN),
         ``gap``, ``time``, ``oracle_calls``, ``n_nonzero`` and, for ``em``, ``C_P1`` (the C
         of P1 its fixed point solves: ``C`` itself with ``em_lambda=None``).
 
