@@ -289,8 +289,9 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
 
     def _certificate(self, unit="pass", extra_fields=(), max_iter=None):
         """The progress record of a fit with this estimator's stopping settings, verbosity and
-        callback (the one place that reads them); ``max_iter`` overrides the parameter (a
-        learner whose default budget depends on its solver)."""
+        callback; ``max_iter`` overrides the parameter (a learner whose default budget depends
+        on its solver). (A preliminary inner fit, such as ``L1M3N``'s default radius, builds
+        its own record, without the callback and the printing.)"""
         return Certificate(type(self).__name__, tol=self.tol,
                            max_iter=self.max_iter if max_iter is None else max_iter,
                            max_time=getattr(self, "max_time", None), verbose=self.verbose,

@@ -135,8 +135,9 @@ def solve_batch(structure, batch, Y, *, C, eta, init_bias, adaptive, state, chec
     """Batch exponentiated gradient (the paper's Figure 2): every part updated at once from
     the same weights, so that all examples share one pairwise table.
 
-    Parameters are those of :func:`solve_online` (``random_state`` unused); ``eta`` ``None``
-    is ``1 / (C^2 max_i scale_i)``. Returns ``(w, eta, state)`` with one step size.
+    Parameters are those of :func:`solve_online` (``random_state`` unused, no
+    ``sample_weight``: one pairwise table cannot hold examples of different ``C s_i``);
+    ``eta`` ``None`` is ``1 / (C^2 max_i scale_i)``. Returns ``(w, eta, state)`` with one step size.
     """
     if state is not None:
         node_pot, pair_pot = state["node_pot"].copy(), state["pair_pot"].copy()

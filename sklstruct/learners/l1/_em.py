@@ -22,6 +22,10 @@ from ..cutting_plane import fit_one_slack
 
 # the M-steps' dimension limit (points per example of the Frank-Wolfe passes)
 _M_STEP_POINTS = 5
+# the 1-slack cutting plane of the M-steps on structures without compiled kernels: its
+# constraint cache and the rounds after which an inactive constraint is dropped
+_M_STEP_CACHE_SIZE = 10
+_M_STEP_INACTIVE_WINDOW = 50
 
 
 def max_abs(w):
@@ -102,13 +106,14 @@ def _m_step_scaled_structure(structure, batch, Y, beta, C, tol, n_jobs, sample_w
     scaled = scaled_structure(
         structure, beta[:n_unary].reshape(structure.n_features_, structure.n_states_),
         beta[n_unary:])
-    certificate = Certificate("StructSVMCuttingPlane", tol=tol, max_iter=100000,
+    certificate = Certificate("L1M3N's M-step", tol=tol, max_iter=100000,
                               unit="iteration", extra_fields=("n_constraints",))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         g, _ = fit_one_slack(scaled, batch, Y, np.ones(batch.n_sequences)
                              if sample_weight is None else sample_weight, C=C,
-                             rescale="margin", cache_size=10, inactive_window=50,
+                             rescale="margin", cache_size=_M_STEP_CACHE_SIZE,
+                             inactive_window=_M_STEP_INACTIVE_WINDOW,
                              n_jobs=n_jobs, certificate=certificate)
     return g, int(certificate.last("oracle_calls"))
 
@@ -259,10 +264,11 @@ def fit_em_variational(structure, batch, Y, *, C, threshold, n_jobs, certificate
     gap = certificate.relative_gap()
     if certificate.stop_reason == "converged" and gap > tol:  # (NaN: no bound)
         warnings.warn(
-            f"L1M3N(solver='em') stopped after {iteration} iterations on a relative change of "
-            f"P1 of at most tol={tol}, with a certified relative duality gap of {gap:.3g}: P1 "
-            "has stalled, but only a gap <= tol certifies it within tol of its minimum. Lower "
-            "tol, or use solver='cutting_plane' for a certificate.", ConvergenceWarning)
+            f"{certificate.name}(solver='em') stopped after {iteration} iterations on a "
+            f"relative change of P1 of at most tol={tol}, with a certified relative duality "
+            f"gap of {gap:.3g}: P1 has stalled, but only a gap <= tol certifies it within tol "
+            "of its minimum. Lower tol, or use solver='cutting_plane' for a certificate.",
+            ConvergenceWarning)
     return w, np.sqrt(scale2)
 
 
