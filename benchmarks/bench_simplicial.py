@@ -39,6 +39,7 @@ from sklstruct import (ChainStructure, GridStructure, M3NSimplicialDecomposition
                        StructSVMCuttingPlane)
 from sklstruct.datasets import (grid_pixel_features, load_conll2000,  # noqa: E402
                                 load_weizmann_horses)
+from sklstruct.learners.simplicial._solver import resolved_working_set  # noqa: E402
 from sklstruct.metrics import chunk_f1_score, token_accuracy  # noqa: E402
 
 OCR_C = 0.1
@@ -87,7 +88,7 @@ def dimension(args):
             h = model.history_
             # (the compiled passes visit one example at a time: per-example blocks on OCR)
             row = {"blocks": blocks, "r": r,
-                   "working_set": model._resolved_working_set(len(X), compiled=per_example),
+                   "working_set": resolved_working_set(None, blocks, len(X), per_example),
                    "fit_s": memory.seconds, "passes": model.n_iter_,
                    "oracle_calls": int(h["oracle_calls"][-1])}
             for threshold in (1e-1, 1e-2, 1e-3):

@@ -3,17 +3,13 @@
 import hashlib
 import numbers
 
-import numpy as np
 from sklearn.utils import check_random_state
 
 from ..._input import weighted_examples
 from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
-from .._factored_dual import per_example_tables_too_large
-from .._frank_wolfe import (BlockFrankWolfeState, MultiPointFrankWolfeState,
-                           multi_point_block_steps, supports_multi_point)
-from ._general import SimplicialDecompositionState
-from ._solver import solve_compiled, solve_general
+from ._solver import (compiled_kernels, initial_state, resolved_working_set, solve_compiled,
+                      solve_general)
 
 class M3NSimplicialDecomposition(BaseStructuredClassifier):
     """Max-margin Markov network trained by restricted simplicial decomposition (Yu and Rousu,
@@ -281,57 +277,24 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         """
         return self._fit(X, y, lengths, sample_weight, sequence_ids)
 
-    # ------------------------------------------------------------------ set-up
-    def _compiled_kernels(self, batch):
-        """The structure's compiled kernels when the compiled per-example passes apply."""
-        if self.rescale != "margin" or self.max_points > 63:
-            return None
-        structure = self.structure_
-        constrained = np.asarray(structure.nonnegative_)
-        if constrained.size > 64 or np.any(
-                constrained < structure.n_states_ * structure.n_features_):
-            return None
-        if self.max_points > 1 and not supports_multi_point(structure, batch):
-            return None
-        return structure.example_kernels(batch)
-
-    def _resolved_working_set(self, n_sequences, compiled):
-        if self.working_set_size is not None:
-            return min(int(self.working_set_size), n_sequences)
-        if self.blocks == "single":
-            return n_sequences
-        return 1 if compiled else min(16, n_sequences)
-
+    # ------------------------------------------------------------------ fit
     def _fit_batch(self, batch, Y, sample_weight):
         rng = check_random_state(self.random_state)
         batch, Y, weights = weighted_examples(batch, Y, sample_weight)
-        has_kernels = self._compiled_kernels(batch) is not None
-        working_set = self._resolved_working_set(batch.n_sequences, has_kernels)
+        has_kernels = compiled_kernels(self.structure_, batch, self.rescale,
+                                       self.max_points) is not None
+        working_set = resolved_working_set(self.working_set_size, self.blocks,
+                                           batch.n_sequences, has_kernels)
         compiled = has_kernels and self.blocks == "per_example" and working_set == 1
         settings = (compiled, float(self.C), self.max_points, self.blocks, working_set,
                     self.rescale,
                     None if weights is None else hashlib.sha256(weights.tobytes()).hexdigest())
         state = self._warm_state(settings, batch, Y)
         if state is None:
-            if compiled and self.max_points == 1 and multi_point_block_steps(self.structure_,
-                                                                             batch):
-                # (the same steps, through visits that cost less on these examples)
-                state = MultiPointFrankWolfeState(self.structure_, batch, Y, self.C, 1,
-                                                  cached=False, two_stage=False,
-                                                  sample_weight=weights)
-            elif compiled and self.max_points == 1 and not (
-                    per_example_tables_too_large(self.structure_, batch, 1)
-                    and supports_multi_point(self.structure_, batch)):
-                state = BlockFrankWolfeState(self.structure_, batch, Y, self.C,
-                                             sample_weight=weights)
-            elif compiled:
-                state = MultiPointFrankWolfeState(self.structure_, batch, Y, self.C,
-                                                  self.max_points, sample_weight=weights)
-            else:
-                state = SimplicialDecompositionState(
-                    self.structure_, batch, Y, self.C, rescale=self.rescale,
-                    max_points=self.max_points, blocks=self.blocks,
-                    working_set_size=working_set, random_state=rng, sample_weight=weights)
+            state = initial_state(self.structure_, batch, Y, C=self.C, compiled=compiled,
+                                  max_points=self.max_points, blocks=self.blocks,
+                                  working_set=working_set, rescale=self.rescale, rng=rng,
+                                  sample_weight=weights)
         elif compiled:  # the previous fit's w_ is the state's weight array: keep it as is
             state.detach_weights()
         else:

@@ -12,6 +12,62 @@ from threadpoolctl import threadpool_limits
 
 from ..._progress import PRECISION_LOST, PRECISION_STALLED, BestCertified, CheckSchedule
 from ...structures._base import primal_objective
+from .._factored_dual import per_example_tables_too_large
+from .._frank_wolfe import (BlockFrankWolfeState, MultiPointFrankWolfeState,
+                            multi_point_block_steps, supports_multi_point)
+from ._general import SimplicialDecompositionState
+
+
+def compiled_kernels(structure, batch, rescale, max_points):
+    """The structure's compiled kernels when the compiled per-example passes apply (margin
+    rescaling, at most 63 points per example, non-negativity constraints on at most 64
+    pairwise weights, the multi-point visits where ``max_points > 1``), else ``None``."""
+    if rescale != "margin" or max_points > 63:
+        return None
+    constrained = np.asarray(structure.nonnegative_)
+    if constrained.size > 64 or np.any(
+            constrained < structure.n_states_ * structure.n_features_):
+        return None
+    if max_points > 1 and not supports_multi_point(structure, batch):
+        return None
+    return structure.example_kernels(batch)
+
+
+def resolved_working_set(working_set_size, blocks, n_sequences, compiled):
+    """The examples of a working set: ``working_set_size``, else all for one simplex, one
+    for the compiled per-example passes and up to 16 for the general state."""
+    if working_set_size is not None:
+        return min(int(working_set_size), n_sequences)
+    if blocks == "single":
+        return n_sequences
+    return 1 if compiled else min(16, n_sequences)
+
+
+def initial_state(structure, batch, Y, *, C, compiled, max_points, blocks, working_set,
+                  rescale, rng, sample_weight):
+    """The dual state a fit starts from (``alpha`` on the true labellings: ``w = 0``).
+
+    With the compiled passes (``compiled``): one-point block Frank-Wolfe, through the
+    multi-point visits where these examples make them cheaper
+    (:func:`~sklstruct.learners._frank_wolfe.multi_point_block_steps`) or the per-example
+    tables would be too large; else the multi-point state of ``max_points`` points. Otherwise
+    the general working-set state (any rescaling, constraints and ``blocks``).
+    """
+    if compiled and max_points == 1 and multi_point_block_steps(structure, batch):
+        # (the same steps, through visits that cost less on these examples)
+        return MultiPointFrankWolfeState(structure, batch, Y, C, 1, cached=False,
+                                         two_stage=False, sample_weight=sample_weight)
+    if compiled and max_points == 1 and not (
+            per_example_tables_too_large(structure, batch, 1)
+            and supports_multi_point(structure, batch)):
+        return BlockFrankWolfeState(structure, batch, Y, C, sample_weight=sample_weight)
+    if compiled:
+        return MultiPointFrankWolfeState(structure, batch, Y, C, max_points,
+                                         sample_weight=sample_weight)
+    return SimplicialDecompositionState(structure, batch, Y, C, rescale=rescale,
+                                        max_points=max_points, blocks=blocks,
+                                        working_set_size=working_set, random_state=rng,
+                                        sample_weight=sample_weight)
 
 
 def _check(certificate, structure, batch, Y, C, rescale, n_jobs, sample_weight, w, dual,
