@@ -12,7 +12,7 @@ from .._inference import cfg as cky
 from ..structures import ConstituencyTree
 from ._grammar import TreeGrammar, as_tree, sentence_tokens
 from ._metrics import bracket_scores
-from ._parts import PartsParser, check_sentences
+from ._parts import PartsParser, check_sentence_weights, check_sentences
 from ._span_features import SpanFeatures
 from ._transforms import expand_unary, unbinarize
 from ._trees import _import_nltk, tree_to_string, tree_words
@@ -94,7 +94,7 @@ class _TreeParser(BaseEstimator):
         tokens = [sentence_tokens(sentence, f"X[{i}]") for i, sentence in enumerate(X)]
         return self._format(self._parse(X, tokens))
 
-    def score(self, X, y):
+    def score(self, X, y, sample_weight=None):
         """Labelled-bracket F1 of the parses of ``X`` against the trees ``y`` (evalb's
         ``COLLINS.prm`` conventions, :func:`~sklstruct.parsing.bracket_scores`).
 
@@ -104,6 +104,8 @@ class _TreeParser(BaseEstimator):
         y : list of tuple or str
             True trees, nested tuples or bracketed strings (``()`` or ``""`` for an empty
             sentence, as ``predict`` gives).
+        sample_weight : array-like of shape (n_sentences,), default=None
+            One weight per sentence, given to each of its brackets.
 
         Returns
         -------
@@ -117,7 +119,7 @@ class _TreeParser(BaseEstimator):
         predicted = self._parse(X, tokens)
         return bracket_scores([as_tree(tree, f"y[{i}]", allow_empty=True)
                                for i, tree in enumerate(y)],
-                              predicted)["f1"]
+                              predicted, sample_weight=sample_weight)["f1"]
 
     def _warn_fallbacks(self, count):
         if count:
@@ -224,7 +226,7 @@ class ConstituencyParser(PartsParser, _TreeParser):
         self.loss = loss
         self.output = output
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Read the grammar of the trees ``y`` and train the learner on the span rows of ``X``.
 
         Parameters
@@ -236,6 +238,10 @@ class ConstituencyParser(PartsParser, _TreeParser):
         y : list of tuple or str
             Their trees, nested tuples ``(label, child, ...)`` with preterminals
             ``(tag, word)`` over the sentence's words, or bracketed strings.
+        sample_weight : array-like of shape (n_sentences,), default=None
+            One weight per sentence, the learner's ``sample_weight`` (an integer weight
+            equals repeating the sentence). The grammar and the feature extractor read
+            every tree unweighted.
 
         Returns
         -------
@@ -243,6 +249,7 @@ class ConstituencyParser(PartsParser, _TreeParser):
         """
         staged = clone(self)
         X, tokens, trees = staged._training_data(X, y)
+        weights = check_sentence_weights(sample_weight, len(X))
         if max(len(words) for words, _ in tokens) < 3:
             raise ValueError("ConstituencyParser needs a training sentence of three words or "
                              "more (shorter ones have no span off their trees).")
@@ -252,7 +259,7 @@ class ConstituencyParser(PartsParser, _TreeParser):
         staged.features_, rows, n_rows = staged._fit_features(SpanFeatures(), X, trees)
         structure = ConstituencyTree(grammar.grammar, label_brackets=grammar.label_brackets,
                                      loss_type=self.loss)
-        staged.learner_ = staged._fit_parts(rows, states, n_rows, structure)
+        staged.learner_ = staged._fit_parts(rows, states, n_rows, structure, weights)
         self.__dict__.update({k: v for k, v in vars(staged).items() if k.endswith("_")})
         return self
 
@@ -291,7 +298,7 @@ class ConstituencyParser(PartsParser, _TreeParser):
             found.append([grammar.bottom_label(grammar.labels[a - 1]) for a in best])
         return found
 
-    def objective(self, X, y):
+    def objective(self, X, y, sample_weight=None):
         """The learner's training objective at the fitted weights on sentences and trees.
 
         Parameters
@@ -300,6 +307,8 @@ class ConstituencyParser(PartsParser, _TreeParser):
         y : list of tuple or str
             Their trees; a tree whose labels or rules (after binarisation) the grammar read
             at fit lacks raises ``ValueError`` naming them.
+        sample_weight : array-like of shape (n_sentences,), default=None
+            One weight per sentence, as in :meth:`fit`.
 
         Returns
         -------
@@ -315,7 +324,9 @@ class ConstituencyParser(PartsParser, _TreeParser):
                 raise ValueError(f"y[{i}] does not span the sentence X[{i}].")
             states.append(self.grammar_.states(tree, f"y[{i}]"))
         rows, n_rows = self.features_.transform_flat(X)
-        return self.learner_.objective(rows, np.concatenate(states), lengths=n_rows)
+        return self.learner_.objective(rows, np.concatenate(states), lengths=n_rows,
+                                       sample_weight=check_sentence_weights(sample_weight,
+                                                                            len(X)))
 
 
 class PCFGParser(_TreeParser):

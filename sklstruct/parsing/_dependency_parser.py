@@ -10,7 +10,7 @@ from ..utils._sequences import check_label_kinds, label_kinds
 from ._arc_features import ArcFeatures
 from ._dependency_targets import split_trees
 from ._metrics import attachment_scores
-from ._parts import PartsParser, check_sentences
+from ._parts import PartsParser, check_sentence_weights, check_sentences
 
 
 def _relation_labels(relations):
@@ -121,7 +121,7 @@ class DependencyParser(PartsParser):
         return DependencyTree(projective=self.projective, single_root=self.single_root)
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Train the parser.
 
         Parameters
@@ -132,6 +132,11 @@ class DependencyParser(PartsParser):
         y : list
             Per sentence, its heads (1-based, 0 for the root) or a pair ``(heads,
             relations)``.
+        sample_weight : array-like of shape (n_sentences,), default=None
+            One weight per sentence, the learner's ``sample_weight`` (an integer weight
+            equals repeating the sentence): its tree's hinge loss counts with it, and so
+            do its arcs in the relation classifier (``relations="separate"``). The feature
+            extractor reads every sentence unweighted.
 
         Returns
         -------
@@ -146,6 +151,7 @@ class DependencyParser(PartsParser):
                              "training sentences need at least one token.")
         if lengths.shape[0] == 0:
             raise ValueError("X has no sentences.")
+        weights = check_sentence_weights(sample_weight, lengths.shape[0])
         all_heads = np.concatenate(heads)
         check_heads(all_heads, lengths, single_root=self.single_root)
         states = relation_names = None
@@ -162,12 +168,14 @@ class DependencyParser(PartsParser):
                              "learn; train on sentences of two tokens or more.")
         labels = np.zeros(rows.shape[0], dtype=np.int64)
         labels[arcs] = 1 if states is None else states
-        learner = self._fit_parts(rows, labels, n_rows, self._structure())
+        learner = self._fit_parts(rows, labels, n_rows, self._structure(), weights)
         relation_learner = None
         if relations is not None and self.relations == "separate" \
                 and relation_names.shape[0] > 1:
             relation_learner = self._learner_for("auto")
-            relation_learner.fit(rows[arcs], relation_names[relation_codes])
+            relation_learner.fit(rows[arcs], relation_names[relation_codes],
+                                 **({} if weights is None else
+                                    {"sample_weight": np.repeat(weights, lengths)}))
         self.relations_ = relation_names
         self.features_ = features
         self.learner_ = learner
@@ -209,7 +217,7 @@ class DependencyParser(PartsParser):
         return [(heads[at[i]:at[i + 1]], relations[at[i]:at[i + 1]])
                 for i in range(lengths.shape[0])]
 
-    def score(self, X, y):
+    def score(self, X, y, sample_weight=None):
         """Unlabelled attachment score of the predictions: the fraction of tokens (all of
         them, punctuation included, as in the CoNLL-2007 shared task) whose head is right.
 
@@ -217,6 +225,8 @@ class DependencyParser(PartsParser):
         ----------
         X : list of list of dict
         y : list of head arrays or of (heads, relations) pairs
+        sample_weight : array-like of shape (n_sentences,), default=None
+            One weight per sentence, given to each of its tokens.
 
         Returns
         -------
@@ -224,4 +234,4 @@ class DependencyParser(PartsParser):
         """
         heads_pred, _ = split_trees(self.predict(X), name="predictions")
         heads_true, _ = split_trees(y, lengths=[heads.shape[0] for heads in heads_pred])
-        return attachment_scores(heads_true, heads_pred)["uas"]
+        return attachment_scores(heads_true, heads_pred, sample_weight=sample_weight)["uas"]

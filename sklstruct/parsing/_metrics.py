@@ -7,6 +7,7 @@ from collections import Counter
 import numpy as np
 from sklearn.exceptions import UndefinedMetricWarning
 
+from .._input import check_sequence_weights
 from ._dependency_targets import _as_relation_arrays, split_trees
 from ._trees import check_tree, is_preterminal, strip_function_tag
 
@@ -62,7 +63,7 @@ def _punctuation_predicate(punctuation):
 
 def attachment_scores(
     heads_true, heads_pred, relations_true=None, relations_pred=None, *, sentences=None,
-    exclude_punctuation=False, punctuation=None,
+    exclude_punctuation=False, punctuation=None, sample_weight=None,
 ):
     """Unlabelled and labelled attachment scores (UAS, LAS) of dependency trees.
 
@@ -105,12 +106,15 @@ def attachment_scores(
         - a collection of tags: a token is punctuation when one of its tags
           (``upos``, ``xpos``, ``cpostag`` or ``postag``, whichever it has) is
           in it, for example ``{"PUNCT"}`` for Universal Dependencies.
+    sample_weight : array-like of shape (n_sentences,), default=None
+        One weight per sentence: each of its scored tokens counts with it (an integer
+        weight equals repeating the sentence).
 
     Returns
     -------
     scores : dict
         ``"uas"`` (float), ``"las"`` (float, or None without relations) and
-        ``"n_tokens"``, the number of tokens scored. With no token to score
+        ``"n_tokens"``, the number of tokens scored (not weighted). With no token to score
         both scores are 0.0 and an ``UndefinedMetricWarning`` is raised.
 
     Raises
@@ -159,6 +163,8 @@ def attachment_scores(
             f"heads_true has {len(true)} sentences and heads_pred {len(pred)}."
         )
     lengths = [a.shape[0] for a in true]
+    weights = None if sample_weight is None else check_sequence_weights(sample_weight,
+                                                                        len(true))
     for i, (t, p) in enumerate(zip(true, pred)):
         if t.shape != p.shape:
             raise ValueError(
@@ -191,19 +197,22 @@ def attachment_scores(
         masks = [np.ones(n, dtype=bool) for n in lengths]
 
     n_tokens = n_heads = n_both = 0
+    total = 0.0  # (the scored tokens' weights)
     for i, (t, p, scored) in enumerate(zip(true, pred, masks)):
         right_head = (t == p) & scored
+        weight = 1 if weights is None else float(weights[i])
         n_tokens += int(scored.sum())
-        n_heads += int(right_head.sum())
+        total += weight * int(scored.sum())
+        n_heads += weight * int(right_head.sum())
         if labelled:
-            n_both += int((right_head & (rel_true[i] == rel_pred[i])).sum())
-    if n_tokens == 0:
+            n_both += weight * int((right_head & (rel_true[i] == rel_pred[i])).sum())
+    if total == 0:
         warnings.warn("No token to score; the attachment scores are set to 0.0.",
                       UndefinedMetricWarning, stacklevel=2)
-        return {"uas": 0.0, "las": 0.0 if labelled else None, "n_tokens": 0}
+        return {"uas": 0.0, "las": 0.0 if labelled else None, "n_tokens": n_tokens}
     return {
-        "uas": n_heads / n_tokens,
-        "las": n_both / n_tokens if labelled else None,
+        "uas": n_heads / total,
+        "las": n_both / total if labelled else None,
         "n_tokens": n_tokens,
     }
 
@@ -251,7 +260,7 @@ def _checked_items(tree, name):
     return _evalb_items(tree)
 
 
-def bracket_scores(trees_true, trees_pred):
+def bracket_scores(trees_true, trees_pred, *, sample_weight=None):
     """Labelled bracket precision, recall and F1 with evalb's ``COLLINS.prm`` conventions.
 
     The figures are those of ``evalb -p COLLINS.prm`` (Sekine and Collins,
@@ -289,13 +298,16 @@ def bracket_scores(trees_true, trees_pred):
         sentence (no brackets: a pair of empty trees is an exact match).
     trees_pred : list of tuple
         The predicted trees over the same words.
+    sample_weight : array-like of shape (n_sentences,), default=None
+        One weight per sentence: its brackets (and its exact match) count with it (an
+        integer weight equals repeating the sentence).
 
     Returns
     -------
     scores : dict
         ``"precision"``, ``"recall"``, ``"f1"`` and ``"exact_match"``
         (floats between 0 and 1; a ratio without a denominator is 0.0, as
-        in evalb) and ``"n_sentences"``.
+        in evalb) and ``"n_sentences"`` (not weighted).
 
     Raises
     ------
@@ -329,6 +341,8 @@ def bracket_scores(trees_true, trees_pred):
         raise ValueError(
             f"trees_true has {len(trees_true)} trees and trees_pred {len(trees_pred)}."
         )
+    weights = None if sample_weight is None else check_sequence_weights(sample_weight,
+                                                                        len(trees_true))
     n_true = n_pred = n_match = n_exact = 0
     for i, (tree_true, tree_pred) in enumerate(zip(trees_true, trees_pred)):
         words_true, tags_true, brackets_true = _checked_items(tree_true, f"trees_true[{i}]")
@@ -345,10 +359,11 @@ def bracket_scores(trees_true, trees_pred):
         sentence_true = sum(counted_true.values())
         sentence_pred = sum(counted_pred.values())
         sentence_match = sum((counted_true & counted_pred).values())
-        n_true += sentence_true
-        n_pred += sentence_pred
-        n_match += sentence_match
-        n_exact += sentence_true == sentence_pred == sentence_match
+        weight = 1 if weights is None else float(weights[i])
+        n_true += weight * sentence_true
+        n_pred += weight * sentence_pred
+        n_match += weight * sentence_match
+        n_exact += weight * (sentence_true == sentence_pred == sentence_match)
     precision = n_match / n_pred if n_pred else 0.0
     recall = n_match / n_true if n_true else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
@@ -356,14 +371,17 @@ def bracket_scores(trees_true, trees_pred):
         "precision": precision,
         "recall": recall,
         "f1": f1,
-        "exact_match": n_exact / len(trees_true),
+        "exact_match": n_exact / (len(trees_true) if weights is None else
+                                  float(weights.sum())),
         "n_sentences": len(trees_true),
     }
 
 
 # -------------------------------------------------------------------------------- scorers
 class _ParseScorer:
-    """``scorer(estimator, X, y)``: a figure of ``estimator.predict(X)`` against ``y``."""
+    """``scorer(estimator, X, y, sample_weight=None)``: a figure of ``estimator.predict(X)``
+    against ``y``, with one weight per sentence when given (a search fitted with
+    ``sample_weight`` passes it on; under metadata routing it is not requested)."""
 
     def __init__(self, name, score):
         self._name = name
@@ -372,32 +390,34 @@ class _ParseScorer:
     def __repr__(self):
         return self._name
 
-    def __call__(self, estimator, X, y):
-        return self._score(y, estimator.predict(X))
+    def __call__(self, estimator, X, y, sample_weight=None):
+        return self._score(y, estimator.predict(X), sample_weight)
 
 
-def _uas(y_true, y_pred):
-    return attachment_scores(split_trees(y_true)[0], split_trees(y_pred)[0])["uas"]
+def _uas(y_true, y_pred, sample_weight=None):
+    return attachment_scores(split_trees(y_true)[0], split_trees(y_pred)[0],
+                             sample_weight=sample_weight)["uas"]
 
 
-def _bracket_f1(y_true, y_pred):
+def _bracket_f1(y_true, y_pred, sample_weight=None):
     from ._grammar import as_tree  # (the parsers' reading of a tree: tuples or a string)
 
     def trees(items, name):
         return [as_tree(tree, f"{name}[{i}]", allow_empty=True) for i, tree in enumerate(items)]
 
-    return bracket_scores(trees(y_true, "y"), trees(y_pred, "predictions"))["f1"]
+    return bracket_scores(trees(y_true, "y"), trees(y_pred, "predictions"),
+                          sample_weight=sample_weight)["f1"]
 
 
 attachment_scorer = _ParseScorer("attachment_scorer", _uas)
 """Scorer for ``GridSearchCV(scoring=...)`` and ``cross_validate``: unlabelled attachment.
 
-Called as ``attachment_scorer(estimator, X, y)``, it returns the UAS of
-``estimator.predict(X)`` against ``y`` over all tokens (see
-:func:`attachment_scores`). ``y`` and the predictions are lists with one
-item per sentence, each either an array of heads or a pair ``(heads,
-relations)`` (a tuple or list of two 1-D sequences), whose relations are
-ignored.
+Called as ``attachment_scorer(estimator, X, y, sample_weight=None)``, it returns the UAS
+of ``estimator.predict(X)`` against ``y`` over all tokens (see
+:func:`attachment_scores`; ``sample_weight``, one weight per sentence, weighs its tokens).
+``y`` and the predictions are lists with one item per sentence, each either an array of
+heads or a pair ``(heads, relations)`` (a tuple or list of two 1-D sequences), whose
+relations are ignored.
 
 Examples
 --------
@@ -414,8 +434,9 @@ Examples
 bracket_f1_scorer = _ParseScorer("bracket_f1_scorer", _bracket_f1)
 """Scorer for ``GridSearchCV(scoring=...)`` and ``cross_validate``: labelled bracket F1.
 
-Called as ``bracket_f1_scorer(estimator, X, y)``, it returns the evalb F1 of
-``estimator.predict(X)`` against ``y`` (see :func:`bracket_scores`); ``y``
+Called as ``bracket_f1_scorer(estimator, X, y, sample_weight=None)``, it returns the
+evalb F1 of ``estimator.predict(X)`` against ``y`` (see :func:`bracket_scores`; one weight
+per sentence weighs its brackets); ``y``
 and the predictions are lists of trees, each as nested tuples or as a
 bracketed string (as the parsers take and, with ``output="string"``, give
 them; ``()`` or ``""`` for an empty sentence).

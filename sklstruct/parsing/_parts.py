@@ -13,12 +13,21 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import HasMethods, Interval
 
+from .._input import check_sequence_weights
+
 
 def default_learner():
     """The learner of a parser given ``learner=None``."""
     from ..learners import M3NSimplicialDecomposition
 
     return M3NSimplicialDecomposition()
+
+
+def check_sentence_weights(sample_weight, n_sentences):
+    """One weight per sentence (finite, non-negative, not all zero), or ``None``."""
+    if sample_weight is None:
+        return None
+    return check_sequence_weights(sample_weight, n_sentences)
 
 
 def check_sentences(X, name="X"):
@@ -61,10 +70,12 @@ class PartsParser(BaseEstimator):
         rows, n_rows = features.transform_flat(X)
         return features, rows, np.asarray(n_rows, dtype=np.int64)
 
-    def _fit_parts(self, rows, states, n_rows, structure):
-        """A clone of the learner fitted with ``structure`` on the part rows."""
+    def _fit_parts(self, rows, states, n_rows, structure, sample_weight=None):
+        """A clone of the learner fitted with ``structure`` on the part rows (with one weight
+        per sentence, when given)."""
         learner = self._learner_for(structure)
-        learner.fit(rows, states, lengths=np.asarray(n_rows, dtype=np.int64))
+        learner.fit(rows, states, lengths=np.asarray(n_rows, dtype=np.int64),
+                    **({} if sample_weight is None else {"sample_weight": sample_weight}))
         return learner
 
     def _decode_parts(self, X, n_words):

@@ -1,0 +1,152 @@
+"""Parsers and parse metrics with ``sample_weight``: one weight per sentence, an integer
+weight equal to repeating the sentence (the learners' weighted objective, the weighted
+attachment and bracket scores) and passed through model selection."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV, KFold
+
+from sklstruct import M3NSimplicialDecomposition, StructSVMCuttingPlane
+from sklstruct.datasets import make_dependency_treebank
+from sklstruct.parsing import (ConstituencyParser, DependencyParser, attachment_scorer,
+                               attachment_scores, bracket_f1_scorer, bracket_scores)
+from sklstruct.structures import DependencyTree
+
+from ._parsing_reference import toy_treebank
+
+WEIGHTS = np.array([2, 1, 1, 3, 1, 2, 1, 1, 2, 1, 1, 1])
+CONFLICT_WEIGHTS = np.array([2, 1, 1, 3, 1, 2, 1, 1, 2, 1, 1, 1, 1, 3, 1, 1, 2, 1])
+
+
+def _repeated(items, weights):
+    return [item for item, k in zip(items, weights) for _ in range(int(k))]
+
+
+def _fit(parser, X, y, **params):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return parser.fit(X, y, **params)
+
+
+def _treebank(n, seed):
+    data = make_dependency_treebank(n, random_state=seed)
+    return data.sentences, list(zip(data.heads, data.relations))
+
+
+def _agree(weighted, repeated):
+    """Two fits of the same objective: equal optima within the sum of their gaps."""
+    a, b = weighted.history_, repeated.history_
+    assert abs(a["primal"][-1] - b["primal"][-1]) <= a["gap"][-1] + b["gap"][-1] + 1e-9
+
+
+def _conflicting_treebank():
+    """Twelve sentences, and six of them again with chain trees (each token headed by the
+    one before it): the trees cannot all be fitted, so the weights matter."""
+    X, y = _treebank(12, seed=3)
+    chains = [(np.arange(len(s)), np.array(["dep"] * len(s), dtype=object)) for s in X[:6]]
+    return X + X[:6], y + chains
+
+
+def test_dependency_parser_weights_equal_repeated_sentences():
+    X, y = _conflicting_treebank()
+    X_test, _ = _treebank(10, seed=4)
+    learner = M3NSimplicialDecomposition(tol=1e-6, random_state=0)
+    weighted = _fit(DependencyParser(C=1.0, learner=learner), X, y, sample_weight=CONFLICT_WEIGHTS)
+    repeated = _fit(DependencyParser(C=1.0, learner=learner),
+                    _repeated(X, CONFLICT_WEIGHTS), _repeated(y, CONFLICT_WEIGHTS))
+    _agree(weighted.learner_, repeated.learner_)
+    _agree(weighted.relation_learner_, repeated.relation_learner_)
+    unweighted = _fit(DependencyParser(C=1.0, learner=learner), X, y)
+    rows, n_rows = weighted.features_.transform_flat(X)
+    labels = np.zeros(rows.shape[0], dtype=np.int64)
+    heads = np.concatenate([np.asarray(h) for h, _ in y])
+    labels[DependencyTree.arc_index(np.array([len(s) for s in X]), heads)] = 1
+    # the weighted fit minimises the weighted objective, which the unweighted one does not
+    objective = weighted.learner_.objective(rows, labels, lengths=n_rows,
+                                            sample_weight=CONFLICT_WEIGHTS)
+    assert objective < unweighted.learner_.objective(rows, labels, lengths=n_rows,
+                                                     sample_weight=CONFLICT_WEIGHTS) \
+        - 10 * weighted.learner_.history_["gap"][-1]
+    assert objective == pytest.approx(weighted.learner_.history_["primal"][-1], rel=1e-9)
+    for a, b in zip(weighted.predict(X_test), repeated.predict(X_test)):
+        np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_constituency_parser_weights_equal_repeated_sentences():
+    X, y = toy_treebank(12, seed=5)
+    learner = StructSVMCuttingPlane(tol=1e-9, max_iter=5000)
+    weighted = _fit(ConstituencyParser(1.0, learner=learner), X, y, sample_weight=WEIGHTS)
+    repeated = _fit(ConstituencyParser(1.0, learner=learner),
+                    _repeated(X, WEIGHTS), _repeated(y, WEIGHTS))
+    _agree(weighted.learner_, repeated.learner_)
+    objective = weighted.objective(X, y, sample_weight=WEIGHTS)
+    assert objective == pytest.approx(weighted.learner_.history_["primal"][-1], rel=1e-9)
+    assert objective == pytest.approx(weighted.objective(_repeated(X, WEIGHTS),
+                                                         _repeated(y, WEIGHTS)), rel=1e-12)
+
+
+def test_weighted_parse_scores_equal_those_of_repeated_sentences():
+    rng = np.random.default_rng(0)
+    weights = np.array([2, 0, 1, 3])
+    true = [rng.integers(0, 5, size=4) for _ in range(4)]
+    pred = [np.where(rng.random(4) < 0.4, 0, h) for h in true]
+    rel_true = [np.array(["a", "b", "a", "c"])[rng.integers(0, 4, size=4) % 4] for _ in true]
+    rel_pred = [np.where(rng.random(4) < 0.5, "a", r) for r in rel_true]
+    scores = attachment_scores(true, pred, rel_true, rel_pred, sample_weight=weights)
+    reference = attachment_scores(*(_repeated(a, weights)
+                                    for a in (true, pred, rel_true, rel_pred)))
+    assert scores["uas"] == pytest.approx(reference["uas"], rel=1e-12)
+    assert scores["las"] == pytest.approx(reference["las"], rel=1e-12)
+    assert scores["n_tokens"] == 16
+    assert attachment_scores(true, pred, sample_weight=np.ones(4)) == \
+        attachment_scores(true, pred)
+
+    X, y = toy_treebank(6, seed=2)
+    parser = _fit(ConstituencyParser(0.01, learner=StructSVMCuttingPlane(max_iter=3)), X, y)
+    predicted = parser.predict(X)
+    weights = np.array([2, 0, 1, 3, 1, 1])
+    scores = bracket_scores(y, predicted, sample_weight=weights)
+    reference = bracket_scores(_repeated(y, weights), _repeated(predicted, weights))
+    for name in ("precision", "recall", "f1", "exact_match"):
+        assert scores[name] == pytest.approx(reference[name], rel=1e-12)
+    assert parser.score(X, y, sample_weight=weights) == pytest.approx(reference["f1"])
+    assert bracket_f1_scorer(parser, X, y, sample_weight=weights) == \
+        pytest.approx(reference["f1"])
+
+
+def test_searches_fit_and_score_parsers_with_the_weights():
+    """A search fitted with sample_weight fits each split with its weights and scores it
+    weighted, through the parser's score and through the parse scorers."""
+    X, y = _treebank(16, seed=6)
+    weights = np.random.default_rng(3).uniform(0.2, 3.0, size=16)
+    folds = KFold(2)
+    learner = M3NSimplicialDecomposition(random_state=0)
+    for scoring in (None, attachment_scorer):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # (no "does not support sample_weight" warning)
+            search = GridSearchCV(DependencyParser(learner=learner), {"C": [0.1]}, cv=folds,
+                                  scoring=scoring).fit(X, y, sample_weight=weights)
+        for k, (train, test) in enumerate(folds.split(X)):
+            parser = _fit(DependencyParser(C=0.1, learner=learner), [X[i] for i in train],
+                          [y[i] for i in train], sample_weight=weights[train])
+            expected = parser.score([X[i] for i in test], [y[i] for i in test],
+                                    sample_weight=weights[test])
+            assert search.cv_results_[f"split{k}_test_score"][0] == pytest.approx(
+                expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("weights, match", [
+    (np.ones(3), "expected \\(4,\\)"),
+    (np.array([1.0, -1.0, 1.0, 1.0]), "Negative"),
+    (np.zeros(4), "all zero"),
+])
+def test_bad_sentence_weights_are_refused(weights, match):
+    X, y = _treebank(4, seed=1)
+    with pytest.raises(ValueError, match=match):
+        DependencyParser().fit(X, y, sample_weight=weights)
+    Xc, yc = toy_treebank(4, seed=1)
+    with pytest.raises(ValueError, match=match):
+        ConstituencyParser().fit(Xc, yc, sample_weight=weights)
