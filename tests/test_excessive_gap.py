@@ -364,3 +364,18 @@ def test_weights_of_one_change_nothing():
     ones = _fit_quietly(M3NExcessiveGap(max_iter=60), X, y, sample_weight=np.ones(12))
     np.testing.assert_array_equal(plain.w_, ones.w_)
     np.testing.assert_array_equal(plain.history_["dual"], ones.history_["dual"])
+
+
+@pytest.mark.parametrize("C, weight", [(0.3, 1e-7), (3e-8, 1.0), (1e-4, 1.0)])
+def test_condition_11_holds_for_small_objectives(C, weight):
+    """The adaptive steps keep (11) relative to the objective's own size, also when it is
+    far below 1 (a tiny C or tiny weights), and with it the bound (12) on the gap."""
+    X, y = make_chain_data(n_sequences=8, n_states=3, n_features=3, max_length=4, seed=5)
+    weights = np.full(8, weight)
+    model = _fit_quietly(M3NExcessiveGap(C=C, tol=1e-6, max_iter=2000), X, y,
+                         sample_weight=weights)
+    h = model.history_
+    scale = np.abs(h["dual"]).max()
+    assert np.all(h["smoothed_primal"] <= h["dual"] + 1e-9 * scale)
+    bound = weights.sum() * C * h["mu"] * model.prox_diameter_
+    assert np.all(h["gap"] <= bound * (1 + 1e-9))

@@ -210,8 +210,10 @@ class ExcessiveGapRun:
         return smoothed, node, pair
 
     def _condition_holds(self, smoothed, dual):
-        """The excessive gap condition (11), ``J_mu(w) <= D(alpha)``, up to rounding."""
-        return smoothed <= dual + 1e-9 * max(abs(dual), 1.0)
+        """The excessive gap condition (11), ``J_mu(w) <= D(alpha)``, up to rounding relative
+        to the two values (an absolute allowance would accept steps that break it by far
+        when the objective is small: a tiny ``C`` or tiny sample weights)."""
+        return smoothed <= dual + 1e-9 * max(abs(dual), abs(smoothed))
 
     def _step(self, tau, state):
         """Steps 3-7 of Algorithm 1 from ``state`` with ``tau``; returns the next state and the
