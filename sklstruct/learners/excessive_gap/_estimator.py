@@ -74,7 +74,8 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         (eq. (32)'s ``L/sigma``, with ``max ||psi||^2`` bounded for weights tied across
         positions by ``2 (sum_t ||x_t||)^2 + 2 sum_b T_b^2`` over the structure's pairwise count
         blocks of totals ``T_b``; for a chain of length ``l``: ``2 (l - 1)^2``, ``+ 4`` with
-        start/end features) and ``tau_k = 2/(k+3)``; Theorem 4's ``O(1/k^2)`` bound holds.
+        start/end features; with sample weights ``n`` in ``lambda = 1 / (n C)`` is
+        ``sum_i s_i``) and ``tau_k = 2/(k+3)``; Theorem 4's ``O(1/k^2)`` bound holds.
         "adaptive": the same steps with ``tau_k`` chosen from a running estimate ``L_k`` of
         the curvature instead of the worst-case ``L`` (``tau^2 / (1 - tau) = mu_k / L_k``,
         the condition the proof of Theorem 5 needs, eq. (20)); the excessive gap condition
@@ -138,7 +139,8 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         Non-linear kernels: the training tokens.
     mu_init_ : float
         The ``mu_1`` of the first iteration (``history_["mu"]`` holds ``mu_k`` at every
-        iteration), in the units of ``history_`` (``n C`` times the paper's).
+        iteration), in the units of ``history_`` (``n C`` times the paper's; with sample
+        weights ``(sum_i s_i) C`` times).
     prox_diameter_ : float
         ``D = max d(alpha)``: the mean over examples of ``log |Y_i|`` (of the log-partition
         of the prox centre's potentials with ``init_bias``), weighted by ``s_i``.
@@ -147,8 +149,9 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         condition (11).
     history_ : dict of ndarray
         Per iteration: ``primal``, ``dual``, ``gap``, ``time``, ``oracle_calls`` (single-example
-        marginal or decoding calls), ``mu``, ``smoothed_primal`` (``n C J_mu(w_k)``; the
-        excessive gap condition is ``smoothed_primal <= dual``) and ``drift`` (largest
+        marginal or decoding calls), ``mu``, ``smoothed_primal`` (``n C J_mu(w_k)``, with
+        sample weights ``(sum_i s_i) C J_mu(w_k)``; the excessive gap condition is
+        ``smoothed_primal <= dual``) and ``drift`` (largest
         deviation of a token's marginals from summing to one before renormalisation).
 
     Examples
