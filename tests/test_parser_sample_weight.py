@@ -150,3 +150,23 @@ def test_bad_sentence_weights_are_refused(weights, match):
     Xc, yc = toy_treebank(4, seed=1)
     with pytest.raises(ValueError, match=match):
         ConstituencyParser().fit(Xc, yc, sample_weight=weights)
+
+
+def test_pcfg_weights_equal_repeated_trees():
+    """The relative frequencies with weighted counts are those of the repeated trees; a
+    tree of weight 0 is left out, its labels and rules included."""
+    from sklstruct.parsing import PCFGParser
+
+    X, y = toy_treebank(12, seed=7)
+    weights = np.array([2, 0, 1, 3, 1, 2, 0, 1, 2, 1, 1, 1])
+    weighted = PCFGParser().fit(X, y, sample_weight=weights)
+    repeated = PCFGParser().fit(_repeated(X, weights), _repeated(y, weights))
+    assert weighted.grammar_.labels == repeated.grammar_.labels
+    assert weighted.grammar_.rules == repeated.grammar_.rules
+    for name in ("label_log_prob_", "rule_log_prob_", "root_log_prob_"):
+        np.testing.assert_allclose(getattr(weighted, name), getattr(repeated, name),
+                                   rtol=1e-12)
+    assert weighted.predict(X) == repeated.predict(X)
+    plain = PCFGParser().fit(X, y)
+    ones = PCFGParser().fit(X, y, sample_weight=np.ones(12))
+    np.testing.assert_array_equal(plain.rule_log_prob_, ones.rule_log_prob_)

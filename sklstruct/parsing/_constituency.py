@@ -29,8 +29,10 @@ class _TreeParser(BaseEstimator):
         "output": [StrOptions({"tuple", "string", "nltk"})],
     }
 
-    def _training_data(self, X, y):
-        """Checked sentences ``(words, tags)`` and trees of a fit."""
+    def _training_data(self, X, y, tree_weights=None):
+        """Checked sentences ``(words, tags)`` and trees of a fit; the grammar is read from
+        the trees, or with ``tree_weights`` from those of positive weight, each counted with
+        its weight."""
         self._validate_params()
         X = check_sentences(X)
         if y is None:
@@ -51,7 +53,12 @@ class _TreeParser(BaseEstimator):
                                  f"{tree_words(tree)!r}, the sentence's {words!r}.")
             tokens.append((words, tags))
             trees.append(tree)
-        self.grammar_ = TreeGrammar(trees, self.horizontal, self.vertical)
+        if tree_weights is None:
+            self.grammar_ = TreeGrammar(trees, self.horizontal, self.vertical)
+        else:
+            kept = np.flatnonzero(tree_weights > 0)
+            self.grammar_ = TreeGrammar([trees[i] for i in kept], self.horizontal,
+                                        self.vertical, weights=tree_weights[kept])
         return X, tokens, trees
 
     def _format(self, trees):
@@ -369,7 +376,7 @@ class PCFGParser(_TreeParser):
         self.vertical = vertical
         self.output = output
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Count the labels, rules and roots of the trees ``y``.
 
         Parameters
@@ -378,13 +385,19 @@ class PCFGParser(_TreeParser):
             Tagged sentences (``(word, tag)`` pairs or token dicts with a tag).
         y : list of tuple or str
             Their trees.
+        sample_weight : array-like of shape (n_sentences,), default=None
+            One weight per tree: its labels, rules and root count with it (an integer
+            weight equals repeating the tree; a tree of weight 0 is left out, the grammar
+            included).
 
         Returns
         -------
         self : PCFGParser
         """
         staged = clone(self)
-        _, tokens, _ = staged._training_data(X, y)
+        X = check_sentences(X)
+        weights = check_sentence_weights(sample_weight, len(X))
+        _, tokens, _ = staged._training_data(X, y, tree_weights=weights)
         _require_tags(tokens)
         g = staged.grammar_
         counts = np.array([g.label_counts[label] for label in g.labels], dtype=np.float64)

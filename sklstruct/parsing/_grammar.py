@@ -110,6 +110,8 @@ class TreeGrammar:
     trees : list of tuple
         Training trees (n-ary, as read).
     horizontal, vertical : markovisation orders of :func:`binarize`.
+    weights : sequence of float, default=None
+        A count for each tree's labels, roots and rules (1 each by default).
 
     Attributes
     ----------
@@ -120,7 +122,8 @@ class TreeGrammar:
     label_brackets : ndarray of shape (n_labels, n_kinds)
         evalb brackets per label (:func:`evalb_brackets`), one column per bracket label.
     label_counts, root_counts, rule_counts : Counter
-        Occurrences in the training trees (labels; root labels; rule indices).
+        Occurrences in the training trees (labels; root labels; rule indices), each tree
+        counted with its weight.
     root_label : str
         The most frequent label of the untransformed roots (for flat fallback trees).
     join : str
@@ -130,17 +133,18 @@ class TreeGrammar:
 
     join = "+"  # (grammars pickled before the separator was chosen per treebank)
 
-    def __init__(self, trees, horizontal, vertical):
+    def __init__(self, trees, horizontal, vertical, weights=None):
         self.horizontal, self.vertical = horizontal, vertical
         self.join = _unused_join(trees)
         transformed = [self.transform(tree) for tree in trees]
+        weights = [1] * len(trees) if weights is None else [float(w) for w in weights]
         lexical, phrasal = Counter(), Counter()
         roots, untransformed_roots = Counter(), Counter()
-        for tree, original in zip(transformed, trees):
-            roots[tree[0]] += 1
-            untransformed_roots[original[0]] += 1
+        for tree, original, weight in zip(transformed, trees, weights):
+            roots[tree[0]] += weight
+            untransformed_roots[original[0]] += weight
             for node, _, _ in _nodes(tree):
-                (lexical if is_preterminal(node) else phrasal)[node[0]] += 1
+                (lexical if is_preterminal(node) else phrasal)[node[0]] += weight
         self.labels = sorted(set(lexical) | set(phrasal))
         self.index = {label: a for a, label in enumerate(self.labels)}
         chains = [label.split(self.join) for label in self.labels]
@@ -153,10 +157,10 @@ class TreeGrammar:
         root = np.zeros(len(self.symbols), dtype=bool)
         root[[self.top[self.index[label]] for label in roots]] = True
         rule_counts = Counter()
-        for tree in transformed:
+        for tree, weight in zip(transformed, weights):
             for node, _, _ in _nodes(tree):
                 if not is_preterminal(node):
-                    rule_counts[self._rule_key(node)] += 1
+                    rule_counts[self._rule_key(node)] += weight
         self.rules = sorted(rule_counts)
         self.rule_index = {rule: r for r, rule in enumerate(self.rules)}
         self.grammar = Grammar(self.top, self.bottom, self.lexical, self.phrasal, root,
