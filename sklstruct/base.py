@@ -181,6 +181,9 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
                     f"{self.C}, largest weight {float(weights.max()):.3g}, times the largest "
                     "feature magnitude: above 1e150); lower C or the weights.")
         self._check_oracle_exactness(batch)
+        if self._trains_on_marginals and hasattr(self.structure_,
+                                                 "check_learnable_by_marginals"):
+            self.structure_.check_learnable_by_marginals(batch, Y)
         self._check_user_token_loss(Y)
         self.w_ = self._fit_batch(batch, Y, weights)
         primal = getattr(self, "history_", {}).get("primal")

@@ -1,5 +1,6 @@
 """DependencyParser: the scikit-learn workflow of a max-margin dependency parser."""
 
+import itertools
 import pickle
 import warnings
 
@@ -208,3 +209,66 @@ def test_conllu_token_dicts_train_the_default_parser(treebank):
     untagged = [[{"form": t["form"]} for t in sentence] for sentence in X]
     with pytest.raises(ValueError, match=r"ArcFeatures\(tag=\.\.\.\)"):
         DependencyParser().fit(untagged, y)
+
+
+# ------------------------------------------------- non-projective trees, projective decoding
+def _basque(data_home, n):
+    import os
+
+    from sklstruct.parsing import read_conll
+
+    data = read_conll(os.path.join(data_home, "conll2007_eus", "eus.train.gz"),
+                      encoding="latin-1")
+    return data.sentences[:n], data.heads[:n]
+
+
+def test_projective_decoding_certifies_on_non_projective_training_trees(data_home):
+    """Basque has non-projective trees; decoding projective trees, the structured hinge
+    ``max(0, max_ybar ...)`` takes the true tree where it beats every projective one. The
+    compiled passes' hinge and directions include it: their certified primal is
+    ``objective()``, and the learners agree within their gaps; learners on marginals,
+    which cannot represent such a tree, warn."""
+    from sklstruct.structures import DependencyTree
+
+    X, heads = _basque(data_home, 10)
+    lengths = np.array([len(s) for s in X])
+    with pytest.raises(ValueError, match="not projective"):
+        check_heads(np.concatenate(heads), lengths, projective=True)
+    fits = []
+    for learner in (M3NSimplicialDecomposition(random_state=0, tol=1e-3),
+                    M3NSimplicialDecomposition(random_state=0, max_points=1, tol=1e-3),
+                    StructSVMCuttingPlane(tol=1e-3)):
+        parser = _fit(DependencyParser(C=0.1, learner=learner), X, heads)
+        rows, n_rows = parser.features_.transform_flat(X)
+        labels = DependencyTree().labels_from_heads(lengths, np.concatenate(heads))
+        h = parser.learner_.history_
+        assert parser.learner_.objective(rows, labels, lengths=n_rows) == \
+            pytest.approx(h["primal"][-1], rel=1e-9)
+        certified = np.isfinite(h["gap"])  # (rows of uncertified passes hold NaN)
+        assert np.all(h["gap"][certified] >= -1e-9 * np.abs(h["primal"][certified]))
+        fits.append((h["primal"][-1], h["gap"][-1]))
+    for (p1, g1), (p2, g2) in itertools.combinations(fits, 2):
+        assert abs(p1 - p2) <= g1 + g2 + 1e-9
+    for learner in (M3NExpGrad(max_iter=3), M3NExcessiveGap(max_iter=3)):
+        with pytest.warns(UserWarning, match="cannot represent a non-projective"):
+            _fit(DependencyParser(learner=learner), X, heads)
+    # without projectivity the marginals hold every tree
+    _fit(DependencyParser(C=0.1, projective=False, learner=M3NExpGrad(max_iter=5)), X, heads)
+
+
+def test_the_oracle_returns_a_non_projective_true_tree_that_beats_every_projective_one():
+    from sklstruct.structures import DependencyTree
+    from sklstruct.utils import SequenceBatch
+
+    heads = np.array([3, 4, 0, 3])  # arcs 3 -> 1 and 4 -> 2 cross
+    structure = DependencyTree().bind(1, 2, np.array([0, 1]), None)
+    labels = structure.labels_from_heads(np.array([4]), heads)
+    batch = SequenceBatch(np.ones((16, 1)), np.array([0, 16]))
+    unary = np.zeros((16, 2))
+    unary[:, 1] = np.where(labels == 1, 3.0, -3.0)  # the true arcs score far above the rest
+    found, losses, scores = structure.loss_augmented_decode(batch, unary, np.zeros(0),
+                                                            labels)
+    np.testing.assert_array_equal(found, labels)
+    assert losses[0] == 0.0 and scores[0] == pytest.approx(12.0)
+    # a projective decoder alone returns another tree
+    assert np.any(structure.decode(batch, unary, np.zeros(0)) != labels)

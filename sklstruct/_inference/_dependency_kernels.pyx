@@ -54,9 +54,10 @@ cdef class DependencyKernels(ExampleKernels):
         Exactly one token attached to the root.
     """
 
-    cdef readonly object n_tokens
+    cdef readonly object n_tokens, truth
     cdef readonly bint projective, single_root
     cdef const int64_t* _n_tokens
+    cdef const int64_t* _truth
     cdef double* _work
     cdef intp_t* _int_work
     cdef intp_t _longest
@@ -64,6 +65,7 @@ cdef class DependencyKernels(ExampleKernels):
     def __cinit__(self, *args, **kwargs):
         self._work = NULL
         self._int_work = NULL
+        self._truth = NULL
 
     def __init__(self, offsets, n_tokens, intp_t n_states, bint projective, bint single_root):
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -95,6 +97,28 @@ cdef class DependencyKernels(ExampleKernels):
     def __dealloc__(self):
         free(self._work)
         free(self._int_work)
+
+    def set_truth(self, Y):
+        """The true row labels of the batch (a learner's training trees).
+
+        With projective trees a training tree may be non-projective, outside the decoder's
+        trees: the max-oracle then returns the true tree where its loss-augmented score
+        beats every projective tree's (the zero term of the structured hinge
+        ``max(0, max_ybar ...)``), so that the learners' hinge and Frank-Wolfe directions
+        cover it.
+
+        Parameters
+        ----------
+        Y : ndarray of int of shape (n_rows,)
+        """
+        Y = np.ascontiguousarray(Y, dtype=np.int64)
+        if Y.shape != (self.offsets[-1],) or (Y.shape[0] and (
+                Y.min() < 0 or Y.max() >= self.n_states)):
+            raise ValueError(f"Y must hold one state in [0, {self.n_states}) per row "
+                             f"({self.offsets[-1]} rows).")
+        self.truth = Y
+        cdef const int64_t[::1] view = self.truth
+        self._truth = &view[0] if Y.shape[0] else NULL
 
     cdef void max_oracle(self, intp_t i, const double* scores, const double* token_loss,
                          const double* theta, int64_t* labels) noexcept nogil:
@@ -136,6 +160,22 @@ cdef class DependencyKernels(ExampleKernels):
         for m in range(1, n + 1):
             r = arc_row(n, heads[m - 1], m)
             labels[r] = best_of_row[r]
+        if self.projective and self._truth != NULL:
+            self._prefer_truth(self._truth + self._offsets[i], n * n, scores, token_loss,
+                               labels)
+
+    cdef void _prefer_truth(self, const int64_t* truth, intp_t n_rows, const double* scores,
+                            const double* token_loss, int64_t* labels) noexcept nogil:
+        """``labels`` := ``truth`` when its loss-augmented score is the higher (a training
+        tree no projective tree reaches)."""
+        cdef intp_t r, S = self.n_states
+        cdef double decoded = 0.0, gold = 0.0
+        for r in range(n_rows):
+            decoded += scores[r * S + labels[r]] + token_loss[r * S + labels[r]]
+            gold += scores[r * S + truth[r]] + token_loss[r * S + truth[r]]
+        if gold > decoded:
+            for r in range(n_rows):
+                labels[r] = truth[r]
 
     cdef double marginals(self, intp_t i, const double* node_pot, const double* pair_pot,
                           double* node_marg, double* pair_marg) noexcept nogil:

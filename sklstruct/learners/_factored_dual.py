@@ -32,6 +32,13 @@ def per_example_tables_too_large(structure, batch, n_tables):
                              4 * 8.0 * batch.n_tokens * structure.n_states_)
 
 
+def take_truth(kernels, Y):
+    """Give the kernels the true labels when their max-oracle may miss them (the decoder's
+    outputs need not contain a training labelling: projective trees)."""
+    if hasattr(kernels, "set_truth"):
+        kernels.set_truth(Y)
+
+
 class DualWeights:
     """Weights, loss and scratch arrays of a dual kept as per-example statistics.
 
@@ -56,6 +63,7 @@ class DualWeights:
         if self.kernels is None:
             raise ValueError(f"{type(structure).__name__} has no compiled per-example "
                              "kernels.")
+        take_truth(self.kernels, self.Y)
         S, d = structure.n_states_, structure.n_features_
         # the weighted Hamming loss is computed by the passes from Y and these weights
         self.loss_weights = np.ascontiguousarray(structure.loss_weights_, dtype=np.float64)

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from sklstruct._inference._validation import split_into_chunks
+from sklstruct.learners._factored_dual import take_truth
 
 from libc.string cimport memset
 
@@ -73,6 +74,7 @@ cdef class DualPass:
         examples on one thread while other passes bound to ``state`` do on others (their
         ``gap_and_hinge`` writes nothing else that is shared)."""
         self.kernels = state.structure.example_kernels(state.batch)
+        take_truth(self.kernels, state.Y)
         self.slot = np.full(self.slot.shape[0], -1, dtype=np.int32)
 
     cdef void fill_loss(self, intp_t lo, intp_t length, double* out) noexcept nogil:

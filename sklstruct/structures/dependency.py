@@ -1,10 +1,12 @@
 """First-order arc-factored dependency trees over candidate-arc rows."""
 
+import warnings
+
 import numpy as np
 from scipy.special import logsumexp, softmax
 
 from .._inference._dependency_kernels import DependencyKernels, arc_rows
-from .._inference.dependency import decode_trees, tree_marginals
+from .._inference.dependency import check_heads, decode_trees, tree_marginals
 from ._parts import PartsStructure
 
 
@@ -217,8 +219,51 @@ class DependencyTree(PartsStructure):
 
     def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
                               token_loss=None):
-        return self._shifted_loss_augmented_decode(batch, unary, pairwise, Y, rescale, n_jobs,
-                                                   token_loss)
+        labels, losses, scores = self._shifted_loss_augmented_decode(
+            batch, unary, pairwise, Y, rescale, n_jobs, token_loss)
+        if self.projective and batch.n_sequences:
+            # a non-projective true tree is no output of the decoder: where it beats every
+            # projective tree (loss 0 against loss + score), it is the most violating output,
+            # the hinge's zero term
+            Y = self.check_labels(batch, Y)
+            truth = self.score(batch, unary, pairwise, Y)
+            better = np.flatnonzero(truth > losses + scores)
+            if better.shape[0]:
+                rows = np.repeat(np.arange(batch.n_sequences), batch.lengths)
+                taken = np.isin(rows, better)
+                labels = np.where(taken, Y, labels)
+                losses, scores = losses.copy(), scores.copy()
+                losses[better], scores[better] = 0.0, truth[better]
+        return labels, losses, scores
+
+    def check_learnable_by_marginals(self, batch, Y):
+        """Warn of training trees that the marginals of projective trees cannot represent.
+
+        A learner on marginals (``M3NExpGrad``, ``M3NExcessiveGap``) keeps its dual as a
+        distribution over the structure's outputs; with ``projective=True`` a
+        non-projective training tree is none of them. The hinge's zero term, the true tree,
+        is then out of the dual's reach: the fit may stop short of the optimum, with a gap
+        that says so (the certificate stays valid).
+
+        Parameters
+        ----------
+        batch : SequenceBatch
+        Y : ndarray of int of shape (n_rows,)
+        """
+        if not self.projective or batch.n_sequences == 0:
+            return
+        n_tokens, _ = self._layout(batch)
+        heads, _ = self.heads_from_labels(n_tokens, self.check_labels(batch, Y))
+        try:
+            check_heads(heads, n_tokens, projective=True)
+        except ValueError as error:
+            warnings.warn(
+                f"Training {str(error)[0].lower()}{str(error)[1:]} With projective=True the "
+                "marginals of projective trees cannot represent a non-projective training "
+                "tree: the fit may stop short of the optimum, with a duality gap that says "
+                "so. Use projective=False, or a learner on the max-oracle "
+                "(M3NSimplicialDecomposition, StructSVMCuttingPlane), whose hinge takes the "
+                "true tree where it beats every projective one.", UserWarning, stacklevel=6)
 
     def marginals(self, batch, unary, pairwise, n_jobs=None):
         if batch.n_sequences == 0:
