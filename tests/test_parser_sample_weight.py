@@ -170,3 +170,57 @@ def test_pcfg_weights_equal_repeated_trees():
     plain = PCFGParser().fit(X, y)
     ones = PCFGParser().fit(X, y, sample_weight=np.ones(12))
     np.testing.assert_array_equal(plain.rule_log_prob_, ones.rule_log_prob_)
+
+
+def test_sentences_of_weight_zero_are_left_out():
+    """A sentence of weight 0 is absent from the fit: features, relations and grammar
+    included (its unique relation and labels do not appear)."""
+    X, y = _treebank(10, seed=3)
+    heads, relations = y[0]
+    y = [(heads, np.array(["ODD"] * len(heads), dtype=object))] + y[1:]
+    weights = np.r_[0.0, np.ones(4), 2.0, np.ones(4)]
+    learner = M3NSimplicialDecomposition(random_state=0)
+    weighted = _fit(DependencyParser(C=0.1, learner=learner), X, y, sample_weight=weights)
+    subset = _fit(DependencyParser(C=0.1, learner=learner), X[1:], y[1:],
+                  sample_weight=weights[1:])
+    assert "ODD" not in weighted.relations_
+    np.testing.assert_array_equal(weighted.learner_.w_, subset.learner_.w_)
+    np.testing.assert_array_equal(weighted.relation_learner_.w_, subset.relation_learner_.w_)
+
+    Xc, yc = toy_treebank(12, seed=5)
+    yc = [("ZZ", *yc[0][1:])] + yc[1:]  # a root label no other tree has
+    weights = np.r_[0.0, np.ones(11)]
+    for parser in (ConstituencyParser(1.0, learner=StructSVMCuttingPlane(max_iter=50)),):
+        weighted = _fit(parser, Xc, yc, sample_weight=weights)
+        assert "ZZ" not in weighted.grammar_.labels
+        np.testing.assert_array_equal(
+            weighted.learner_.w_, _fit(parser, Xc[1:], yc[1:]).learner_.w_)
+        assert weighted.objective(Xc, yc, sample_weight=weights) == \
+            weighted.objective(Xc[1:], yc[1:])
+
+
+def test_routed_searches_score_parses_weighted_only_when_asked():
+    import copy
+
+    import sklearn
+
+    X, y = _treebank(16, seed=6)
+    weights = np.random.default_rng(3).uniform(0.2, 3.0, size=16)
+    folds = KFold(2)
+    requested = copy.deepcopy(attachment_scorer)
+    with sklearn.config_context(enable_metadata_routing=True):
+        requested.set_score_request(sample_weight=True)
+        parser = DependencyParser(learner=M3NSimplicialDecomposition(random_state=0))
+        parser.set_fit_request(sample_weight=True)
+        results = {name: GridSearchCV(parser, {"C": [0.1]}, cv=folds, scoring=scoring).fit(
+            X, y, sample_weight=weights).cv_results_
+            for name, scoring in (("plain", attachment_scorer), ("requested", requested))}
+    for k, (train, test) in enumerate(folds.split(X)):
+        fitted = _fit(DependencyParser(C=0.1, learner=M3NSimplicialDecomposition(
+            random_state=0)), [X[i] for i in train], [y[i] for i in train],
+            sample_weight=weights[train])
+        X_test, y_test = [X[i] for i in test], [y[i] for i in test]
+        assert results["plain"][f"split{k}_test_score"][0] == \
+            pytest.approx(fitted.score(X_test, y_test), rel=1e-12)
+        assert results["requested"][f"split{k}_test_score"][0] == pytest.approx(
+            fitted.score(X_test, y_test, sample_weight=weights[test]), rel=1e-12)

@@ -12,7 +12,7 @@ from .._inference import cfg as cky
 from ..structures import ConstituencyTree
 from ._grammar import TreeGrammar, as_tree, sentence_tokens
 from ._metrics import bracket_scores
-from ._parts import PartsParser, check_sentence_weights, check_sentences
+from ._parts import PartsParser, check_sentences, weighted_sentences
 from ._span_features import SpanFeatures
 from ._transforms import expand_unary, unbinarize
 from ._trees import _import_nltk, tree_to_string, tree_words
@@ -31,8 +31,7 @@ class _TreeParser(BaseEstimator):
 
     def _training_data(self, X, y, tree_weights=None):
         """Checked sentences ``(words, tags)`` and trees of a fit; the grammar is read from
-        the trees, or with ``tree_weights`` from those of positive weight, each counted with
-        its weight."""
+        the trees, each counted with its weight in ``tree_weights`` when given."""
         self._validate_params()
         X = check_sentences(X)
         if y is None:
@@ -53,12 +52,8 @@ class _TreeParser(BaseEstimator):
                                  f"{tree_words(tree)!r}, the sentence's {words!r}.")
             tokens.append((words, tags))
             trees.append(tree)
-        if tree_weights is None:
-            self.grammar_ = TreeGrammar(trees, self.horizontal, self.vertical)
-        else:
-            kept = np.flatnonzero(tree_weights > 0)
-            self.grammar_ = TreeGrammar([trees[i] for i in kept], self.horizontal,
-                                        self.vertical, weights=tree_weights[kept])
+        self.grammar_ = TreeGrammar(trees, self.horizontal, self.vertical,
+                                    weights=tree_weights)
         return X, tokens, trees
 
     def _format(self, trees):
@@ -247,16 +242,16 @@ class ConstituencyParser(PartsParser, _TreeParser):
             ``(tag, word)`` over the sentence's words, or bracketed strings.
         sample_weight : array-like of shape (n_sentences,), default=None
             One weight per sentence, the learner's ``sample_weight`` (an integer weight
-            equals repeating the sentence). The grammar and the feature extractor read
-            every tree unweighted.
+            equals repeating the sentence). Sentences of weight 0 are left out; the grammar
+            and the feature extractor read the others' trees unweighted.
 
         Returns
         -------
         self : ConstituencyParser
         """
         staged = clone(self)
+        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
         X, tokens, trees = staged._training_data(X, y)
-        weights = check_sentence_weights(sample_weight, len(X))
         if max(len(words) for words, _ in tokens) < 3:
             raise ValueError("ConstituencyParser needs a training sentence of three words or "
                              "more (shorter ones have no span off their trees).")
@@ -315,13 +310,15 @@ class ConstituencyParser(PartsParser, _TreeParser):
             Their trees; a tree whose labels or rules (after binarisation) the grammar read
             at fit lacks raises ``ValueError`` naming them.
         sample_weight : array-like of shape (n_sentences,), default=None
-            One weight per sentence, as in :meth:`fit`.
+            One weight per sentence, as in :meth:`fit` (sentences of weight 0 are left
+            out).
 
         Returns
         -------
         objective : float
         """
         check_is_fitted(self, "learner_")
+        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
         X, y = check_sentences(X), check_sentences(y, "y")
         tokens = [sentence_tokens(sentence, f"X[{i}]") for i, sentence in enumerate(X)]
         states = []
@@ -332,8 +329,7 @@ class ConstituencyParser(PartsParser, _TreeParser):
             states.append(self.grammar_.states(tree, f"y[{i}]"))
         rows, n_rows = self.features_.transform_flat(X)
         return self.learner_.objective(rows, np.concatenate(states), lengths=n_rows,
-                                       sample_weight=check_sentence_weights(sample_weight,
-                                                                            len(X)))
+                                       sample_weight=weights)
 
 
 class PCFGParser(_TreeParser):
@@ -395,8 +391,7 @@ class PCFGParser(_TreeParser):
         self : PCFGParser
         """
         staged = clone(self)
-        X = check_sentences(X)
-        weights = check_sentence_weights(sample_weight, len(X))
+        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
         _, tokens, _ = staged._training_data(X, y, tree_weights=weights)
         _require_tags(tokens)
         g = staged.grammar_

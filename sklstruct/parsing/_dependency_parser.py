@@ -10,7 +10,7 @@ from ..utils._sequences import check_label_kinds, label_kinds
 from ._arc_features import ArcFeatures
 from ._dependency_targets import split_trees
 from ._metrics import attachment_scores
-from ._parts import PartsParser, check_sentence_weights, check_sentences
+from ._parts import PartsParser, check_sentences, weighted_sentences
 
 
 def _relation_labels(relations):
@@ -135,15 +135,16 @@ class DependencyParser(PartsParser):
         sample_weight : array-like of shape (n_sentences,), default=None
             One weight per sentence, the learner's ``sample_weight`` (an integer weight
             equals repeating the sentence): its tree's hinge loss counts with it, and so
-            do its arcs in the relation classifier (``relations="separate"``). The feature
-            extractor reads every sentence unweighted.
+            do its arcs in the relation classifier (``relations="separate"``). Sentences of
+            weight 0 are left out (their features and relations too); the feature
+            extractor reads the others unweighted.
 
         Returns
         -------
         self : DependencyParser
         """
         self._validate_params()
-        X = check_sentences(X)
+        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
         lengths = self._lengths(X)
         heads, relations = split_trees(y, lengths=lengths)
         if np.any(lengths == 0):
@@ -151,7 +152,6 @@ class DependencyParser(PartsParser):
                              "training sentences need at least one token.")
         if lengths.shape[0] == 0:
             raise ValueError("X has no sentences.")
-        weights = check_sentence_weights(sample_weight, lengths.shape[0])
         all_heads = np.concatenate(heads)
         check_heads(all_heads, lengths, single_root=self.single_root)
         states = relation_names = None

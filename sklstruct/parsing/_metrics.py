@@ -6,8 +6,10 @@ from collections import Counter
 
 import numpy as np
 from sklearn.exceptions import UndefinedMetricWarning
+from sklearn.utils.metadata_routing import UNUSED
 
 from .._input import check_sequence_weights
+from ..utils._sklearn_compat import _MetadataRequester
 from ._dependency_targets import _as_relation_arrays, split_trees
 from ._trees import check_tree, is_preterminal, strip_function_tag
 
@@ -378,20 +380,40 @@ def bracket_scores(trees_true, trees_pred, *, sample_weight=None):
 
 
 # -------------------------------------------------------------------------------- scorers
-class _ParseScorer:
+class _ParseScorer(_MetadataRequester):
     """``scorer(estimator, X, y, sample_weight=None)``: a figure of ``estimator.predict(X)``
-    against ``y``, with one weight per sentence when given (a search fitted with
-    ``sample_weight`` passes it on; under metadata routing it is not requested)."""
+    against ``y``, with one weight per sentence when given. A search fitted with
+    ``sample_weight`` passes it on; under metadata routing the weights are not requested,
+    so routed searches score unweighted unless asked:
+    ``copy.deepcopy(attachment_scorer).set_score_request(sample_weight=True)``."""
 
-    def __init__(self, name, score):
+    __metadata_request__score = {"estimator": UNUSED, "sample_weight": False}
+
+    def __init__(self, name, metric):
         self._name = name
-        self._score = score
+        self._metric = metric
 
     def __repr__(self):
         return self._name
 
     def __call__(self, estimator, X, y, sample_weight=None):
-        return self._score(y, estimator.predict(X), sample_weight)
+        return self.score(estimator, X, y, sample_weight=sample_weight)
+
+    def score(self, estimator, X, y, sample_weight=None):
+        """The figure of ``estimator.predict(X)`` against ``y``.
+
+        Parameters
+        ----------
+        estimator : fitted parser
+        X : list of sentences
+        y : list of trees
+        sample_weight : array-like of shape (n_sentences,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        return self._metric(y, estimator.predict(X), sample_weight)
 
 
 def _uas(y_true, y_pred, sample_weight=None):

@@ -30,6 +30,21 @@ def check_sentence_weights(sample_weight, n_sentences):
     return check_sequence_weights(sample_weight, n_sentences)
 
 
+def weighted_sentences(X, y, sample_weight):
+    """``(X, y, weights)`` of a weighted fit: the sentences of weight 0 left out (as if
+    absent: features, grammar and relations included), ``weights`` ``None`` without
+    ``sample_weight``. ``X`` is a list; ``y`` of another length is left to the fit's
+    checks."""
+    weights = check_sentence_weights(sample_weight, len(X))
+    if weights is None or np.all(weights > 0):
+        return X, y, weights
+    y = check_sentences(y, "y")
+    if len(y) != len(X):
+        return X, y, weights
+    kept = np.flatnonzero(weights > 0)
+    return [X[i] for i in kept], [y[i] for i in kept], weights[kept]
+
+
 def check_sentences(X, name="X"):
     """``X`` as a list (a str, a dict or a non-iterable is refused)."""
     if isinstance(X, (str, bytes, dict)) or not hasattr(X, "__iter__"):
