@@ -224,3 +224,18 @@ def test_routed_searches_score_parses_weighted_only_when_asked():
             pytest.approx(fitted.score(X_test, y_test), rel=1e-12)
         assert results["requested"][f"split{k}_test_score"][0] == pytest.approx(
             fitted.score(X_test, y_test, sample_weight=weights[test]), rel=1e-12)
+
+
+@pytest.mark.parametrize("relations", ["separate", "joint"])
+def test_dependency_parser_objective_is_the_certified_primal(relations):
+    X, y = _treebank(12, seed=2)
+    weights = np.random.default_rng(0).uniform(0.5, 2.0, size=12)
+    parser = _fit(DependencyParser(C=0.1, relations=relations, learner=M3NSimplicialDecomposition(
+        random_state=0)), X, y, sample_weight=weights)
+    assert parser.objective(X, y, sample_weight=weights) == pytest.approx(
+        parser.learner_.history_["primal"][-1], rel=1e-9)
+    if relations == "joint":
+        with pytest.raises(ValueError, match="not seen at fit"):
+            parser.objective(X[:1], [(y[0][0], np.array(["??"] * len(y[0][0])))])
+        with pytest.raises(ValueError, match="give \\(heads, relations\\) pairs"):
+            parser.objective(X, [heads for heads, _ in y])

@@ -182,6 +182,49 @@ class DependencyParser(PartsParser):
         self.relation_learner_ = relation_learner
         return self
 
+    def objective(self, X, y, sample_weight=None):
+        """The tree learner's training objective at the fitted weights on sentences and
+        trees (the relation classifier of ``relations="separate"`` has its own:
+        ``relation_learner_.objective``).
+
+        Parameters
+        ----------
+        X : list of list of dict
+        y : list
+            Per sentence, its heads or a pair ``(heads, relations)`` (the relations are
+            needed with ``relations="joint"``, and must be among ``relations_``).
+        sample_weight : array-like of shape (n_sentences,), default=None
+            One weight per sentence, as in :meth:`fit` (sentences of weight 0 are left
+            out).
+
+        Returns
+        -------
+        objective : float
+        """
+        check_is_fitted(self, "learner_")
+        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
+        lengths = self._lengths(X)
+        heads, relations = split_trees(y, lengths=lengths)
+        all_heads = np.concatenate(heads) if heads else np.zeros(0, dtype=np.int64)
+        check_heads(all_heads, lengths, single_root=self.single_root)
+        states = None
+        if self.relations == "joint" and self.relations_ is not None:
+            if relations is None:
+                raise ValueError("A parser trained with relations=\"joint\" scores trees "
+                                 "with their relations: give (heads, relations) pairs.")
+            names = _relation_labels(np.concatenate(relations))
+            codes = np.searchsorted(self.relations_, names)
+            codes = np.minimum(codes, self.relations_.shape[0] - 1)
+            unknown = self.relations_[codes] != names
+            if np.any(unknown):
+                raise ValueError(f"relation {names[np.flatnonzero(unknown)[0]]!r} was not "
+                                 "seen at fit.")
+            states = codes + 1
+        labels = np.zeros(int(np.sum(lengths ** 2)), dtype=np.int64)
+        labels[DependencyTree.arc_index(lengths, all_heads)] = 1 if states is None else states
+        rows, n_rows = self.features_.transform_flat(X)
+        return self.learner_.objective(rows, labels, lengths=n_rows, sample_weight=weights)
+
     # ------------------------------------------------------------------ predict
     def predict(self, X):
         """Parse sentences.
