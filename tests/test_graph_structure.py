@@ -1,6 +1,7 @@
 """Graph structures in the estimators: the graph input form, its errors, and every learner
 reaching the exact optimum (found by enumeration) on small trees and loopy graphs."""
 
+import itertools
 import pickle
 import warnings
 
@@ -195,6 +196,48 @@ def test_an_approximate_oracle_warns_and_is_recorded():
     true_gap = exact.objective(X, y) - model.history_["dual"][-1]
     assert model.inexact_gap_bound_ >= true_gap - 1e-9
     assert model.inexact_gap_bound_ >= model.history_["gap"][-1] - 1e-9
+
+
+def _frustrated_ring_graphs(seed=0, n_graphs=8, n=7, S=3, d=4):
+    """Rings with chords labelled by the exact MAP of a random frustrated model: graphs on
+    which TRW-S often misses the best labelling."""
+    rng = np.random.RandomState(seed)
+    W, T = rng.randn(S, d) * 2, rng.randn(S, S) * 1.5
+    T = (T + T.T) / 2
+    edges = np.array([(k, (k + 1) % n) for k in range(n)] + [(k, (k + 2) % n) for k in range(n)])
+    X, y = [], []
+    for _ in range(n_graphs):
+        features = rng.randn(n, d)
+        unary = features @ W.T
+
+        def score(labels):
+            labels = np.array(labels)
+            return unary[np.arange(n), labels].sum() + T[labels[edges[:, 0]],
+                                                         labels[edges[:, 1]]].sum()
+
+        y.append(np.array(max(itertools.product(range(S), repeat=n), key=score)))
+        X.append((features, edges))
+    return X, y
+
+
+def test_an_approximate_oracle_keeps_the_hinge_at_or_above_zero():
+    """max(0, ...): the true labelling is always a candidate of the hinge. An oracle that
+    misses it (TRW-S) made the compiled passes' hinge negative: a recorded primal far below
+    objective(), even below 0, and negative gaps."""
+    X, y = _frustrated_ring_graphs()
+    for learner in (M3NSimplicialDecomposition(GraphStructure(inference="trws"), C=100.0,
+                                               tol=1e-6, max_iter=200, random_state=0),
+                    M3NSimplicialDecomposition(GraphStructure(inference="trws"), C=100.0,
+                                               max_points=1, tol=1e-6, max_iter=200,
+                                               random_state=0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = learner.fit(X, y)
+        h = model.history_
+        assert model.objective(X, y) == pytest.approx(h["primal"][-1], rel=1e-9)
+        finite = np.isfinite(h["primal"])
+        assert np.all(h["primal"][finite] >= 0.0)
+        assert np.all(h["gap"][np.isfinite(h["gap"])] >= -1e-9 * np.abs(h["primal"]).max())
 
 
 @pytest.mark.parametrize("learner", [M3NExpGrad, M3NExcessiveGap])

@@ -189,7 +189,9 @@ def structured_hinge_pass(state, const int64_t[::1] Y):
                 total += theta[index[e]] * value[e]
             for e in range(p.kernels.pairwise_entries(i, &Y[lo], &index[0], &value[0])):
                 total -= theta[index[e]] * value[e]
-            out[i] = total
+            # max(0, ...): the true labelling is always a candidate (an oracle that misses
+            # it, approximate or over a restricted set, can fall below it); NaN stays
+            out[i] = 0.0 if total < 0.0 else total
     return hinge
 
 

@@ -154,6 +154,8 @@ cdef class _BlockFrankWolfe(DualPass):
         for r in range(self.P):
             expected += self.theta[r] * self.pair_marg[i, r]
         hinge[0] = loss_bar + bar - truth
+        if hinge[0] < 0.0:  # (max(0, ...): an oracle that missed the true labelling)
+            hinge[0] = 0.0
         gap[0] = self.example_C(i) * (loss_bar - self.expected_loss[i] + bar - expected)
         return 0
 
