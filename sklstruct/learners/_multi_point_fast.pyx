@@ -1201,8 +1201,6 @@ cdef class _MultiPoint(DualPass):
             for e in range(self.kernels.pairwise_entries(i, &self.Y[lo], index, value)):
                 truth += self.theta[index[e]] * value[e]
             hinge[0] = loss_bar + total - truth
-            if hinge[0] < 0.0:  # (max(0, ...): an oracle that missed the true labelling)
-                hinge[0] = 0.0
         return self.example_C(i) * (loss_bar - self.expected_loss[i] + total - x_score)
 
     cdef int gap_and_hinge(self, intp_t i, double* gap, double* hinge) except -1 nogil:
@@ -1210,6 +1208,8 @@ cdef class _MultiPoint(DualPass):
         cdef double loss_bar
         gap[0] = self.score_example(i, self.offsets[i], self.offsets[i + 1] - self.offsets[i],
                                     &n_touched, &loss_bar, hinge)
+        if hinge[0] < 0.0:  # (max(0, ...): an oracle that missed the true labelling)
+            hinge[0] = 0.0
         return 0
 
     cdef int visit(self, intp_t i, double* gap_out, double* gain) except -1 nogil:
