@@ -23,20 +23,15 @@ def default_learner():
     return M3NSimplicialDecomposition()
 
 
-def check_sentence_weights(sample_weight, n_sentences):
-    """One weight per sentence (finite, non-negative, not all zero), or ``None``."""
-    if sample_weight is None:
-        return None
-    return check_sequence_weights(sample_weight, n_sentences)
-
-
 def weighted_sentences(X, y, sample_weight):
     """``(X, y, weights)`` of a weighted fit: the sentences of weight 0 left out (as if
     absent: features, grammar and relations included), ``weights`` ``None`` without
     ``sample_weight``. ``X`` is a list; ``y`` of another length is left to the fit's
     checks."""
-    weights = check_sentence_weights(sample_weight, len(X))
-    if weights is None or np.all(weights > 0):
+    if sample_weight is None:
+        return X, y, None
+    weights = check_sequence_weights(sample_weight, len(X))  # (finite, >= 0, not all 0)
+    if np.all(weights > 0):
         return X, y, weights
     y = check_sentences(y, "y")
     if len(y) != len(X):
