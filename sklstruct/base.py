@@ -94,7 +94,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None, sequence_ids=None):
+    def fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
         """Fit the model.
 
         Parameters
@@ -108,6 +108,13 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             sequence's labels may be any 1-D array-like, e.g. a list of str.
         lengths : array-like of shape (n_sequences,), default=None
             Sequence lengths when ``X`` is flat.
+        sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
+            Per-sequence weights ``s_i``: the objective's hinge terms become
+            ``C sum_i s_i H_i(w)``, so that an integer weight equals repeating the sequence
+            (the class's Notes say how its solver takes them). Sequences of weight 0 take no
+            part in the optimisation. One weight per token (per row of a flat ``X``, so that
+            cross-validation can index them as it indexes ``sequence_ids``) is taken when the
+            tokens of each sequence share it; :meth:`score` takes either form.
         sequence_ids : array-like of shape (n_tokens,), default=None
             Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
             consecutive tokens of a sequence (:func:`~sklstruct.utils.lengths_to_groups`
@@ -120,7 +127,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         self : object
             The fitted estimator.
         """
-        return self._fit(X, y, lengths, sequence_ids=sequence_ids)
+        return self._fit(X, y, lengths, sample_weight, sequence_ids)
 
     def _fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
         """Fit on a staged copy; its fitted attributes replace ours only at the end."""

@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..._input import weighted_examples
 from ..._kernel_map import token_kernel
 from ...base import BaseStructuredClassifier
-from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ...utils._sklearn_compat import Interval, StrOptions
 from ._geometry import KernelGeometry, LinearGeometry
 from ._solver import ExcessiveGapRun, worst_case_mu
 
@@ -154,6 +154,13 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         ``smoothed_primal <= dual``) and ``drift`` (largest
         deviation of a token's marginals from summing to one before renormalisation).
 
+    Notes
+    -----
+    Sample weights (``fit(..., sample_weight=s)``): example ``i``'s dual variables sum to
+    ``C s_i``, and the prox function weighs its entropy by ``s_i``, so that its smoothed
+    best responses and Bregman projections are those of an unweighted fit; the worst-case
+    curvature is ``(sum_i s_i) C max_i ||psi_i||^2`` (see ``smoothing``).
+
     Examples
     --------
     >>> import numpy as np
@@ -260,38 +267,6 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         K = self._kernel(batch.X, batch.X)
         return KernelGeometry(K), np.sqrt(np.maximum(np.diag(K), 0.0))
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
-            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
-        y : list of array-like, or array-like of shape (n_tokens,)
-            Labels in the form of ``X``.
-        lengths : array-like of shape (n_sequences,), default=None
-            Sequence lengths when ``X`` is flat.
-        sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
-            Per-sequence weights ``s_i``: the objective becomes
-            ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
-            sequence). Example ``i``'s dual variables sum to ``C s_i``, and the prox function
-            weighs its entropy by ``s_i``, so that its smoothed best responses and Bregman
-            projections are those of an unweighted fit; the worst-case curvature is
-            ``(sum_i s_i) C max_i ||psi_i||^2`` (see ``smoothing``). Sequences of weight 0
-            take no part in the optimisation. One weight per token (per row of a flat ``X``)
-            is taken when the tokens of each sequence share it; :meth:`score` takes either
-            form.
-        sequence_ids : array-like of shape (n_tokens,), default=None
-            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
-            consecutive tokens of a sequence (see :meth:`BaseStructuredClassifier.fit`).
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        return self._fit(X, y, lengths, sample_weight, sequence_ids)
 
     def _fit_batch(self, batch, Y, sample_weight):
         batch, Y, weights = weighted_examples(batch, Y, sample_weight)

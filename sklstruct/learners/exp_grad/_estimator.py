@@ -5,7 +5,7 @@ import numbers
 
 from ..._input import weighted_examples
 from ...base import BaseStructuredClassifier
-from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ...utils._sklearn_compat import Interval, StrOptions
 from .._factored_dual import per_example_tables_too_large
 from ._safe_rate import safe_learning_rate
 from ._solver import solve_batch, solve_online
@@ -132,6 +132,10 @@ class M3NExpGrad(BaseStructuredClassifier):
 
     Notes
     -----
+    Sample weights (``fit(..., sample_weight=s)``): example ``i``'s step is that of
+    ``C s_i``. The online algorithm only: the batch updates share one pairwise table
+    between all examples, which weights would make differ (``ValueError``).
+
     Memory: the dual is kept as sufficient statistics, never per labelling:
     node potentials and marginals (2 x n_tokens x n_states doubles) and, online, a pairwise
     potential and marginal table per sequence (2 x n_sequences x n_pairwise doubles), plus the
@@ -181,36 +185,6 @@ class M3NExpGrad(BaseStructuredClassifier):
         self.callback = callback
         self.max_time = max_time
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
-            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
-        y : list of array-like, or array-like of shape (n_tokens,)
-            Labels in the form of ``X``.
-        lengths : array-like of shape (n_sequences,), default=None
-            Sequence lengths when ``X`` is flat.
-        sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
-            Per-sequence weights ``s_i``: the objective becomes
-            ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
-            sequence; example ``i``'s step is that of ``C s_i``). The online algorithm only:
-            the batch updates share one pairwise table between all examples, which weights
-            would make differ (``ValueError``). Sequences of weight 0 take no part in the
-            optimisation. One weight per token (per row of a flat ``X``) is taken when the
-            tokens of each sequence share it; :meth:`score` takes either form.
-        sequence_ids : array-like of shape (n_tokens,), default=None
-            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
-            consecutive tokens of a sequence (see :meth:`BaseStructuredClassifier.fit`).
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        return self._fit(X, y, lengths, sample_weight, sequence_ids)
 
     # ------------------------------------------------------------------ set-up
     def _resolved_algorithm(self, batch):

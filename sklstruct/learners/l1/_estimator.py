@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ..._progress import Certificate
 from ..._input import weighted_examples
 from ...base import BaseStructuredClassifier
-from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ...utils._sklearn_compat import Interval, StrOptions
 from ._em import fit_em_adaptive, fit_em_variational, l1_norm
 from ._solvers import fit_lp_cutting_plane, fit_subgradient
 
@@ -182,6 +182,11 @@ class L1M3N(BaseStructuredClassifier):
         ``gap``, ``time``, ``oracle_calls``, ``n_nonzero`` and, for ``em``, ``C_P1`` (the C
         of P1 its fixed point solves: ``C`` itself with ``em_lambda=None``).
 
+    Notes
+    -----
+    Sample weights (``fit(..., sample_weight=s)``): P1 becomes
+    ``1/2 ||w||_1 + C sum_i s_i H_i(w)`` and P1' ``sum_i s_i H_i / sum_i s_i``.
+
     Examples
     --------
     >>> import numpy as np
@@ -222,34 +227,6 @@ class L1M3N(BaseStructuredClassifier):
         self.callback = callback
         self.max_time = max_time
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
-            Sequences (list form), flat tokens with ``lengths``, or plain samples (multiclass).
-        y : list of array-like, or array-like of shape (n_tokens,)
-            Labels in the form of ``X``.
-        lengths : array-like of shape (n_sequences,), default=None
-            Sequence lengths when ``X`` is flat.
-        sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
-            Per-sequence weights ``s_i``: P1 becomes ``1/2 ||w||_1 + C sum_i s_i H_i(w)``
-            (an integer weight equals repeating the sequence), P1' ``sum_i s_i H_i / sum_i
-            s_i``.
-            Sequences of weight 0 take no part in the optimisation. One weight per token (per
-            row of a flat ``X``) is taken when the tokens of each sequence share it.
-        sequence_ids : array-like of shape (n_tokens,), default=None
-            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
-            consecutive tokens of a sequence (see :meth:`BaseStructuredClassifier.fit`).
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        return self._fit(X, y, lengths, sample_weight, sequence_ids)
 
     def _regularizer(self):
         return 0.5 * float(np.abs(self.w_).sum())

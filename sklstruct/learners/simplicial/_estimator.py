@@ -7,7 +7,7 @@ from sklearn.utils import check_random_state
 
 from ..._input import weighted_examples
 from ...base import BaseStructuredClassifier
-from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
+from ...utils._sklearn_compat import Interval, StrOptions
 from ._solver import (compiled_kernels, initial_state, resolved_working_set, solve_compiled,
                       solve_general)
 
@@ -176,6 +176,11 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
 
     Notes
     -----
+    Sample weights (``fit(..., sample_weight=s)``): in the dual, example ``i``'s
+    variables sum to ``C s_i``. The structure's set-up from the training labels
+    (``class_weight="balanced"``, a multi-label Chow-Liu tree) reads all sequences
+    unweighted, as scikit-learn's ``class_weight="balanced"`` ignores the weights.
+
     Memory: with ``max_points > 1`` (and with ``max_points=1`` where a pairwise table per
     example would take more than 256 MB and four times the per-token arrays, as with many
     labels on short sequences) the compiled pass keeps, besides the weights, each
@@ -240,42 +245,6 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         self.callback = callback
         self.max_time = max_time
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, lengths=None, sample_weight=None, sequence_ids=None):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrices, or array-like of shape (n_tokens, n_features)
-            Sequences (list form), flat tokens with ``lengths``, plain samples (multiclass),
-            a list of images (n_rows, n_cols, n_features) or a list of volumes (n_slices,
-            n_rows, n_cols, n_features).
-        y : list of array-like, or array-like of shape (n_tokens,)
-            Labels in the form of ``X``.
-        lengths : array-like of shape (n_sequences,), default=None
-            Sequence lengths when ``X`` is flat.
-        sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
-            Per-sequence weights ``s_i``: the objective becomes
-            ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
-            sequence; in the dual, example ``i``'s variables sum to ``C s_i``). Sequences of
-            weight 0 take no part in the optimisation; the structure's set-up from the
-            training labels (``class_weight="balanced"``, a multi-label Chow-Liu tree) reads
-            all sequences unweighted, as scikit-learn's ``class_weight="balanced"`` ignores
-            the weights.
-            One weight per token (per row of a flat ``X``, so that cross-validation can index
-            them as it indexes ``sequence_ids``) is taken when the tokens of each sequence
-            share it; :meth:`score` takes either form.
-        sequence_ids : array-like of shape (n_tokens,), default=None
-            Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
-            consecutive tokens of a sequence; they pass through cross-validation (see
-            :meth:`BaseStructuredClassifier.fit`).
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        return self._fit(X, y, lengths, sample_weight, sequence_ids)
 
     # ------------------------------------------------------------------ fit
     def _fit_batch(self, batch, Y, sample_weight):
