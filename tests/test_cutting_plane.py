@@ -196,6 +196,23 @@ def test_sample_weight_equals_repetition(variant, rescale):
     assert abs(p_weighted - repeated.objective(X_rep, y_rep)) <= gap + 1e-9
 
 
+@pytest.mark.parametrize("variant", ["1-slack", "n-slack"])
+def test_sequences_of_weight_zero_are_as_absent(variant):
+    """A sequence of weight 0 takes no part in the fit: the same bits, working set and
+    oracle calls as without it (n-slack's random order included)."""
+    X, y = make_chain_data(n_sequences=30, seed=4)
+    weights = np.array([0.0, 2.0, 1.0] * 10)
+    kept = np.flatnonzero(weights)
+    params = dict(C=0.5, variant=variant, random_state=0)
+    with_zeros = StructSVMCuttingPlane(**params).fit(X, y, sample_weight=weights)
+    without = StructSVMCuttingPlane(**params).fit([X[i] for i in kept], [y[i] for i in kept],
+                                                  sample_weight=weights[kept])
+    np.testing.assert_array_equal(with_zeros.w_, without.w_)
+    np.testing.assert_array_equal(with_zeros.dual_coef_, without.dual_coef_)
+    np.testing.assert_array_equal(with_zeros.history_["oracle_calls"],
+                                  without.history_["oracle_calls"])
+
+
 def test_sample_weight_per_token_of_a_flat_input_travels_through_cross_validation():
     """A flat X's weights, one per row, are indexed by cross-validation as its rows are: fit
     takes them (the same for the tokens of a sequence) and score too, and each fold gives

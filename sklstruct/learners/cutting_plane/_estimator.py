@@ -4,7 +4,7 @@ import numbers
 
 import numpy as np
 
-from ..._input import encode_targets
+from ..._input import encode_targets, weighted_examples
 from ..._kernel_map import LowRankKernelMap
 from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions, _fit_context
@@ -63,10 +63,10 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         The 1-slack formulation (Algorithms 3 and 4) or the n-slack formulation (Algorithms 1
         and 2), whose QP is re-optimised after every ``batch_size`` examples (section 4) by
         block coordinate ascent with the weights kept explicitly. ``"auto"`` takes n-slack
-        for more than 1,000 training examples and 1-slack otherwise: 1-slack's iterations
-        each cost one oracle pass over all examples, n-slack's passes re-optimise as they
-        go, which pays on many examples (the measurements are in the user guide's
-        "Choosing an estimator" page).
+        for more than 1,000 training examples (of positive weight) and 1-slack otherwise:
+        1-slack's iterations each cost one oracle pass over all examples, n-slack's passes
+        re-optimise as they go, which pays on many examples (the measurements are in the
+        user guide's "Choosing an estimator" page).
     rescale : {"margin", "slack"}, default="margin"
         Margin rescaling (Algorithms 1 and 3) or slack rescaling (Algorithms 2 and 4).
     tol : float, default=1e-2
@@ -246,9 +246,10 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
             Per-sequence weights ``s_i``: the objective becomes
             ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
-            sequence). One weight per token (per row of a flat ``X``, so that
-            cross-validation can index them as it indexes ``sequence_ids``) is taken when
-            the tokens of each sequence share it; :meth:`score` takes either form.
+            sequence); sequences of weight 0 take no part in the fit. One weight per token
+            (per row of a flat ``X``, so that cross-validation can index them as it indexes
+            ``sequence_ids``) is taken when the tokens of each sequence share it;
+            :meth:`score` takes either form.
         sequence_ids : array-like of shape (n_tokens,), default=None
             Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
             consecutive tokens of a sequence; they pass through cross-validation (see
@@ -323,6 +324,9 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
             ).fit(X)
 
     def _fit_batch(self, batch, Y, sample_weight):
+        batch, Y, weights = weighted_examples(batch, Y, sample_weight)
+        # (the solvers take the weights as an array: ones when every weight is 1)
+        sample_weight = np.ones(batch.n_sequences) if weights is None else weights
         self.variant_ = self.variant if self.variant != "auto" else (
             "n-slack" if batch.n_sequences > AUTO_N_SLACK_ABOVE else "1-slack")
         common = dict(C=float(self.C), rescale=self.rescale,
