@@ -72,7 +72,7 @@ def _check_not_feature_dicts(X):
         if not isinstance(first, (list, tuple)) or len(first) == 0:
             return
         first = first[0]
-        if isinstance(first, Mapping):
+        if isinstance(first, Mapping) and not sp.issparse(first):  # (scipy's DOK is a dict)
             raise TypeError(
                 "X holds token feature dicts; vectorise them first, e.g. with "
                 "sklstruct.pipeline.make_sequence_pipeline(estimator), a Pipeline of "
@@ -82,16 +82,33 @@ def _check_not_feature_dicts(X):
 
 def _sequences_of_object_array(X):
     """A 1-D numpy object array whose elements are 2-D arrays or sparse matrices (what
-    ``np.array(list_of_matrices, dtype=object)`` gives for sequences of different lengths)
-    as the list of sequences it holds, and a 3-D object array (what it gives when they all
-    have the same length) as the list of its 2-D slices, each in the dtype of its values;
-    any other ``X`` unchanged."""
-    if isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 1 and X.shape[0] and \
-            all(sp.issparse(x) or np.ndim(x) == 2 for x in X):
-        return list(X)
+    ``np.array(list_of_matrices, dtype=object)`` gives for sequences of different lengths),
+    or images (3-D arrays) or volumes (4-D), as the list it holds, and a 3-D object array
+    (what it gives when the sequences all have the same length) as the list of its 2-D
+    slices, each in the dtype of its values; any other ``X`` unchanged."""
+    if isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 1 and X.shape[0]:
+        try:
+            ndims = {2 if sp.issparse(x) else np.ndim(x) for x in X}
+        except ValueError:  # (ragged nested lists)
+            return X
+        if ndims in ({2}, {3}, {4}):
+            return list(X)
     if isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 3 and X.shape[0]:
         return [np.asarray(x.tolist()) for x in X]
     return X
+
+
+def _stacked_array_message(X):
+    """What to do with one n-d numeric array (n > 2), which no input form takes as it is."""
+    forms = {2: "sequences (n_tokens, n_features)", 3: "images (n_rows, n_cols, n_features)",
+             4: "volumes (n_slices, n_rows, n_cols, n_features)"}
+    advice = []
+    if X.ndim - 1 in forms:
+        advice.append(f"list(X) for {forms[X.ndim - 1]} of equal size")
+    if X.ndim in (3, 4):
+        advice.append(f"[X] for one of the {forms[X.ndim]}")
+    return (f"X is one {X.ndim}-D array of shape {X.shape}; a list of sequences, images or "
+            f"volumes is needed" + (f": {' or '.join(advice)}." if advice else "."))
 
 
 # the types of scipy's sparse matrices and (scipy >= 1.11) sparse arrays
@@ -274,6 +291,8 @@ class InputMixin:
         and ``batch.output_offsets`` the offsets of all of them, for the outputs."""
         _check_not_feature_dicts(X)
         X = _sequences_of_object_array(X)
+        if isinstance(X, np.ndarray) and X.ndim > 2 and X.dtype != object:
+            raise ValueError(_stacked_array_message(X))
         if isinstance(X, Iterator):
             raise TypeError(f"X must be a list of per-sequence feature matrices, an array or "
                             f"a sparse matrix, not {type(X).__name__}; pass list(X).")

@@ -135,3 +135,97 @@ def test_flat_x_without_lengths_is_multiclass_as_the_readme_says():
     assert re.search(r"without `lengths` or `sequence_ids`, a flat `X` is plain multiclass "
                      r"data", text)
     assert "refuses a flat `X` without them" in text
+
+
+def test_sequences_in_dok_form_are_sparse_matrices_not_feature_dicts():
+    """scipy's DOK matrices are dicts; they are read as the sparse matrices they are."""
+    sparse = pytest.importorskip("scipy.sparse")
+    X, y = make_chain_data(20, seed=1)
+    reference = M3NSimplicialDecomposition(random_state=0).fit(X, y)
+    for form in (sparse.dok_matrix, sparse.dok_array):
+        model = M3NSimplicialDecomposition(random_state=0).fit([form(x) for x in X], y)
+        np.testing.assert_array_equal(model.w_, reference.w_)
+
+
+def test_stored_zeros_do_not_change_a_fit_and_stay_in_the_users_matrices():
+    """Equal matrices give the same bits whether or not zeros are stored (the solvers choose
+    their modes from the stored entries); the user's matrices keep theirs."""
+    sparse = pytest.importorskip("scipy.sparse")
+    from sklstruct import L1M3N, GraphStructure
+    from sklstruct.datasets import make_tree_data
+
+    def with_stored_zeros(a):
+        rows, cols = np.indices(a.shape).reshape(2, -1)
+        return sparse.csr_matrix((a[rows, cols], (rows, cols)), shape=a.shape)
+
+    trees, y = make_tree_data(15, n_nodes=(4, 7), n_states=3, n_features=5, random_state=0)
+    plain = [(sparse.csr_matrix((nodes > 0).astype(float)), edges) for nodes, edges in trees]
+    zeros = [(with_stored_zeros((nodes > 0).astype(float)), edges) for nodes, edges in trees]
+    stored = [m.nnz for m, _ in zeros]
+    a = L1M3N(GraphStructure(), C=0.5).fit(plain, y)
+    b = L1M3N(GraphStructure(), C=0.5).fit(zeros, y)
+    np.testing.assert_array_equal(a.w_, b.w_)
+    assert [m.nnz for m, _ in zeros] == stored
+    X, labels = make_chain_data(20, seed=2)
+    X = [np.where(x > 0, x, 0.0) for x in X]
+    a = M3NSimplicialDecomposition(random_state=0).fit([sparse.csr_matrix(x) for x in X],
+                                                       labels)
+    b = M3NSimplicialDecomposition(random_state=0).fit([with_stored_zeros(x) for x in X],
+                                                       labels)
+    np.testing.assert_array_equal(a.w_, b.w_)
+
+
+def test_signed_and_unsigned_integer_labels_stay_integers():
+    X, y = make_chain_data(20, seed=3)
+    mixed = [t.astype(np.uint64) if i % 2 else t.astype(np.int64) for i, t in enumerate(y)]
+    model = StructSVMCuttingPlane().fit(X, mixed)
+    assert model.classes_.dtype.kind in "iu"
+    np.testing.assert_array_equal(model.classes_, np.unique(np.concatenate(y)))
+    big = np.uint64(2**62)
+    large = [(t % 2).astype(np.uint64) + big for t in y]
+    large[0] = large[0].astype(np.int64)  # (one signed sequence, of values int64 holds)
+    model = StructSVMCuttingPlane().fit(X, large)
+    assert model.classes_.tolist() == [2**62, 2**62 + 1]
+    huge = [(t % 2).astype(np.uint64) + np.uint64(2**63) for t in y]
+    huge[0] = -(y[0] % 2).astype(np.int64) - 1  # (no integer dtype holds both)
+    with pytest.raises(ValueError, match="no integer dtype holds together"):
+        StructSVMCuttingPlane().fit(X, huge)
+
+
+def test_object_array_of_images_is_the_list_form_and_stacked_arrays_say_what_to_do():
+    from sklstruct import GridStructure
+
+    rng = np.random.default_rng(0)
+    images = [rng.normal(size=(h, 6, 3)) for h in (5, 6, 5)]
+    masks = [(image[:, :, 0] > 0).astype(np.int64) for image in images]
+    as_objects = np.empty(len(images), dtype=object)
+    as_objects[:] = images
+    reference = M3NSimplicialDecomposition(GridStructure(), random_state=0).fit(images, masks)
+    model = M3NSimplicialDecomposition(GridStructure(), random_state=0).fit(as_objects, masks)
+    np.testing.assert_array_equal(model.w_, reference.w_)
+    X, y = make_chain_data(20, seed=0)
+    same = np.array([x[:3] for x in X if len(x) >= 3])
+    with pytest.raises(ValueError, match=r"list\(X\) for sequences"):
+        StructSVMCuttingPlane().fit(same, [t[:3] for t in y if len(t) >= 3])
+    with pytest.raises(ValueError, match=r"list\(X\) for images .* \[X\] for one of the "
+                                         r"volumes"):
+        reference.predict(np.stack([images[0], images[2]]))
+
+
+def test_sparse_edge_features_are_the_dense_ones():
+    sparse = pytest.importorskip("scipy.sparse")
+    from sklstruct import GraphStructure
+
+    rng = np.random.default_rng(0)
+    graphs, sparse_graphs, y = [], [], []
+    for _ in range(12):
+        n = int(rng.integers(3, 6))
+        edges = np.array([(k, k + 1) for k in range(n - 1)])
+        features = (rng.random((n - 1, 2)) > 0.5).astype(float)
+        nodes = rng.normal(size=(n, 3))
+        graphs.append((nodes, edges, features))
+        sparse_graphs.append((nodes, edges, sparse.csr_matrix(features)))
+        y.append((nodes[:, 0] > 0).astype(np.int64))
+    a = M3NSimplicialDecomposition(GraphStructure(), random_state=0).fit(graphs, y)
+    b = M3NSimplicialDecomposition(GraphStructure(), random_state=0).fit(sparse_graphs, y)
+    np.testing.assert_array_equal(a.w_, b.w_)

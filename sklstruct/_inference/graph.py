@@ -31,6 +31,7 @@ edges does not change.
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import _graph, _graph_kernels
 from ._validation import (as_float_array, as_int_array, check_n_jobs, run_chunks,
@@ -193,7 +194,7 @@ def check_graph(n_nodes, edges, edge_features=None, *, feature_shape=None):
     if feature_lists is not None:
         arrays = []
         for g, f in enumerate(feature_lists):
-            array = np.asarray(f)
+            array = f.toarray() if sp.issparse(f) else np.asarray(f)
             if array.dtype.kind not in "biuf":
                 raise TypeError(f"graph {g}: edge_features must hold real numbers, got dtype "
                                 f"{array.dtype}.")

@@ -564,7 +564,8 @@ def _stack_csr(blocks):
 
 def check_token_matrix(X, validated=False):
     """Validate a stacked token matrix: finite, numeric, canonical CSR (sorted indices, no
-    duplicate entries; a copy when the input is not) or C-ordered float64 (the callers have
+    duplicate entries, no stored zeros: equal matrices then take the same arithmetic paths;
+    a copy when the input is not) or C-ordered float64 (the callers have
     checked its number of rows); ``validated``: ``X`` has passed ``check_array`` with these
     settings already (its values are not scanned again).
 
@@ -580,9 +581,11 @@ def check_token_matrix(X, validated=False):
             input_name="X", ensure_min_samples=0,
         )
     if sp.issparse(X):
-        if not X.has_canonical_format:  # sorted, summed duplicates; the user's matrix stays
+        # sorted, summed duplicates, no stored zeros; the user's matrix stays as it is
+        if not X.has_canonical_format or not np.all(X.data):
             X = X.copy()
             X.sum_duplicates()
+            X.eliminate_zeros()
     elif X.size and np.count_nonzero(X) <= DENSE_TO_CSR_DENSITY * X.size:
         X = sp.csr_matrix(X)
     return X
@@ -730,9 +733,25 @@ def flatten_labels(y, lengths):
         kinds_seen.update(label_kinds(yi if not isinstance(yi, np.ndarray) else arr))
     check_label_kinds(kinds_seen)
     kinds = {p.dtype.kind for p in parts}
-    if len(kinds) > 1 and not kinds <= {"i", "u"} and not kinds <= {"U", "S"}:
+    if kinds == {"i", "u"}:
+        parts = _common_integer_labels(parts)
+    elif len(kinds) > 1 and not kinds <= {"U", "S"}:
         parts = [p.astype(object) for p in parts]
     return np.concatenate(parts)
+
+
+def _common_integer_labels(parts):
+    """Signed and unsigned integer label arrays in one integer dtype that holds all their
+    values (numpy would promote int64 and uint64 to float64, where large labels merge)."""
+    signed = [p for p in parts if p.dtype.kind == "i" and p.size]
+    unsigned = [p for p in parts if p.dtype.kind == "u" and p.size]
+    if all(int(p.max()) <= np.iinfo(np.int64).max for p in unsigned):
+        return [p.astype(np.int64) for p in parts]
+    if all(int(p.min()) >= 0 for p in signed):
+        return [p.astype(np.uint64) for p in parts]
+    raise ValueError("The labels mix negative integers with unsigned ones above 2**63 - 1, "
+                     "which no integer dtype holds together; give them in one dtype, or as "
+                     "str.")
 
 
 def _flat_labels(y, lengths):
@@ -755,7 +774,8 @@ def _flat_labels(y, lengths):
         kinds = {{"U": "str", "S": "str", "b": "bool"}.get(dtype.kind, "number")
                  for dtype in dtypes}
         if object in dtypes or len(kinds) > 1 or len(
-                set(map(operator.attrgetter("ndim"), y))) > 1:
+                set(map(operator.attrgetter("ndim"), y))) > 1 or \
+                {dtype.kind for dtype in dtypes} >= {"i", "u"}:
             return None
         flat = np.concatenate(y) if y else np.zeros(0)
         return flat if flat.ndim == 1 else None
