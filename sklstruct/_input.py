@@ -8,6 +8,7 @@ form), a list of images or a list of volumes. Outputs follow the input form
 (:meth:`InputMixin._format_output`).
 """
 
+import hashlib
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -647,6 +648,12 @@ def weighted_examples(batch, Y, sample_weight):
         batch, tokens = batch.select(kept)
         Y = Y[tokens]
     return batch, Y, np.ascontiguousarray(sample_weight[kept], dtype=np.float64)
+
+
+def weights_digest(weights):
+    """A digest of the sample weights of :func:`weighted_examples` (``None`` for none), to
+    tell whether a warm state was made with the same ones."""
+    return None if weights is None else hashlib.sha256(weights.tobytes()).hexdigest()
 
 
 def check_token_weights(sample_weight, lengths):

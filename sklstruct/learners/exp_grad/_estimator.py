@@ -3,7 +3,7 @@
 
 import numbers
 
-from ..._input import weighted_examples
+from ..._input import weighted_examples, weights_digest
 from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions
 from .._factored_dual import per_example_tables_too_large
@@ -90,8 +90,9 @@ class M3NExpGrad(BaseStructuredClassifier):
         training set). ``None``: automatic, see :class:`~sklstruct._progress.CheckSchedule`.
     warm_start : bool, default=False
         Continue from the dual of the previous fit when the training data (compared by a
-        digest) and ``C`` are the same (a batch fit can be continued by online passes);
-        otherwise start afresh. The dual state is kept in memory only: it is not pickled.
+        digest), ``C`` and the sample weights are the same (a batch fit can be continued by
+        online passes); otherwise start afresh. The dual state is kept in memory only: it is
+        not pickled.
     random_state : int, RandomState instance or None, default=None
         ``algorithm="online"``: every pass visits the examples in a fresh random order (far
         fewer passes to ``tol`` than the data's own order, whose neighbouring examples are
@@ -221,7 +222,10 @@ class M3NExpGrad(BaseStructuredClassifier):
                    if self.algorithm == "auto" else "")
                 + "; use M3NSimplicialDecomposition or StructSVMCuttingPlane.")
         eta = self._initial_step(batch, Y, weights)
-        state = self._warm_state(float(self.C), batch, Y)
+        # (a state of other sample weights would be feasible, but its potentials, sharpened
+        # on the previous optimum, move slowly to the new one: a fresh start is faster)
+        settings = (float(self.C), weights_digest(weights))
+        state = self._warm_state(settings, batch, Y)
         if algorithm == "batch" and state is not None and state["pair_pot"].ndim == 2:
             raise ValueError("warm_start: an online fit cannot be continued by batch passes "
                              "(its examples have separate pairwise potentials); use "
@@ -234,7 +238,7 @@ class M3NExpGrad(BaseStructuredClassifier):
             random_state=self.random_state, n_jobs=self.n_jobs, certificate=certificate,
             **({} if weights is None else {"sample_weight": weights}))
         self._record(certificate)
-        self._keep_warm_state(float(self.C), batch, Y, state)
+        self._keep_warm_state(settings, batch, Y, state)
         return w
 
 

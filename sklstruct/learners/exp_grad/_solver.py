@@ -58,8 +58,7 @@ def solve_online(structure, batch, Y, *, C, eta, init_bias, adaptive, state, che
     certificate : Certificate
     sample_weight : ndarray of shape (n_sequences,) or None
         The examples' weights ``s_i`` in ``1/2 ||w||^2 + C sum_i s_i H_i(w)``: example
-        ``i``'s dual variables sum to ``C s_i`` (any potentials stay feasible, so a warm
-        start may change them).
+        ``i``'s dual variables sum to ``C s_i`` (any potentials stay feasible).
 
     Returns
     -------

@@ -1,11 +1,10 @@
 """Restricted simplicial decomposition on the reparametrized dual (Yu and Rousu 2007)."""
 
-import hashlib
 import numbers
 
 from sklearn.utils import check_random_state
 
-from ..._input import weighted_examples
+from ..._input import weighted_examples, weights_digest
 from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions
 from ._solver import (compiled_kernels, initial_state, resolved_working_set, solve_compiled,
@@ -257,7 +256,7 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         compiled = has_kernels and self.blocks == "per_example" and working_set == 1
         settings = (compiled, float(self.C), self.max_points, self.blocks, working_set,
                     self.rescale,
-                    None if weights is None else hashlib.sha256(weights.tobytes()).hexdigest())
+                    weights_digest(weights))
         state = self._warm_state(settings, batch, Y)
         if state is None:
             state = initial_state(self.structure_, batch, Y, C=self.C, compiled=compiled,
