@@ -146,12 +146,15 @@ class Certificate:
               f"time {row['time']:.2f}s  oracle calls {int(row['oracle_calls'])}{more}"
               f"{'  ' + note if note else ''}", flush=True)
 
-    def amend_last(self, primal, dual):
+    def amend_last(self, primal, dual, **fields):
         """Make the last record certify other weights than the last iterate's: ``primal``
-        their objective, ``dual`` the best lower bound seen."""
+        their objective, ``dual`` the best lower bound seen, and the learner's own ``fields``
+        of those weights (e.g. ``n_nonzero``)."""
         self.rows["primal"][-1] = float(primal)
         self.rows["dual"][-1] = float(dual)
         self.rows["gap"][-1] = float(primal - dual)
+        for field, value in fields.items():
+            self.rows[field][-1] = value
         if self.stop_reason is None and primal - dual <= self.tol * abs(primal):
             self.stop_reason = "converged"
 

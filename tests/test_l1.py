@@ -345,6 +345,24 @@ def test_subgradient_default_radius_is_the_l1_norm_of_the_l1_model_at_C():
                        "radius_")
 
 
+def test_subgradient_history_ends_with_the_returned_weights():
+    """The subgradient method returns its best iterate; the history's last row is that
+    iterate's P1' objective and non-zero count, not the last step's."""
+    rng = np.random.default_rng(1)
+    X = [rng.normal(size=(t, 2)) for t in (3, 4, 2, 3)]
+    y = [rng.integers(0, 3, size=len(x)) for x in X]
+    for weights in (None, np.array([5.0, 0.2, 1.0, 3.0])):
+        model = L1M3N(C=1.0, solver="subgradient", radius=1.0, max_iter=300).fit(
+            X, y, sample_weight=weights)
+        s = np.ones(4) if weights is None else weights
+        hinge_sum = (model.objective(X, y, sample_weight=weights)
+                     - 0.5 * np.abs(model.w_).sum()) / model.C
+        primal = model.history_["primal"]
+        assert primal[-1] == pytest.approx(hinge_sum / s.sum(), rel=1e-10)
+        assert primal[-1] == primal.min()
+        assert model.history_["n_nonzero"][-1] == np.count_nonzero(model.w_)
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_subgradient_default_radius_is_no_zero_model_where_p1_has_weights():
     """On OCR words at C = 0.1 the EM stopped at tol 0.1 had all weights zero (the former

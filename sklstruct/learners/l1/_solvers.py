@@ -216,7 +216,9 @@ def fit_subgradient(structure, batch, Y, *, C, radius, learning_rate, n_jobs, ce
         return certificate.check(t, value, np.nan, t * n, converged=False, w=w,
                                  n_nonzero=np.count_nonzero(w))
 
-    w, _ = projected_subgradient(hinge_and_subgradient, structure.size_joint_feature_,
-                                 radius, learning_rate, certificate.max_iter, record)
+    w, best = projected_subgradient(hinge_and_subgradient, structure.size_joint_feature_,
+                                    radius, learning_rate, certificate.max_iter, record)
+    if best < certificate.last("primal"):  # (the last record describes the returned weights)
+        certificate.amend_last(best, np.nan, n_nonzero=float(np.count_nonzero(w)))
     certificate.finish(len(certificate.rows["primal"]), warn=False)
     return w
