@@ -7,6 +7,7 @@ their solver; the input forms live in :mod:`sklstruct._input`, prediction in
 """
 
 import hashlib
+import inspect
 import numbers
 import warnings
 from abc import abstractmethod
@@ -22,6 +23,17 @@ from ._progress import Certificate
 from .structures import BaseStructure, structure_for_form
 from .structures._base import checked_token_loss, structured_hinge
 from .utils._sklearn_compat import Interval, StrOptions, _fit_context
+
+
+def _is_default(value, default):
+    """Whether a parameter's value is its default (arrays and other values that do not
+    compare to it as one boolean are not)."""
+    if value is default:
+        return True
+    try:
+        return bool(value == default)
+    except (TypeError, ValueError):
+        return False
 
 
 class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, BaseEstimator):
@@ -324,6 +336,19 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         self.n_iter_ = certificate.n_iter
 
     # ------------------------------------------------------------------ warm starts
+    def _warn_unused_parameters(self, names, setting):
+        """Warn of the parameters among ``names`` set away from their defaults, which
+        ``setting`` (e.g. ``"solver='em'"``) does not read, as scikit-learn's
+        ``LogisticRegression`` warns of an ``l1_ratio`` without the elastic-net penalty."""
+        defaults = inspect.signature(type(self).__init__).parameters
+        changed = [name for name in names
+                   if not _is_default(getattr(self, name), defaults[name].default)]
+        if changed:
+            listed = ", ".join(f"{name}={getattr(self, name)!r}" for name in changed)
+            verb = "it is" if len(changed) == 1 else "they are"
+            warnings.warn(f"{type(self).__name__}({setting}) does not use {listed}; {verb} "
+                          "ignored.", UserWarning)
+
     def _warm_state(self, settings, batch, Y):
         """The dual state of the previous fit if ``warm_start`` is set and it was made on the
         same data (compared by a digest of ``X``, ``y`` and the bound structure) with the same

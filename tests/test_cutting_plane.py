@@ -45,7 +45,8 @@ def test_the_reference_bound_without_slsqp_multipliers_is_as_tight(rescale, C):
 def test_reaches_exact_optimum_on_tiny_chains(structure, rescale, C, variant):
     X, y = make_chain_data(n_sequences=6, n_states=3, n_features=3, max_length=4, seed=7)
     model = StructSVMCuttingPlane(structure, C=C, variant=variant, rescale=rescale, tol=1e-6,
-                                  batch_size=4).fit(X, y)
+                                  **({"batch_size": 4} if variant == "n-slack" else {})
+                                  ).fit(X, y)
     batch, Y = _batch_and_labels(model, X, y)
     lower, upper, _ = exact_optimum(model.structure_, batch, Y, C, rescale)
     # the reference is itself certified: the optimum lies in [lower, upper]
@@ -213,6 +214,15 @@ def test_sequences_of_weight_zero_are_as_absent(variant):
                                   without.history_["oracle_calls"])
 
 
+def test_batch_size_of_an_explicit_one_slack_fit_warns():
+    X, y = make_chain_data(n_sequences=8, seed=2)
+    with pytest.warns(UserWarning, match=r"variant='1-slack'\) does not use batch_size=5"):
+        StructSVMCuttingPlane(variant="1-slack", batch_size=5).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        StructSVMCuttingPlane(variant="auto", batch_size=5).fit(X, y)  # (auto may pick it)
+
+
 def test_sample_weight_per_token_of_a_flat_input_travels_through_cross_validation():
     """A flat X's weights, one per row, are indexed by cross-validation as its rows are: fit
     takes them (the same for the tokens of a sequence) and score too, and each fold gives
@@ -294,7 +304,8 @@ def test_parallel_oracle_gives_the_same_model(variant):
     from joblib import parallel_backend
 
     X, y = make_chain_data(n_sequences=40, seed=10)
-    params = dict(C=1.0, variant=variant, tol=1e-4, batch_size=10, random_state=0)
+    params = dict(C=1.0, variant=variant, tol=1e-4, random_state=0,
+                  **({"batch_size": 10} if variant == "n-slack" else {}))
     serial = StructSVMCuttingPlane(n_jobs=1, **params).fit(X, y)
     threaded = StructSVMCuttingPlane(n_jobs=2, **params).fit(X, y)
     np.testing.assert_array_equal(serial.w_, threaded.w_)

@@ -345,6 +345,28 @@ def test_subgradient_default_radius_is_the_l1_norm_of_the_l1_model_at_C():
                        "radius_")
 
 
+def test_parameters_of_other_solvers_are_named_as_ignored():
+    """A parameter another solver reads, set away from its default, warns (as
+    LogisticRegression's l1_ratio without the elastic net); the fit is the default's."""
+    X, y = make_chain_data(n_sequences=6, seed=3)
+    plain = L1M3N(C=1.0, solver="cutting_plane").fit(X, y)
+    with pytest.warns(UserWarning, match=r"solver='cutting_plane'\) does not use em_lambda=5.0, "
+                                         r"learning_rate=100, radius=0.001, threshold=0.9; they"):
+        model = L1M3N(C=1.0, solver="cutting_plane", radius=1e-3, em_lambda=5.0,
+                      learning_rate=100, threshold=0.9).fit(X, y)
+    np.testing.assert_array_equal(model.w_, plain.w_)
+    with pytest.warns(UserWarning, match=r"solver='em'\) does not use radius=1.0; it is"):
+        L1M3N(C=1.0, radius=1.0, max_iter=2).fit(X, y)
+    with pytest.warns(UserWarning, match=r"radius given\) does not use threshold=0.5"):
+        L1M3N(C=1.0, solver="subgradient", radius=2.0, threshold=0.5, max_iter=3).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        # (the default radius comes from the EM, which reads threshold)
+        L1M3N(C=1.0, solver="subgradient", threshold=0.5, max_iter=3).fit(X, y)
+        L1M3N(C=1.0, solver="em", em_lambda=5.0, threshold=1e-3, max_iter=2).fit(X, y)
+
+
 def test_subgradient_history_ends_with_the_returned_weights():
     """The subgradient method returns its best iterate; the history's last row is that
     iterate's P1' objective and non-zero count, not the last step's."""

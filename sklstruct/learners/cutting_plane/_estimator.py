@@ -324,6 +324,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
             ).fit(X)
 
     def _fit_batch(self, batch, Y, sample_weight):
+        if self.variant == "1-slack":
+            self._warn_unused_parameters(["batch_size"], "variant='1-slack'")
         batch, Y, weights = weighted_examples(batch, Y, sample_weight)
         # (the solvers take the weights as an array: ones when every weight is 1)
         sample_weight = np.ones(batch.n_sequences) if weights is None else weights

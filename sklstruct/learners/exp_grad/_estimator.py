@@ -215,12 +215,17 @@ class M3NExpGrad(BaseStructuredClassifier):
         if algorithm == "online":
             check_online_structure(self.structure_, batch)
         elif weights is not None:
-            raise ValueError(
-                "M3NExpGrad takes sample_weight with algorithm='online' only: the batch "
-                "updates share one pairwise table between all examples"
-                + (", which the algorithm='auto' chose here (see its docstring)"
-                   if self.algorithm == "auto" else "")
-                + "; use M3NSimplicialDecomposition or StructSVMCuttingPlane.")
+            if self.algorithm == "auto":
+                reason = (": the batch updates, which algorithm='auto' chose here (see its "
+                          "docstring), share one pairwise table between all examples; use "
+                          "M3NSimplicialDecomposition or StructSVMCuttingPlane.")
+            else:
+                reason = ((": the batch updates share one pairwise table between all examples"
+                           if self.structure_.n_pairwise_ else "")
+                          + "; use algorithm='online', M3NSimplicialDecomposition or "
+                          "StructSVMCuttingPlane.")
+            raise ValueError("M3NExpGrad takes sample_weight with algorithm='online' only"
+                             + reason)
         eta = self._initial_step(batch, Y, weights)
         # (a state of other sample weights would be feasible, but its potentials, sharpened
         # on the previous optimum, move slowly to the new one: a fresh start is faster)

@@ -232,6 +232,14 @@ class L1M3N(BaseStructuredClassifier):
         return 0.5 * float(np.abs(self.w_).sum())
 
     def _fit_batch(self, batch, Y, sample_weight):
+        # (threshold: the EM's, also that of the subgradient's default radius)
+        used = {"em": {"em_lambda", "threshold"}, "cutting_plane": set(),
+                "subgradient": {"radius", "learning_rate"}
+                | ({"threshold"} if self.radius is None else set())}[self.solver]
+        self._warn_unused_parameters(
+            sorted({"em_lambda", "radius", "learning_rate", "threshold"} - used),
+            f"solver={self.solver!r}" + (", radius given" if self.solver == "subgradient"
+                                         and "threshold" not in used else ""))
         batch, Y, weights = weighted_examples(batch, Y, sample_weight)
         unit = {"em": "iteration", "subgradient": "step", "cutting_plane": "round"}[self.solver]
         extra = {"em": ("n_nonzero", "C_P1"), "subgradient": ("n_nonzero",),
