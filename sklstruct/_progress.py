@@ -2,10 +2,12 @@
 
 Every learner's solver records its checks on a :class:`Certificate`, the one reader of the
 stopping settings (``tol``, ``max_iter``, ``max_time``) and of ``verbose`` and ``callback``;
-solvers that make passes over the data ask a :class:`CheckSchedule` when to certify, and dual
-learners keep the weights they return with :class:`BestCertified`. None of them sees the
-estimator: the estimator builds the certificate from its parameters, passes it to the solver
-and stores its history.
+solvers that make passes over the data ask a :class:`CheckSchedule` when to certify.
+:class:`BestCertified` keeps the weights of the lowest certified primal for the solvers that
+return them (:class:`~sklstruct.M3NSimplicialDecomposition`, the cutting plane of
+:class:`~sklstruct.L1M3N`); the others return their last iterate. Either way the last record
+certifies the returned weights. None of them sees the estimator: the estimator builds the
+certificate from its parameters, passes it to the solver and stores its history.
 """
 
 import time
