@@ -66,6 +66,19 @@ def _is_volume_list(X):
         and _ndim(X[0]) == 4
 
 
+def _check_not_sharded(X, estimator, fitting):
+    """Sharded data on a dask cluster is the training data of StructSVMCuttingPlane's 1-slack
+    fit only: say so, rather than fail on its conversion to an array."""
+    from .learners.cutting_plane._sharded import ShardedSequences
+
+    if isinstance(X, ShardedSequences):
+        raise TypeError(
+            f"{estimator}: a ShardedSequences is training data for StructSVMCuttingPlane.fit "
+            "only; " + ("fit this learner on local data." if fitting else
+                        "predict, score and the other methods take local data (e.g. the "
+                        "sequences given to ShardedSequences.scatter, or a part of them)."))
+
+
 def _check_not_feature_dicts(X):
     """Token feature dicts need a vectoriser first: say which."""
     first = X
@@ -290,6 +303,7 @@ class InputMixin:
 
         With ``allow_empty`` (prediction) sequences may be empty: the batch holds the others
         and ``batch.output_offsets`` the offsets of all of them, for the outputs."""
+        _check_not_sharded(X, type(self).__name__, reset)
         _check_not_feature_dicts(X)
         X = _sequences_of_object_array(X)
         if isinstance(X, np.ndarray) and X.ndim > 2 and X.dtype != object:

@@ -501,6 +501,10 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
 
         ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (``L1M3N``: ``1/2 ||w||_1 + ...``) with ``H_i``
         the structured hinge loss of the learner's rescaling and ``s_i`` the sequence weights.
+        ``H_i`` maximises over the labellings with the structure's max-oracle: where that is
+        approximate (graphs with cycles beyond enumeration, decoded by TRW-S), the value is
+        a lower bound on the objective, as the fit's ``history_`` is (see
+        ``inexact_gap_bound_``).
 
         Parameters
         ----------

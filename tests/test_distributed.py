@@ -52,8 +52,27 @@ def test_one_shard_is_the_local_fit_bit_for_bit(client, data):
     np.testing.assert_array_equal(distributed.dual_coef_, local.dual_coef_)
     assert distributed.n_iter_ == local.n_iter_
     assert distributed.variant_ == "1-slack"
+    assert distributed.n_inexact_examples_ == local.n_inexact_examples_ == 0
     for a, b in zip(distributed.predict(X), local.predict(X)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_one_shard_with_weights_of_zero_is_the_local_fit_bit_for_bit(client, data):
+    """Sequences of weight 0 take no part in a sharded fit, as in a local one, while their
+    labels count in the structure's set-up of both (class_weight="balanced")."""
+    from sklstruct import ChainStructure
+    from sklstruct.distributed import ShardedSequences
+
+    X, y = data
+    weights = np.random.RandomState(1).choice([0.0, 0.5, 1.0, 2.0], size=len(X))
+    model = lambda: _model(structure=ChainStructure(class_weight="balanced"))  # noqa: E731
+    local = model().fit(X, y, sample_weight=weights)
+    shards = ShardedSequences.scatter(X, y, sample_weight=weights, n_shards=1, client=client)
+    distributed = model().fit(shards)
+    np.testing.assert_array_equal(distributed.structure_.loss_weights_,
+                                  local.structure_.loss_weights_)
+    np.testing.assert_array_equal(distributed.w_, local.w_)
+    assert distributed.history_["oracle_calls"][-1] == local.history_["oracle_calls"][-1]
 
 
 def test_two_shards_agree_with_the_local_fit_within_the_certificate(client, data):
@@ -159,11 +178,50 @@ def test_delayed_and_bag_shards_with_the_hashing_vectorizer(client):
     np.testing.assert_array_equal(_model().fit(two).w_, _model().fit(bag).w_)
 
 
+def test_a_worker_lost_before_the_fit_stops_it_with_a_clear_error(client, data):
+    """dask refuses a call to the actor of a worker lost before the call: the same
+    ShardLostError as a loss during the fit."""
+    from sklstruct.distributed import ShardedSequences, ShardLostError
+
+    X, y = data
+    shards = ShardedSequences.scatter(X, y, client=client)
+    victim = shards.workers[1]
+    os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+    client.wait_for_workers(2, timeout=60)  # (the nanny starts another worker)
+    with pytest.raises(ShardLostError, match=f"Shard 1 of 2 was lost with its worker {victim}"):
+        _model().fit(shards)
+    assert shards.restore(X, y) == [1]
+    check_is_fitted(_model().fit(shards))
+
+
+def test_shards_of_a_closed_client_say_so():
+    distributed = pytest.importorskip("dask.distributed")
+    from sklstruct.distributed import ShardedSequences
+
+    X, y = make_chain_data(n_sequences=20, seed=2, sparse=True)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster:
+        own = distributed.Client(cluster)
+        shards = ShardedSequences.scatter(X, y, client=own)
+        own.close()
+        with pytest.raises(RuntimeError, match="client of these 1 shards is closed"):
+            _model().fit(shards)
+
+
 def test_sharded_input_refuses_what_it_cannot_do(client, data):
+    from sklstruct import M3NSimplicialDecomposition
     from sklstruct.distributed import ShardedSequences
 
     X, y = data
     shards = ShardedSequences.scatter(X, y, client=client)
+    fitted = _model().fit(shards)
+    for method in ("predict", "score", "objective", "decision_function"):
+        args = (shards,) if method in ("predict", "decision_function") else (shards, y)
+        with pytest.raises(TypeError, match="training data for StructSVMCuttingPlane.fit "
+                                            "only; predict, score"):
+            getattr(fitted, method)(*args)
+    with pytest.raises(TypeError, match="fit this learner on local data"):
+        M3NSimplicialDecomposition().fit(shards, y)
     with pytest.raises(ValueError, match="pass no y"):
         _model().fit(shards, y)
     with pytest.raises(ValueError, match="1-slack variant only"):

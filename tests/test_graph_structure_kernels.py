@@ -293,8 +293,13 @@ def test_marginals_on_large_loopy_graphs_are_a_clear_error():
     batch = graph_batch(rng, [(6, random_graph(rng, 6, 1.0))])
     structure = bound_structure(GraphStructure(max_enumeration=10), batch, 2)
     assert not structure.example_kernels(batch).has_marginals
-    with pytest.raises(ValueError, match="exact marginals on forests"):
+    with pytest.raises(ValueError, match="exact marginals on forests.*example 0 is neither"):
         structure.marginals(batch, np.zeros((6, 2)), np.zeros(structure.n_pairwise_))
+    # (a small graph, which TRW-S does not enumerate: the message names the setting)
+    small = graph_batch(rng, [(3, np.array([[0, 1], [1, 2], [0, 2]]))])
+    trws = bound_structure(GraphStructure(inference="trws"), small, 2)
+    with pytest.raises(ValueError, match="example 0 has cycles and inference='trws'"):
+        trws.marginals(small, np.zeros((3, 2)), np.zeros(trws.n_pairwise_))
     with pytest.raises(ValueError, match="inference='exact'"):
         bound_structure(GraphStructure(inference="exact", max_enumeration=10), batch,
                         2).decode(batch, np.zeros((6, 2)), np.zeros(3))

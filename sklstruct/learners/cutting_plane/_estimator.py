@@ -305,6 +305,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
                              "model on shards with fit_intercept=False (or a constant feature "
                              "in the shards).")
         self.variant_ = "1-slack"
+        # (shards hold sequences or rows, never graphs: their max-oracles are exact)
+        self.n_inexact_examples_ = 0
         certificate = self._certificate(unit="iteration", extra_fields=("n_constraints",))
         oracle = ShardOracle(shards, self.structure_, classes, rescale=self.rescale,
                              cache_size=self.cache_size, n_jobs=self.n_jobs)

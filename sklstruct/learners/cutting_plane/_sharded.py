@@ -153,25 +153,32 @@ class _Shard:
                     n_sequences=int(self.data.offsets.shape[0] - 1))
 
     def prepare(self, structure, classes, rescale, cache_size, n_jobs):
-        """Bind the shard to a fit; return ``(n_sequences, loss_bound)``."""
+        """Bind the shard to a fit; return ``(n_sequences, loss_bound)``. The sequences of
+        weight 0 take no part in it, as in a local fit (their labels still count in
+        :meth:`summary`, as a local fit's structure set-up reads them)."""
         data = self.data
         self.structure, self.rescale, self.n_jobs = structure, rescale, n_jobs
         self.batch = SequenceBatch(data.X, data.offsets)
         index = np.searchsorted(classes, data.y)
         self.Y = np.clip(index, 0, classes.shape[0] - 1).astype(np.intp)
+        kept = np.flatnonzero(data.sample_weight > 0)
+        self.weights = data.sample_weight[kept]
+        if kept.shape[0] < self.batch.n_sequences:
+            self.batch, tokens = self.batch.select(kept)
+            self.Y = self.Y[tokens]
         self.token_loss = checked_token_loss(structure, self.Y) \
             if structure.loss_decomposes else None
         self.cache = LabelCache(self.batch.n_tokens, self.batch.n_sequences, cache_size)
         self.dense = 8 * structure.size_joint_feature_ <= DENSE_BYTES_PER_CONSTRAINT
         self.potentials = None
-        bound = float(data.sample_weight @ structure.max_loss(self.batch, self.Y))
+        bound = float(self.weights @ structure.max_loss(self.batch, self.Y))
         return self._count((classes,), (self.batch.n_sequences, bound))
 
     def _answer(self, Ybar, losses, scores):
         """``(hinge, offset, direction)`` of the shard's constraint of labelling ``Ybar``."""
         structure, batch, Y = self.structure, self.batch, self.Y
         unary, pairwise = self.potentials
-        weights = self.data.sample_weight
+        weights = self.weights
         hinge = hinge_terms(losses, structure.score(batch, unary, pairwise, Y) - scores,
                             self.rescale)
         scale = weights * (1.0 if self.rescale == "margin" else losses)
@@ -191,7 +198,7 @@ class _Shard:
         unary, pairwise = self.potentials
         hinge = hinge_terms(losses, self.structure.score(self.batch, unary, pairwise, self.Y)
                             - scores, self.rescale)
-        return self._count((w,), float(self.data.sample_weight @ hinge))
+        return self._count((w,), float(self.weights @ hinge))
 
     def take_cached(self):
         """The constraint of the cached labellings of the last :meth:`cached` call."""
@@ -213,7 +220,7 @@ class _Shard:
         hinge, _, _ = structured_hinge(self.structure, self.batch, self.Y,
                                        *self.structure.potentials(self.batch, w), self.rescale,
                                        self.n_jobs, self.token_loss)
-        return self._count((w,), float(self.data.sample_weight @ hinge))
+        return self._count((w,), float(self.weights @ hinge))
 
 
 class ShardedSequences:
@@ -386,7 +393,7 @@ class ShardedSequences:
             calls' arguments and answers), ``shard_bytes`` (the shard's data), ``n_tokens``,
             ``n_sequences``.
         """
-        return [future.result() for future in [actor.stats() for actor in self._actors]]
+        return self._call("stats")
 
     def restore(self, X=None, y=None, lengths=None, sample_weight=None):
         """Rebuild the shards whose worker was lost.
@@ -427,22 +434,40 @@ class ShardedSequences:
 
     # ------------------------------------------------------------------ calls
     def _call(self, method, *args):
-        """Call ``method`` on every shard's actor at once; the answers in shard order."""
-        pending = [getattr(actor, method)(*args) for actor in self._actors]
-        answers = []
+        """Call ``method`` on every shard's actor at once; the answers in shard order.
+
+        A shard whose worker is gone raises :class:`ShardLostError`, whether dask reports it
+        when the call is made (the actor of a worker lost before) or when it is answered;
+        a closed client a ``RuntimeError`` that says so."""
+        if self.client.status in ("closing", "closed"):
+            raise RuntimeError(f"The dask client of these {self.n_shards} shards is closed; "
+                               "their data went with it: make the shards again with an open "
+                               "client.")
+        pending, answers = [], []
+        for k, actor in enumerate(self._actors):
+            try:  # (dask refuses at once a call to the actor of a worker lost before)
+                pending.append(getattr(actor, method)(*args))
+            except RuntimeError as exc:
+                self._raise_if_lost(k, exc)
+                raise
         for k, future in enumerate(pending):
             try:
                 answers.append(future.result())
             except (OSError, RuntimeError) as exc:
-                if not isinstance(exc, OSError) and \
-                        self.workers[k] in self.client.scheduler_info()["workers"]:
-                    raise
-                raise ShardLostError(
-                    f"Shard {k} of {self.n_shards} was lost with its worker "
-                    f"{self.workers[k]}; the fit stopped (the estimator is unchanged). "
-                    "Call ShardedSequences.restore() to rebuild the lost shards, then fit "
-                    "again.") from exc
+                self._raise_if_lost(k, exc)
+                raise
         return answers
+
+    def _raise_if_lost(self, k, exc):
+        """:class:`ShardLostError` for shard ``k`` when ``exc`` came from losing its worker
+        (an ``OSError`` of the connection, or its worker no longer in the cluster)."""
+        if isinstance(exc, OSError) or \
+                self.workers[k] not in self.client.scheduler_info()["workers"]:
+            raise ShardLostError(
+                f"Shard {k} of {self.n_shards} was lost with its worker "
+                f"{self.workers[k]}; the fit stopped (the estimator is unchanged). "
+                "Call ShardedSequences.restore() to rebuild the lost shards, then fit "
+                "again.") from exc
 
 
 def _raise_failed(sources):
