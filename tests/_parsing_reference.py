@@ -80,6 +80,12 @@ def evalb_counts(gold, test):
     return match, len(gold_brackets), len(test_brackets)
 
 
+def evalb_skips(gold):
+    """Whether evalb skips the sentence (no word left after its deletions): it then counts
+    in no figure, its complete match included."""
+    return not _read_line(gold)[0]
+
+
 def is_punctuation_form(form):
     """eval.pl's rule, character by character: /^\\p{Punctuation}+$/."""
     return len(form) > 0 and all(unicodedata.category(c)[0] == "P" for c in form)

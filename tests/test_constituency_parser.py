@@ -236,6 +236,21 @@ def test_pcfg_is_the_relative_frequency_grammar(toy):
         PCFGParser().fit([[w for w, _ in s] for s in X], y)
 
 
+def test_pcfg_relabels_a_word_only_where_the_given_tags_have_no_tree():
+    """The given tags stay where the grammar parses them; where it has no tree over them,
+    known tags or not, a word takes another lexical label (shown in the preterminals)."""
+    parser = PCFGParser().fit([[("a", "DT"), ("b", "NN"), ("c", "VB")]],
+                              ["(S (NP (DT a) (NN b)) (VP (VB c)))"])
+    assert parser.predict([[("x", "DT"), ("y", "NN"), ("z", "VB")]]) == \
+        [("S", ("NP", ("DT", "x"), ("NN", "y")), ("VP", ("VB", "z")))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (a relabelled word is no flat-tree fallback)
+        tree, = parser.predict([[("b", "NN"), ("a", "DT"), ("c", "VB")]])
+    assert tree == ("S", ("NP", ("DT", "b"), ("NN", "a")), ("VP", ("VB", "c")))
+    tree, = parser.predict([[("a", "DT"), ("b", "XX"), ("c", "VB")]])  # (an unseen tag)
+    assert tree == ("S", ("NP", ("DT", "a"), ("NN", "b")), ("VP", ("VB", "c")))
+
+
 def test_pcfg_equals_nltk_viterbi_parser(toy):
     nltk = pytest.importorskip("nltk")
     X, y, X_test, _ = toy

@@ -140,8 +140,15 @@ def test_read_conll_paths_gzip_and_encoding(tmp_path):
     for path in (plain, packed, str(packed)):
         assert read_conll(path, encoding="latin-1").sentences[0][0]["form"] == "Ñandú"
     # the encoding is the caller's to give; the error names the line and the option
-    with pytest.raises(ValueError, match=r"line 1 on is not valid utf-8.*encoding='latin-1'"):
+    with pytest.raises(ValueError, match=r"line 1 is not valid utf-8.*encoding='latin-1'"):
         read_conll(plain)
+    # the line of the byte, deep in a file whose decoder fails on a whole chunk
+    deep = tmp_path / "deep.conll"
+    sentences = [f"1\tw{i}\t_\tN\tN\t_\t0\tROOT\t_\t_\n\n" for i in range(3000)]
+    sentences[1700] = text
+    deep.write_bytes("".join(sentences).encode("latin-1"))
+    with pytest.raises(ValueError, match=r"line 3401 is not valid utf-8"):
+        read_conll(deep)
     with pytest.raises(ValueError, match="encoding="):
         read_conll(packed)
     with open(plain, encoding="latin-1") as f:  # an open file keeps its own encoding

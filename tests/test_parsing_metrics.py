@@ -22,7 +22,7 @@ from sklstruct.parsing import (
     tree_to_string,
 )
 
-from ._parsing_reference import evalb_counts, random_tree
+from ._parsing_reference import evalb_counts, evalb_skips, random_tree
 
 
 # ------------------------------------------------------------------------ attachment
@@ -243,9 +243,14 @@ def test_bracket_scores_hand_cases():
     assert scores["recall"] == pytest.approx(4 / 7)
     assert scores["exact_match"] == 0.0 and scores["n_sentences"] == 2
     # 9. no bracket at all (a lone preterminal, or an S over punctuation only): the ratios
-    #    have no denominator and are 0.0, as evalb prints them; the sentence matches exactly
+    #    have no denominator and are 0.0, as evalb prints them; the lone preterminal matches
+    #    exactly, and evalb skips the sentence of punctuation only (no word is left)
     assert _scores(["(NN Hi)", "(S (. .))"], ["(NN Hi)", "(S (. .))"]) == {
         "precision": 0.0, "recall": 0.0, "f1": 0.0, "exact_match": 1.0, "n_sentences": 2}
+    assert _scores(["(NN Hi)", "(S (. .))"], ["(VB Hi)", "(X (. .))"])["exact_match"] == 1.0
+    assert _scores(["(S (NP (NN a)))", "(S (. .))"],
+                   ["(S (VP (NN a)))", "(X (. .))"])["exact_match"] == 0.0
+    assert _scores(["(S (. .))"], ["(X (. .))"])["exact_match"] == 0.0  # (no denominator)
 
 
 def test_bracket_scores_conventions_beyond_evalb():
@@ -260,11 +265,13 @@ def test_bracket_scores_conventions_beyond_evalb():
 
 
 def test_bracket_scores_of_empty_sentences():
-    # an empty sentence's tree is (), what the parsers predict for it: no brackets, and a
-    # pair of them is an exact match
+    # an empty sentence's tree is (), what the parsers predict for it: no brackets, and no
+    # part in exact_match (evalb skips sentences without words)
     tree = tree_from_string("(S (NP (NN a)) (VP (VB b)))")
+    other = tree_from_string("(S (VP (NN a) (VB b)))")
     assert bracket_scores([(), tree, ()], [(), tree, ()]) == {
         "precision": 1.0, "recall": 1.0, "f1": 1.0, "exact_match": 1.0, "n_sentences": 3}
+    assert bracket_scores([(), tree, (), tree], [(), tree, (), other])["exact_match"] == 0.5
     with pytest.raises(ValueError, match="different words"):
         bracket_scores([()], [tree])
 
@@ -317,7 +324,7 @@ def test_bracket_scores_against_evalb_reference():
     # a line-by-line port of evalb's algorithm (tests/_parsing_reference.py)
     rng = np.random.default_rng(0)
     labels = ["S", "NP", "VP", "PP-LOC=2", "NP-SBJ-1", "ADVP", "PRT", "ADJP", "TOP", "SBAR"]
-    gold_trees, pred_trees, counts = [], [], []
+    gold_trees, pred_trees, counts, exact = [], [], [], []
     for n in rng.integers(1, 14, size=300):
         words = [f"w{i}" for i in range(n)]
         tags = rng.choice(["NN", "VB", "DT", ",", ".", "``", "-LRB-", "RP"], size=n).tolist()
@@ -330,11 +337,16 @@ def test_bracket_scores_against_evalb_reference():
         match, n_gold, n_pred = counts[-1]
         assert one["precision"] == pytest.approx(match / n_pred if n_pred else 0.0)
         assert one["recall"] == pytest.approx(match / n_gold if n_gold else 0.0)
-        assert one["exact_match"] == float(match == n_gold == n_pred)
+        if not evalb_skips(tree_to_string(gold)):
+            exact.append(match == n_gold == n_pred)
+        assert one["exact_match"] == (float(exact[-1]) if not evalb_skips(
+            tree_to_string(gold)) else 0.0)
     match, n_gold, n_pred = np.sum(counts, axis=0)
     scores = bracket_scores(gold_trees, pred_trees)
     assert scores["precision"] == pytest.approx(match / n_pred)
     assert scores["recall"] == pytest.approx(match / n_gold)
+    assert scores["exact_match"] == pytest.approx(np.mean(exact))
+    assert len(exact) < 300  # (sentences of punctuation only were drawn, and skipped)
     assert 0.05 < scores["f1"] < 0.95
 
 

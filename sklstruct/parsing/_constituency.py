@@ -341,8 +341,11 @@ class PCFGParser(_TreeParser):
     ``a`` (a collapsed chain; ``P(a | X)``), at a phrasal node the binary rule
     ``P(L R | bottom(a))``, at a word its tag, which is the chain's last symbol. The parse of
     a tag sequence is the most probable tree (Viterbi CKY on log-probabilities, the CKY of
-    :class:`ConstituencyParser`). A word whose tag ends no lexical chain of the grammar may
-    take any lexical label at a cost of ``log(1e-6)``; a sentence with no tree at all gets a
+    :class:`ConstituencyParser`). Any word may take a lexical label that does not end in its
+    own tag, at a cost of ``log(1e-6)`` per word: the given tags stay unless the grammar has
+    no tree over them (a tag it never saw, or a tag sequence that none of its trees covers)
+    or only trees a million times less probable than one with a word relabelled, and the
+    predicted tree's preterminals show the tags taken. A sentence with no tree at all gets a
     flat tree (see :meth:`predict`).
 
     Parameters

@@ -39,6 +39,21 @@ def _starts_like_gzip(path):
         return raw.read(2) == b"\x1f\x8b"
 
 
+def _undecodable_line(exc, lines_read):
+    """The number of the line that holds the byte a text decoder failed on, or None.
+
+    The decoder fails on a whole chunk of the file, which starts within the line after the
+    ``lines_read`` lines already returned; each newline of the chunk before the byte ends
+    one more (for encodings that write a newline as the byte ``\\n``)."""
+    try:
+        ascii_newline = "\n".encode(exc.encoding) == b"\n"
+    except LookupError:
+        return None
+    if not ascii_newline or not isinstance(exc.object, (bytes, bytearray)):
+        return None
+    return lines_read + 1 + exc.object[:exc.start].count(b"\n")
+
+
 def numbered_lines(handle):
     """Yield ``(line_number, line)`` with the line ending (and a first line's byte-order
     mark) removed, numbers from 1; a file that does not decode, or a gzip file that is
@@ -51,9 +66,12 @@ def numbered_lines(handle):
         except StopIteration:
             return
         except UnicodeDecodeError as exc:
+            where = _undecodable_line(exc, number)
             raise ValueError(
-                f"the text from line {number + 1} on is not valid {exc.encoding} ({exc.reason}"
-                f"); pass the file's encoding, e.g. encoding='latin-1'.") from exc
+                (f"line {where} is not valid {exc.encoding}" if where else
+                 f"the text from line {number + 1} on is not valid {exc.encoding}")
+                + f" ({exc.reason}); pass the file's encoding, e.g. encoding='latin-1'.") \
+                from exc
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise ValueError(f"the gzip file is not complete or not valid from line "
                              f"{number + 1} on ({exc}).") from exc

@@ -284,7 +284,9 @@ def bracket_scores(trees_true, trees_pred, *, sample_weight=None):
 
     Precision and recall are then summed over the sentences (micro
     average), and ``exact_match`` is the fraction of sentences whose true
-    and predicted brackets agree entirely.
+    and predicted brackets agree entirely, among the sentences with a word
+    left after the deletions (evalb skips the others: empty sentences and
+    sentences of punctuation only).
 
     Two conventions differ from the evalb program, for trees it would
     reject or that it reads differently: the punctuation removed is found
@@ -297,7 +299,7 @@ def bracket_scores(trees_true, trees_pred, *, sample_weight=None):
     ----------
     trees_true : list of tuple
         The true trees, as nested tuples ``(label, child, ...)``; ``()`` for an empty
-        sentence (no brackets: a pair of empty trees is an exact match).
+        sentence (no brackets, and left out of ``exact_match``).
     trees_pred : list of tuple
         The predicted trees over the same words.
     sample_weight : array-like of shape (n_sentences,), default=None
@@ -345,7 +347,7 @@ def bracket_scores(trees_true, trees_pred, *, sample_weight=None):
         )
     weights = None if sample_weight is None else check_sequence_weights(sample_weight,
                                                                         len(trees_true))
-    n_true = n_pred = n_match = n_exact = 0
+    n_true = n_pred = n_match = n_exact = n_scored = 0
     for i, (tree_true, tree_pred) in enumerate(zip(trees_true, trees_pred)):
         words_true, tags_true, brackets_true = _checked_items(tree_true, f"trees_true[{i}]")
         words_pred, _, brackets_pred = _checked_items(tree_pred, f"trees_pred[{i}]")
@@ -365,7 +367,9 @@ def bracket_scores(trees_true, trees_pred, *, sample_weight=None):
         n_true += weight * sentence_true
         n_pred += weight * sentence_pred
         n_match += weight * sentence_match
-        n_exact += weight * (sentence_true == sentence_pred == sentence_match)
+        if kept_before[-1]:  # (evalb skips a sentence without words: no exact match)
+            n_scored += weight
+            n_exact += weight * (sentence_true == sentence_pred == sentence_match)
     precision = n_match / n_pred if n_pred else 0.0
     recall = n_match / n_true if n_true else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
@@ -373,8 +377,7 @@ def bracket_scores(trees_true, trees_pred, *, sample_weight=None):
         "precision": precision,
         "recall": recall,
         "f1": f1,
-        "exact_match": n_exact / (len(trees_true) if weights is None else
-                                  float(weights.sum())),
+        "exact_match": n_exact / n_scored if n_scored else 0.0,
         "n_sentences": len(trees_true),
     }
 
