@@ -252,7 +252,18 @@ def test_write_conll_errors():
         write_conll([[{"form": 3}]], [[0]], None, out)
     with pytest.raises(TypeError, match="tokens must be dicts"):
         write_conll([["a"]], [[0]], None, out)
+    with pytest.raises(TypeError, match="must be a str"):
+        write_conll(tokens, [[2, 0]], [[True, False]], out)
     assert out.getvalue() == ""  # nothing written by a failed call
+
+
+def test_write_conll_writes_integer_relations_as_digits():
+    """A DependencyParser fitted on integer relations predicts integers; they are written
+    as their digits (and read back as str, as every CoNLL field)."""
+    tokens = [[{"form": "a"}, {"form": "b"}]]
+    out = io.StringIO()
+    write_conll(tokens, [[2, 0]], [np.array([3, 0])], out)
+    assert read_conll(io.StringIO(out.getvalue())).relations[0].tolist() == ["3", "0"]
 
 
 def test_readers_drop_a_byte_order_mark_and_read_unsuffixed_gzip(tmp_path):

@@ -315,8 +315,10 @@ def write_conll(sentences, heads, relations, file, *, encoding="utf-8"):
         :func:`read_conll` or :func:`read_dependency_columns`).
     heads : list of array-like of int
         Per sentence, the head of each token (1-based, 0 for the root).
-    relations : list of array-like of str, or None
-        Per sentence, the relation of each token; None writes ``_``.
+    relations : list of array-like of str or int, or None
+        Per sentence, the relation of each token (integers, as a
+        :class:`DependencyParser` fitted on integer relations predicts them,
+        are written as their digits); None writes ``_``.
     file : str, path-like or file object
         A path (written through gzip when it ends in ``.gz``; an existing
         file is overwritten) or a file open in text mode.
@@ -365,7 +367,9 @@ def write_conll(sentences, heads, relations, file, *, encoding="utf-8"):
         if relations is None:
             sentence_relations = ["_"] * n_tokens
         else:
-            sentence_relations = list(relations[i])
+            sentence_relations = [
+                str(r) if isinstance(r, (numbers.Integral, np.integer))
+                and not isinstance(r, (bool, np.bool_)) else r for r in relations[i]]
             if len(sentence_relations) != n_tokens:
                 raise ValueError(
                     f"{where}: expected {n_tokens} relations, one per token; got "
