@@ -22,6 +22,7 @@ from .utils._sequences import (
     PackedSequences,
     SequenceBatch,
     check_label_kinds,
+    comparable_labels,
     check_lengths,
     check_sparse_arrays,
     check_token_matrix,
@@ -540,10 +541,10 @@ class InputMixin:
 
     def _encode_known(self, y_flat):
         self._check_label_kinds_match(y_flat)
-        labels = self._state_labels()
-        index = np.searchsorted(labels, y_flat)
+        labels, matched = comparable_labels(self._state_labels(), y_flat)
+        index = np.searchsorted(labels, matched)
         index = np.clip(index, 0, labels.shape[0] - 1)
-        known = labels[index] == y_flat
+        known = labels[index] == matched
         if not np.all(known):
             unseen = np.unique(np.asarray(y_flat)[~known]).tolist()
             raise ValueError(f"y contains {len(unseen)} label(s) not seen in fit: "

@@ -199,7 +199,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
                     f"C * sample_weight overflows double precision in the fit's sums (C="
                     f"{self.C}, largest weight {float(weights.max()):.3g}, times the largest "
                     "feature magnitude: above 1e150); lower C or the weights.")
-        self._check_oracle_exactness(batch)
+        self._check_oracle_exactness(batch, weights)
         if self._trains_on_marginals and hasattr(self.structure_,
                                                  "check_learnable_by_marginals"):
             self.structure_.check_learnable_by_marginals(batch, Y)
@@ -251,9 +251,10 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
                 not (getattr(method, "__module__", None) or "").startswith("sklstruct."):
             checked_token_loss(structure, Y)
 
-    def _check_oracle_exactness(self, batch):
-        """Warn when the structure's max-oracle may be inexact on training examples and
-        record their number in ``n_inexact_examples_``.
+    def _check_oracle_exactness(self, batch, weights):
+        """Warn when the structure's max-oracle may be inexact on training examples of
+        positive weight (those of weight 0 take no part in the fit) and record their number
+        in ``n_inexact_examples_``.
 
         With an approximate (under-generating) max-oracle, e.g. TRW-S on graphs with cycles,
         the most violated labellings may be missed: the duality gap the learner computes
@@ -263,12 +264,13 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         structure bounds the hinge losses from above (:meth:`_certify_with_bounds`), the fit
         also records a true, looser certificate in ``inexact_gap_bound_``.
         """
-        inexact = np.asarray(self.structure_.inexact_examples(batch))
+        inexact = np.asarray(self.structure_.inexact_examples(batch), dtype=np.intp)
+        inexact = inexact[weights[inexact] > 0]
         self.n_inexact_examples_ = int(inexact.shape[0])
         if inexact.shape[0] and self._trains_on_marginals \
                 and hasattr(self.structure_, "check_marginals"):
             # (a refusal to train comes before a warning about the certificate)
-            self.structure_.check_marginals(batch)
+            self.structure_.check_marginals(batch.select(np.flatnonzero(weights > 0))[0])
         if inexact.shape[0]:
             warnings.warn(
                 f"{type(self.structure_).__name__}'s max-oracle may be approximate on "

@@ -218,6 +218,8 @@ def test_batch_size_of_an_explicit_one_slack_fit_warns():
     X, y = make_chain_data(n_sequences=8, seed=2)
     with pytest.warns(UserWarning, match=r"variant='1-slack'\) does not use batch_size=5"):
         StructSVMCuttingPlane(variant="1-slack", batch_size=5).fit(X, y)
+    with pytest.warns(UserWarning, match=r"variant='n-slack'\) does not use cache_size=3"):
+        StructSVMCuttingPlane(variant="n-slack", cache_size=3).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         StructSVMCuttingPlane(variant="auto", batch_size=5).fit(X, y)  # (auto may pick it)

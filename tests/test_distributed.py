@@ -222,6 +222,8 @@ def test_sharded_input_refuses_what_it_cannot_do(client, data):
             getattr(fitted, method)(*args)
     with pytest.raises(TypeError, match="fit this learner on local data"):
         M3NSimplicialDecomposition().fit(shards, y)
+    with pytest.warns(UserWarning, match="fitted by 1-slack\\) does not use batch_size=5"):
+        _model(batch_size=5, max_iter=2).fit(shards)
     with pytest.raises(ValueError, match="pass no y"):
         _model().fit(shards, y)
     with pytest.raises(ValueError, match="1-slack variant only"):

@@ -181,6 +181,29 @@ def test_max_enumeration_beyond_the_enumerators_cap_is_refused():
     GraphStructure(max_enumeration=2**24).bind(3, 2)
 
 
+def test_a_loopy_graph_of_weight_zero_neither_warns_nor_is_refused():
+    """Sequences of weight 0 take no part in a fit: one loopy graph of weight 0 among
+    trees is not an inexact example, and a marginal learner trains on the trees."""
+    rng = np.random.default_rng(0)
+    graphs, labels = [], []
+    for g in range(8):
+        edges = np.array([(k, k + 1) for k in range(4)] + ([(0, 4)] if g == 0 else []))
+        nodes = rng.normal(size=(5, 3))
+        graphs.append((nodes, edges))
+        labels.append((nodes[:, 0] > 0).astype(np.int64))
+    weights = np.r_[0.0, np.ones(7)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for learner in (StructSVMCuttingPlane, M3NExpGrad):
+            model = learner(GraphStructure(inference="trws")).fit(graphs, labels,
+                                                                 sample_weight=weights)
+            assert model.n_inexact_examples_ == 0
+    with pytest.warns(UserWarning, match="not a certificate"):
+        model = StructSVMCuttingPlane(GraphStructure(inference="trws")).fit(graphs, labels)
+    assert model.n_inexact_examples_ == 1
+
+
 def test_an_approximate_oracle_warns_and_is_recorded():
     X, y = make_graphs(10, n_graphs=4, max_nodes=5, loopy=True)
     with pytest.warns(UserWarning, match="not a certificate"):

@@ -186,6 +186,11 @@ def test_signed_and_unsigned_integer_labels_stay_integers():
     large[0] = large[0].astype(np.int64)  # (one signed sequence, of values int64 holds)
     model = StructSVMCuttingPlane().fit(X, large)
     assert model.classes_.tolist() == [2**62, 2**62 + 1]
+    # score and objective compare labels of the other dtype with classes_ in one integer
+    # dtype too (as float64, 2**62 + 1 and 2**62 would be one label)
+    unsigned = [t.astype(np.uint64) for t in large]
+    assert model.score(X, unsigned) == model.score(X, large)
+    assert model.objective(X, unsigned) == model.objective(X, large)
     huge = [(t % 2).astype(np.uint64) + np.uint64(2**63) for t in y]
     huge[0] = -(y[0] % 2).astype(np.int64) - 1  # (no integer dtype holds both)
     with pytest.raises(ValueError, match="no integer dtype holds together"):
@@ -202,6 +207,11 @@ def test_object_array_of_images_is_the_list_form_and_stacked_arrays_say_what_to_
     as_objects[:] = images
     reference = M3NSimplicialDecomposition(GridStructure(), random_state=0).fit(images, masks)
     model = M3NSimplicialDecomposition(GridStructure(), random_state=0).fit(as_objects, masks)
+    np.testing.assert_array_equal(model.w_, reference.w_)
+    mask_objects = np.empty(len(masks), dtype=object)
+    mask_objects[:] = masks
+    model = M3NSimplicialDecomposition(GridStructure(), random_state=0).fit(as_objects,
+                                                                           mask_objects)
     np.testing.assert_array_equal(model.w_, reference.w_)
     X, y = make_chain_data(20, seed=0)
     same = np.array([x[:3] for x in X if len(x) >= 3])

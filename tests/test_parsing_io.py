@@ -149,6 +149,9 @@ def test_read_conll_paths_gzip_and_encoding(tmp_path):
     deep.write_bytes("".join(sentences).encode("latin-1"))
     with pytest.raises(ValueError, match=r"line 3401 is not valid utf-8"):
         read_conll(deep)
+    deep.write_bytes("".join(sentences).replace("\n", "\r\n").encode("latin-1"))
+    with pytest.raises(ValueError, match=r"line 3401 is not valid utf-8"):
+        read_conll(deep)
     with pytest.raises(ValueError, match="encoding="):
         read_conll(packed)
     with open(plain, encoding="latin-1") as f:  # an open file keeps its own encoding

@@ -43,15 +43,17 @@ def _undecodable_line(exc, lines_read):
     """The number of the line that holds the byte a text decoder failed on, or None.
 
     The decoder fails on a whole chunk of the file, which starts within the line after the
-    ``lines_read`` lines already returned; each newline of the chunk before the byte ends
-    one more (for encodings that write a newline as the byte ``\\n``)."""
+    ``lines_read`` lines already returned; each line ending of the chunk before the byte
+    (``\\n``, ``\\r\\n`` or a lone ``\\r``, as universal newlines read them) ends one
+    more, for encodings that write them as those bytes."""
     try:
         ascii_newline = "\n".encode(exc.encoding) == b"\n"
     except LookupError:
         return None
     if not ascii_newline or not isinstance(exc.object, (bytes, bytearray)):
         return None
-    return lines_read + 1 + exc.object[:exc.start].count(b"\n")
+    before = exc.object[:exc.start]
+    return lines_read + 1 + before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n")
 
 
 def numbered_lines(handle):

@@ -379,13 +379,13 @@ class PairwiseGraphBase(BaseStructure):
 
     def _refuse_marginals(self, methods):
         i = int(np.flatnonzero(methods >= _LOOPY_AUTO)[0])
-        reason = (f"example {i} has cycles and inference='trws' (it enumerates no graph)"
-                  if self.inference == "trws" else f"example {i} is neither")
-        raise ValueError(
-            f"{type(self).__name__} has exact marginals on forests and on graphs of at "
-            f"most max_enumeration={self.max_enumeration} labellings; {reason} (use a "
-            "max-oracle learner: StructSVMCuttingPlane, M3NSimplicialDecomposition or "
-            "L1M3N).")
+        where = (f"on forests only with inference='trws'; example {i} has cycles"
+                 if self.inference == "trws" else
+                 f"on forests and on graphs of at most max_enumeration={self.max_enumeration} "
+                 f"labellings; example {i} is neither")
+        raise ValueError(f"{type(self).__name__} has exact marginals {where} (use a "
+                         "max-oracle learner: StructSVMCuttingPlane, "
+                         "M3NSimplicialDecomposition or L1M3N).")
 
 
 class GraphStructure(PairwiseGraphBase):

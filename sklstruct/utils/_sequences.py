@@ -615,6 +615,8 @@ def image_rows(X, y=None):
     rows = [image.reshape(-1, image.shape[2]) for image in images]
     if y is None:
         return rows, widths, None
+    if isinstance(y, np.ndarray) and y.dtype == object and y.ndim == 1:
+        y = list(y)  # (a numpy object array of masks, as of images)
     if not isinstance(y, (list, tuple)) or len(y) != len(images):
         raise ValueError("With X given as a list of images, y must be a list of as many 2-D "
                          "label masks.")
@@ -654,6 +656,8 @@ def volume_rows(X, y=None):
     rows = [volume.reshape(-1, volume.shape[3]) for volume in volumes]
     if y is None:
         return rows, slice_shapes, None
+    if isinstance(y, np.ndarray) and y.dtype == object and y.ndim == 1:
+        y = list(y)  # (a numpy object array of masks, as of volumes)
     if not isinstance(y, (list, tuple)) or len(y) != len(volumes):
         raise ValueError("With X given as a list of volumes, y must be a list of as many 3-D "
                          "label masks.")
@@ -738,6 +742,21 @@ def flatten_labels(y, lengths):
     elif len(kinds) > 1 and not kinds <= {"U", "S"}:
         parts = [p.astype(object) for p in parts]
     return np.concatenate(parts)
+
+
+def comparable_labels(classes, labels):
+    """``classes`` and ``labels`` in one dtype for ``np.searchsorted`` and ``==``: signed
+    beside unsigned integers in one integer dtype (numpy would compare them as float64,
+    where labels above 2**53 merge); other pairs unchanged. Labels that no integer dtype
+    holds beside the classes cannot be among them: they come back as float NaN, which
+    matches no class."""
+    classes, labels = np.asarray(classes), np.asarray(labels)
+    if {classes.dtype.kind, labels.dtype.kind} != {"i", "u"}:
+        return classes, labels
+    try:
+        return tuple(_common_integer_labels([classes, labels]))
+    except ValueError:
+        return classes, np.full(labels.shape, np.nan)
 
 
 def _common_integer_labels(parts):

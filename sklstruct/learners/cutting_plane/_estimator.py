@@ -77,7 +77,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         are cheap and their number grows with ``C`` (the paper's O(C R^2 / epsilon) bound);
         n-slack usually stops within tens of passes.
     cache_size : int, default=10
-        Number of recent most-violating labelings kept per example. Before calling the
+        1-slack only: number of recent most-violating labelings kept per example. Before
+        calling the
         separation oracle, the most violating cached labeling of every example is tried; if the
         resulting constraint is violated by more than ``tol`` per example and by at least half
         the violation of the last oracle constraint, the oracle call is skipped (the
@@ -100,7 +101,9 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     coef0 : float, default=1.0
         Independent term of the "poly" kernel.
     n_basis : int, default=1000
-        Number of basis tokens drawn at random from the training tokens.
+        Number of basis tokens drawn at random from the training tokens (those of
+        sequences of weight 0 included: the basis is part of the model's set-up, as the
+        structure's is).
     basis : array-like of shape (k, n_features), default=None
         User-given basis tokens (then ``n_basis`` is ignored).
     random_state : int, RandomState instance or None, default=None
@@ -132,7 +135,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         The formulation used.
     dual_coef_ : ndarray of shape (n_constraints,)
         Dual variables of the final working set (1-slack: one per constraint; n-slack: the
-        constraints of every example's working set, example by example).
+        constraints of every example's working set, example by example, over the examples
+        of positive weight).
     n_iter_ : int
     history_ : dict of ndarray
         Per iteration (per pass over the data for n-slack): ``primal``, ``dual``, ``gap``,
@@ -246,7 +250,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
             Per-sequence weights ``s_i``: the objective becomes
             ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
-            sequence); sequences of weight 0 take no part in the fit. One weight per token
+            sequence); sequences of weight 0 take no part in the optimisation (a kernel's
+            basis is still drawn from all tokens, see ``n_basis``). One weight per token
             (per row of a flat ``X``, so that cross-validation can index them as it indexes
             ``sequence_ids``) is taken when the tokens of each sequence share it;
             :meth:`score` takes either form.
@@ -305,6 +310,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
                              "model on shards with fit_intercept=False (or a constant feature "
                              "in the shards).")
         self.variant_ = "1-slack"
+        self._warn_unused_parameters(["batch_size"], "a ShardedSequences, fitted by 1-slack")
         # (shards hold sequences or rows, never graphs: their max-oracles are exact)
         self.n_inexact_examples_ = 0
         certificate = self._certificate(unit="iteration", extra_fields=("n_constraints",))
@@ -328,6 +334,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     def _fit_batch(self, batch, Y, sample_weight):
         if self.variant == "1-slack":
             self._warn_unused_parameters(["batch_size"], "variant='1-slack'")
+        elif self.variant == "n-slack":
+            self._warn_unused_parameters(["cache_size"], "variant='n-slack'")
         batch, Y, weights = weighted_examples(batch, Y, sample_weight)
         # (the solvers take the weights as an array: ones when every weight is 1)
         sample_weight = np.ones(batch.n_sequences) if weights is None else weights

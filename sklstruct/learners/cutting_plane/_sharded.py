@@ -20,6 +20,7 @@ from ...utils._sequences import (
     check_label_kinds,
     check_lengths,
     check_token_matrix,
+    comparable_labels,
     flatten_labels,
     label_kinds,
     offsets_from_lengths,
@@ -159,7 +160,7 @@ class _Shard:
         data = self.data
         self.structure, self.rescale, self.n_jobs = structure, rescale, n_jobs
         self.batch = SequenceBatch(data.X, data.offsets)
-        index = np.searchsorted(classes, data.y)
+        index = np.searchsorted(*comparable_labels(classes, data.y))
         self.Y = np.clip(index, 0, classes.shape[0] - 1).astype(np.intp)
         kept = np.flatnonzero(data.sample_weight > 0)
         self.weights = data.sample_weight[kept]

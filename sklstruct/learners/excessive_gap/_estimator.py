@@ -267,7 +267,6 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         K = self._kernel(batch.X, batch.X)
         return KernelGeometry(K), np.sqrt(np.maximum(np.diag(K), 0.0))
 
-
     def _fit_batch(self, batch, Y, sample_weight):
         batch, Y, weights = weighted_examples(batch, Y, sample_weight)
         self._kernel_intercept = bool(self.fit_intercept) and not self._linear and \

@@ -186,7 +186,6 @@ class M3NExpGrad(BaseStructuredClassifier):
         self.callback = callback
         self.max_time = max_time
 
-
     # ------------------------------------------------------------------ set-up
     def _resolved_algorithm(self, batch):
         if self.algorithm != "auto":
@@ -221,7 +220,8 @@ class M3NExpGrad(BaseStructuredClassifier):
                           "M3NSimplicialDecomposition or StructSVMCuttingPlane.")
             else:
                 reason = ((": the batch updates share one pairwise table between all examples"
-                           if self.structure_.n_pairwise_ else "")
+                           if self.structure_.n_pairwise_ else
+                           ": the batch updates take no weights")
                           + "; use algorithm='online', M3NSimplicialDecomposition or "
                           "StructSVMCuttingPlane.")
             raise ValueError("M3NExpGrad takes sample_weight with algorithm='online' only"

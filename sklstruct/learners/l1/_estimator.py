@@ -227,7 +227,6 @@ class L1M3N(BaseStructuredClassifier):
         self.callback = callback
         self.max_time = max_time
 
-
     def _regularizer(self):
         return 0.5 * float(np.abs(self.w_).sum())
 

@@ -244,7 +244,6 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         self.callback = callback
         self.max_time = max_time
 
-
     # ------------------------------------------------------------------ fit
     def _fit_batch(self, batch, Y, sample_weight):
         rng = check_random_state(self.random_state)
