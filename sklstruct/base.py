@@ -337,7 +337,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         self.history_ = certificate.history()
         self.n_iter_ = certificate.n_iter
 
-    # ------------------------------------------------------------------ warm starts
+    # ------------------------------------------------------------------ parameters
     def _warn_unused_parameters(self, names, setting):
         """Warn of the parameters among ``names`` set away from their defaults, which
         ``setting`` (e.g. ``"solver='em'"``) does not read, as scikit-learn's
@@ -351,6 +351,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             warnings.warn(f"{type(self).__name__}({setting}) does not use {listed}; {verb} "
                           "ignored.", UserWarning)
 
+    # ------------------------------------------------------------------ warm starts
     def _warm_state(self, settings, batch, Y):
         """The dual state of the previous fit if ``warm_start`` is set and it was made on the
         same data (compared by a digest of ``X``, ``y`` and the bound structure) with the same

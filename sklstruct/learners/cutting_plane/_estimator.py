@@ -78,11 +78,10 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         n-slack usually stops within tens of passes.
     cache_size : int, default=10
         1-slack only: number of recent most-violating labelings kept per example. Before
-        calling the
-        separation oracle, the most violating cached labeling of every example is tried; if the
-        resulting constraint is violated by more than ``tol`` per example and by at least half
-        the violation of the last oracle constraint, the oracle call is skipped (the
-        paper's section 4). ``0`` disables the cache.
+        calling the separation oracle, the most violating cached labeling of every example is
+        tried; if the resulting constraint is violated by more than ``tol`` per example and
+        by at least half the violation of the last oracle constraint, the oracle call is
+        skipped (the paper's section 4). ``0`` disables the cache.
     batch_size : int, default=100
         n-slack only: number of examples separated before the QP is re-optimised.
     inactive_window : int, default=50
