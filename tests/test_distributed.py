@@ -3,6 +3,7 @@ dask backend, and the hashing vectorizer that lets shards vectorise on their own
 
 import os
 import signal
+import time
 from unittest import mock
 
 import numpy as np
@@ -188,6 +189,17 @@ def test_a_worker_lost_before_the_fit_stops_it_with_a_clear_error(client, data):
     victim = shards.workers[1]
     os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
     client.wait_for_workers(2, timeout=60)  # (the nanny starts another worker)
+    # until dask refuses calls to the lost actor at once (its future has failed), which it
+    # does a moment after the loss; a fit started sooner sees the loss in an answer
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            shards._actors[1].stats
+        except RuntimeError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("dask kept the lost shard's actor callable")
     with pytest.raises(ShardLostError, match=f"Shard 1 of 2 was lost with its worker {victim}"):
         _model().fit(shards)
     assert shards.restore(X, y) == [1]
