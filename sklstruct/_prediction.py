@@ -9,6 +9,7 @@ outputs follow the input's form.
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.optimize import minimize_scalar
 from sklearn.utils.validation import column_or_1d
 
@@ -63,11 +64,15 @@ class PredictionMixin:
         -------
         y : list of ndarray, or ndarray of shape (n_tokens,)
             Labels in the form of ``X`` (a list of label arrays, a flat array, a list of 2-D
-            masks for images or of 3-D masks for volumes).
+            masks for images or of 3-D masks for volumes; for multi-label input an
+            indicator matrix, sparse when ``fit`` had a sparse ``y``).
         """
         model = self._fitted_view()
         batch, Y, form = model._predict_encoded(X, lengths, sequence_ids)
-        return model._format_output(model._state_labels()[Y], batch, form)
+        labels = model._format_output(model._state_labels()[Y], batch, form)
+        if form == "multilabel" and model.__dict__.get("_sparse_indicator_", False):
+            return sp.csr_matrix(labels)  # (the form of a sparse y in fit)
+        return labels
 
     def decision_function(self, X, lengths=None, sequence_ids=None):
         """Per-token class scores (the unary part of the model's score, ``X W^T``).

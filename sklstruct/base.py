@@ -181,6 +181,8 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             # cross_val_predict relies on; the states' values (0 and 1 in y's dtype) are kept
             self._indicator_values_ = classes
             self.classes_ = np.arange(self.structure_.n_labels_)
+            # (predict returns a sparse y's form, as OneVsRestClassifier does)
+            self._sparse_indicator_ = sp.issparse(y)
         # (a multi-label sample's labels are its "tokens": its weights are per sample)
         weights = check_sequence_weights(sample_weight, batch.n_sequences,
                                          lengths=None if form == "multilabel"

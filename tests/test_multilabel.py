@@ -199,6 +199,10 @@ def test_many_labels_fall_back_to_a_certified_relaxation():
     assert model.n_inexact_examples_ == 30
     with pytest.raises(ValueError, match="exact marginals"):
         _fit(M3NExpGrad(structure, max_iter=5), X, Y)
+    # a fitted model says why it has no marginals, without advising another learner
+    with pytest.raises(ValueError, match="predict_proba and predict_marginals are not "
+                                         "available for it"):
+        model.predict_proba(X)
     exact = _fit(M3NSimplicialDecomposition(MultiLabelStructure(pairs="full"), C=1.0,
                                             max_iter=30), X, Y)
     assert exact.n_inexact_examples_ == 0
@@ -223,6 +227,20 @@ def test_a_malformed_indicator_matrix_is_named_with_the_default_structure(y, mes
     X = np.random.default_rng(0).normal(size=(10, 2))
     with pytest.raises(ValueError, match=message):
         M3NSimplicialDecomposition().fit(X, y)
+
+
+def test_a_sparse_indicator_matrix_gets_sparse_predictions():
+    """As OneVsRestClassifier: predict returns a sparse y's form, with the same values."""
+    import scipy.sparse as sp
+
+    X, Y = make_multilabel(3)
+    dense = _fit(M3NSimplicialDecomposition(random_state=0), X, Y)
+    sparse = _fit(M3NSimplicialDecomposition(random_state=0), X, sp.csr_matrix(Y))
+    predicted = sparse.predict(X)
+    assert sp.issparse(predicted) and predicted.shape == Y.shape
+    np.testing.assert_array_equal(predicted.toarray(), dense.predict(X))
+    assert sparse.score(X, sp.csr_matrix(Y)) == dense.score(X, Y)
+    assert not sp.issparse(sparse.predict_proba(X))
 
 
 def test_predict_checks_the_number_of_labels_and_features():

@@ -383,9 +383,10 @@ class PairwiseGraphBase(BaseStructure):
                  if self.inference == "trws" else
                  f"on forests and on graphs of at most max_enumeration={self.max_enumeration} "
                  f"labellings; example {i} is neither")
-        raise ValueError(f"{type(self).__name__} has exact marginals {where} (use a "
-                         "max-oracle learner: StructSVMCuttingPlane, "
-                         "M3NSimplicialDecomposition or L1M3N).")
+        raise ValueError(f"{type(self).__name__} has exact marginals {where}: predict_proba "
+                         "and predict_marginals are not available for it, and M3NExpGrad and "
+                         "M3NExcessiveGap cannot train on it (StructSVMCuttingPlane, "
+                         "M3NSimplicialDecomposition and L1M3N can).")
 
 
 class GraphStructure(PairwiseGraphBase):
