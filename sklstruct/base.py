@@ -36,6 +36,18 @@ def _is_default(value, default):
         return False
 
 
+def _warn_constant_labels(Y):
+    """Warn of the labels of a multi-label ``Y`` (n_samples, n_labels) that take one value
+    in every training sample (nothing in the data tells their values apart), as
+    scikit-learn's ``OneVsRestClassifier`` warns."""
+    constant = np.flatnonzero(Y.min(axis=0) == Y.max(axis=0)) if Y.shape[0] else []
+    if len(constant):
+        values = Y[0, constant].tolist()
+        listed = ", ".join(f"label {k} always {v}" for k, v in zip(constant[:10], values))
+        warnings.warn(f"{len(constant)} label(s) take one value in every training sample "
+                      f"({listed}{' and more' if len(constant) > 10 else ''}).", UserWarning)
+
+
 class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, BaseEstimator):
     """Common base of sklstruct's learners.
 
@@ -168,6 +180,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         if form == "multilabel":  # an indicator matrix: the states are always 0 and 1
             # (predictions in y's dtype: bool, integer or float)
             classes, Y = np.array([0, 1]).astype(y_flat.dtype), y_flat.astype(np.intp)
+            _warn_constant_labels(Y.reshape(batch.n_sequences, -1))
         else:
             y_flat = column_or_1d(y_flat, warn=True) if form in ("flat", "multiclass") \
                 else y_flat

@@ -229,6 +229,20 @@ def test_a_malformed_indicator_matrix_is_named_with_the_default_structure(y, mes
         M3NSimplicialDecomposition().fit(X, y)
 
 
+def test_labels_of_one_value_in_training_warn():
+    """As OneVsRestClassifier: a label present in every training sample, or in none."""
+    X, Y = make_multilabel(4)
+    Y[:, 1], Y[:, 3] = 0, 1
+    with pytest.warns(UserWarning, match=r"2 label\(s\) take one value in every training "
+                                         r"sample \(label 1 always 0, label 3 always 1\)"):
+        _fit(M3NSimplicialDecomposition(random_state=0), X, Y)
+    X, Y = make_multilabel(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        M3NSimplicialDecomposition(random_state=0).fit(X, Y)
+
+
 def test_a_sparse_indicator_matrix_gets_sparse_predictions():
     """As OneVsRestClassifier: predict returns a sparse y's form, with the same values."""
     import scipy.sparse as sp
