@@ -319,7 +319,7 @@ class ConstituencyParser(PartsParser, _TreeParser):
         """
         check_is_fitted(self, "learner_")
         X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
-        X, y = check_sentences(X), check_sentences(y, "y")
+        y = check_sentences(y, "y")  # (X is a list already)
         tokens = [sentence_tokens(sentence, f"X[{i}]") for i, sentence in enumerate(X)]
         states = []
         for i, ((words, _), tree) in enumerate(zip(tokens, y)):
