@@ -218,6 +218,23 @@ def test_pickle_and_clone(fitted, toy):
     assert fitted.learner_.C == 10.0
 
 
+def test_random_state_is_given_to_the_learner(toy):
+    X, y = toy[0][:30], toy[1][:30]
+    fits = []
+    for parser in (ConstituencyParser(random_state=0), ConstituencyParser(random_state=0),
+                   ConstituencyParser(learner=M3NSimplicialDecomposition(random_state=0))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fits.append(parser.fit(X, y))
+    assert fits[0].learner_.random_state == 0
+    np.testing.assert_array_equal(fits[0].learner_.w_, fits[1].learner_.w_)
+    np.testing.assert_array_equal(fits[0].learner_.w_, fits[2].learner_.w_)
+    kept = ConstituencyParser(learner=M3NExpGrad(max_iter=2, random_state=3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert kept.fit(X, y).learner_.random_state == 3
+
+
 def test_pcfg_is_the_relative_frequency_grammar(toy):
     X, y, X_test, y_test = toy
     parser = PCFGParser().fit(X, y)

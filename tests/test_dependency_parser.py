@@ -135,6 +135,26 @@ def test_clone_pickle_and_grid_search(treebank):
                                                              y_test)
 
 
+def test_random_state_is_given_to_the_learners(treebank):
+    (X, y), _ = treebank
+    X, y = X[:30], y[:30]
+    first = _fit(DependencyParser(random_state=0), X, y)
+    second = _fit(DependencyParser(random_state=0), X, y)
+    assert first.learner_.random_state == 0 and first.relation_learner_.random_state == 0
+    np.testing.assert_array_equal(first.learner_.w_, second.learner_.w_)
+    np.testing.assert_array_equal(first.relation_learner_.w_, second.relation_learner_.w_)
+    same = _fit(DependencyParser(learner=M3NSimplicialDecomposition(random_state=0)), X, y)
+    np.testing.assert_array_equal(first.learner_.w_, same.learner_.w_)
+    other = _fit(DependencyParser(random_state=1), X, y)
+    assert other.learner_.n_iter_ != first.learner_.n_iter_ or not np.array_equal(
+        other.learner_.w_, first.learner_.w_)
+    # None leaves the learner's own seed
+    kept = DependencyParser(learner=M3NSimplicialDecomposition(random_state=5))
+    assert _fit(kept, X, y).learner_.random_state == 5
+    with pytest.raises(ValueError, match="random_state"):
+        DependencyParser(random_state="seed").fit(X, y)
+
+
 LEARNERS = [StructSVMCuttingPlane(), M3NExpGrad(), M3NExcessiveGap(max_iter=60),
             L1M3N(), M3NSimplicialDecomposition(max_points=1)]
 

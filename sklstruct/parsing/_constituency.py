@@ -185,6 +185,9 @@ class ConstituencyParser(PartsParser, _TreeParser):
         :func:`~sklstruct.parsing.tree_to_string`): with ``"string"``, ``predict``
         raises ``ValueError`` for a batch with such a word (the Penn Treebank
         writes ``(`` and ``)`` as ``-LRB-`` and ``-RRB-``).
+    random_state : int, RandomState instance or None, default=None
+        Set on the learner when not None, for reproducible fits; None leaves the learner's
+        own (the default learner's is None).
 
     Attributes
     ----------
@@ -219,7 +222,7 @@ class ConstituencyParser(PartsParser, _TreeParser):
     }
 
     def __init__(self, C=1.0, *, learner=None, features=None, horizontal=1, vertical=1,
-                 loss="brackets", output="tuple"):
+                 loss="brackets", output="tuple", random_state=None):
         self.C = C
         self.learner = learner
         self.features = features
@@ -227,6 +230,7 @@ class ConstituencyParser(PartsParser, _TreeParser):
         self.vertical = vertical
         self.loss = loss
         self.output = output
+        self.random_state = random_state
 
     def fit(self, X, y, sample_weight=None):
         """Read the grammar of the trees ``y`` and train the learner on the span rows of ``X``.

@@ -71,6 +71,9 @@ class DependencyParser(PartsParser):
         Attach exactly one token to the root (training trees must then have one).
     relations : {"separate", "joint"}, default="separate"
         How relations are learnt when ``y`` has them (see above).
+    random_state : int, RandomState instance or None, default=None
+        Set on the learner (and the relation learner) when not None, for reproducible fits;
+        None leaves the learner's own (the default learner's is None).
 
     Attributes
     ----------
@@ -104,13 +107,14 @@ class DependencyParser(PartsParser):
     }
 
     def __init__(self, C=0.01, *, learner=None, features=None, projective=True,
-                 single_root=False, relations="separate"):
+                 single_root=False, relations="separate", random_state=None):
         self.C = C
         self.learner = learner
         self.features = features
         self.projective = projective
         self.single_root = single_root
         self.relations = relations
+        self.random_state = random_state
 
     # ------------------------------------------------------------------ helpers
     @staticmethod

@@ -53,23 +53,28 @@ class PartsParser(BaseEstimator):
 
     ``learner`` (None: :func:`default_learner`) is cloned with ``C`` and the task's
     structure set (its own ``C`` is not used), so that ``GridSearchCV`` searches the
-    parser's ``C``; ``features_`` and ``learner_`` are the fitted feature extractor and
-    learner.
+    parser's ``C``, and with ``random_state`` when that is not None (else the learner keeps
+    its own); ``features_`` and ``learner_`` are the fitted feature extractor and learner.
     """
 
     _parameter_constraints = {
         "C": [Interval(Real, 0, None, closed="neither")],
         "learner": [HasMethods(["fit", "predict"]), None],
         "features": [HasMethods(["fit", "transform_flat"]), None],
+        "random_state": ["random_state"],
     }
 
     def _learner_for(self, structure):
-        """A clone of the learner with the parser's ``C`` and ``structure``."""
+        """A clone of the learner with the parser's ``C``, ``structure`` and (when not None)
+        ``random_state``."""
         learner = default_learner() if self.learner is None else clone(self.learner)
-        if "structure" not in learner.get_params(deep=False):
+        params = learner.get_params(deep=False)
+        if "structure" not in params:
             raise TypeError(f"learner must be a sklstruct estimator with a structure "
                             f"parameter (StructSVMCuttingPlane, M3NSimplicialDecomposition, "
                             f"...); got {type(self.learner).__name__}.")
+        if self.random_state is not None and "random_state" in params:
+            learner.set_params(random_state=self.random_state)
         return learner.set_params(C=self.C, structure=structure)
 
     def _fit_features(self, default, X, y):
