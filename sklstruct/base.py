@@ -217,7 +217,7 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         self._check_oracle_exactness(batch, weights)
         if self._trains_on_marginals and hasattr(self.structure_,
                                                  "check_learnable_by_marginals"):
-            self.structure_.check_learnable_by_marginals(batch, Y)
+            self.structure_.check_learnable_by_marginals(batch, Y, weights)
         self._check_user_token_loss(Y)
         self.w_ = self._fit_batch(batch, Y, weights)
         primal = getattr(self, "history_", {}).get("primal")

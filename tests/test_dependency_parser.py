@@ -274,6 +274,22 @@ def test_projective_decoding_certifies_on_non_projective_training_trees(data_hom
             _fit(DependencyParser(learner=learner), X, heads)
     # without projectivity the marginals hold every tree
     _fit(DependencyParser(C=0.1, projective=False, learner=M3NExpGrad(max_iter=5)), X, heads)
+    # nor do trees of weight 0, which the fit leaves out
+    projective = []
+    for tree, length in zip(heads, lengths):
+        try:
+            check_heads(tree, [length], projective=True)
+            projective.append(True)
+        except ValueError:
+            projective.append(False)
+    assert 0 < sum(projective) < len(X)
+    learner = M3NExpGrad(structure=DependencyTree(), max_iter=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.filterwarnings("error", message=".*cannot represent")
+        learner.fit(rows, labels, lengths=n_rows, sample_weight=np.array(projective, float))
+        with pytest.raises(UserWarning, match="cannot represent"):
+            learner.fit(rows, labels, lengths=n_rows)
 
 
 def test_the_oracle_returns_a_non_projective_true_tree_that_beats_every_projective_one():

@@ -236,7 +236,7 @@ class DependencyTree(PartsStructure):
                 losses[better], scores[better] = 0.0, truth[better]
         return labels, losses, scores
 
-    def check_learnable_by_marginals(self, batch, Y):
+    def check_learnable_by_marginals(self, batch, Y, weights=None):
         """Warn of training trees that the marginals of projective trees cannot represent.
 
         A learner on marginals (``M3NExpGrad``, ``M3NExcessiveGap``) keeps its dual as a
@@ -249,11 +249,16 @@ class DependencyTree(PartsStructure):
         ----------
         batch : SequenceBatch
         Y : ndarray of int of shape (n_rows,)
+        weights : ndarray of shape (n_sequences,), default=None
+            The fit's sample weights: the trees of weight 0 are not trained on, and not
+            checked.
         """
         if not self.projective or batch.n_sequences == 0:
             return
         n_tokens, _ = self._layout(batch)
         heads, _ = self.heads_from_labels(n_tokens, self.check_labels(batch, Y))
+        if weights is not None:  # (a flat tree, every token on the root, is projective)
+            heads[np.repeat(np.asarray(weights) == 0, n_tokens)] = 0
         try:
             check_heads(heads, n_tokens, projective=True)
         except ValueError as error:
