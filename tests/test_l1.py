@@ -479,8 +479,9 @@ def test_max_time_bounds_the_em_m_steps_and_the_default_radius(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model = L1M3N(C=1.0, solver="em", tol=1e-6, max_time=1e-9).fit(X, y)
-    # one pass of the first M-step, then the iteration's check stops the fit
-    assert model.history_["oracle_calls"][-1] <= 60
+    # one pass of the first M-step and its certificate, then the iteration's check stops
+    # the fit
+    assert model.history_["oracle_calls"][-1] <= 2 * 60
     radius_certificates = []
     original = estimator.fit_em_variational
 
@@ -495,6 +496,38 @@ def test_max_time_bounds_the_em_m_steps_and_the_default_radius(monkeypatch):
     (certificate,) = radius_certificates
     assert certificate.max_time == 1e-9
     assert len(certificate.rows["primal"]) == 1
+
+
+@pytest.mark.parametrize("cut", [3, 9, 14])
+def test_an_m_step_cut_by_max_time_keeps_the_lower_bound_valid(monkeypatch, cut):
+    """The EM's lower bound combines the M-step's expected losses with its statistics ``v``;
+    an M-step stopped by ``max_time`` right after a pass had left ``v`` at its last
+    certificate, and the recorded dual reached 1.9 times the exact optimum."""
+    from sklstruct._progress import Certificate
+
+    X, y = make_chain_data(n_sequences=6, n_states=3, n_features=3, max_length=4, seed=7)
+    X = [x * 0.1 for x in X]
+    C = 1000.0
+    calls = [0]
+
+    def out_of_time(self):  # the clock runs out at the cut-th question
+        calls[0] += 1
+        if calls[0] >= cut:
+            self.max_time = 0.0
+        return calls[0] >= cut
+
+    monkeypatch.setattr(Certificate, "out_of_time", out_of_time)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = L1M3N(ChainStructure(), C=C, tol=1e-6, max_iter=50).fit(X, y)
+    monkeypatch.undo()
+    batch = SequenceBatch(np.vstack(X), offsets_from_lengths([len(s) for s in y]))
+    Y = model._encode_known(np.concatenate(y))
+    optimum, _ = _exact_p1(model.structure_, batch, Y, C)
+    h = model.history_
+    bounds = h["dual"][np.isfinite(h["dual"])]
+    assert bounds.size and np.all(bounds <= optimum * (1 + 1e-9))
+    assert np.all(h["primal"] >= optimum * (1 - 1e-9))
 
 
 def test_max_time_bounds_the_cutting_plane_lp_solves(monkeypatch):

@@ -79,8 +79,9 @@ def _m_step_frank_wolfe(batch, scale2, state, target, rng, tol, certificate):
     dual distributions do not depend on the scales), until its relative duality gap is at
     most ``target``, within a pass budget that grows as ``tol`` tightens
     (``max(100, min(2000, 0.1 / tol))``), or after the pass in which the fit's
-    ``certificate`` runs out of time; returns the oracle calls (the solution is the
-    state's: ``v = state.statistic_weights``, ``w = state.w = scale2 * v``)."""
+    ``certificate`` runs out of time (and its certificate); returns the oracle calls (the
+    solution is the state's: ``v = state.statistic_weights``, ``w = state.w = scale2 *
+    v``)."""
     state.rescale(scale2)
     calls, primal = 0, np.inf
     budget = int(max(100, min(2000, 0.1 / tol)))
@@ -88,6 +89,10 @@ def _m_step_frank_wolfe(batch, scale2, state, target, rng, tol, certificate):
         estimate = state.run_pass(rng.permutation(batch.n_sequences))
         calls += batch.n_sequences
         if certificate.out_of_time():
+            # (the statistics v, and w with them, must be those of the pass's dual point:
+            # the fit's lower bound combines them with its expected losses)
+            state.certificate()
+            calls += batch.n_sequences
             break
         if estimate <= target * abs(primal) or passes % 10 == 0 or passes == budget:
             _, dual = state.certificate()
