@@ -27,7 +27,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     with ``H_i`` the structured hinge loss under margin rescaling
     ``max_y [Delta(y_i, y) + w.Psi(x_i, y)] - w.Psi(x_i, y_i)`` or slack rescaling
     ``max_y Delta(y_i, y) [1 + w.Psi(x_i, y) - w.Psi(x_i, y_i)]``. In the paper's notation
-    (OP4/OP5 with ``C_J/n sum xi``), ``C_J = n * C``.
+    (OP2/OP3 with ``C_J/n sum xi_i``, and their 1-slack forms OP4/OP5), ``C_J = n * C``.
 
     With ``variant="1-slack"``, each iteration calls the separation oracle
     (loss-augmented inference over the whole batch in compiled code), adds the most violated
@@ -79,9 +79,10 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     cache_size : int, default=10
         1-slack only: number of recent most-violating labelings kept per example. Before
         calling the separation oracle, the most violating cached labeling of every example is
-        tried; if the resulting constraint is violated by more than ``tol`` per example and
-        by at least half the violation of the last oracle constraint, the oracle call is
-        skipped (the paper's section 4). ``0`` disables the cache.
+        tried; if the resulting constraint's summed violation exceeds ``tol * P / (2 C)``
+        (``P`` the primal at the current weights) and half the violation of the last oracle
+        constraint, the oracle call is skipped (the paper's section 4). ``0`` disables the
+        cache.
     batch_size : int, default=100
         n-slack only: number of examples separated before the QP is re-optimised.
     inactive_window : int, default=50
@@ -92,7 +93,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         Kernel on token feature vectors. A non-linear kernel is used through a low-rank basis
         of ``n_basis`` tokens (the paper's section 3.3, OP8/OP9): every token is mapped to its
         kernel values with the basis, whitened by the basis kernel matrix, and the chain is
-        trained linearly on that map, so the work outside the oracle is ``O(n k + k^3)``.
+        trained linearly on that map: mapping the ``n`` training tokens costs ``O(n k^2)``
+        once (and ``n k`` kernel evaluations), and the training works on ``k`` features.
     gamma : float, default=None
         Kernel coefficient of "rbf" and "poly" (``None``: ``1 / n_features``).
     degree : int, default=3
@@ -133,9 +135,9 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     variant_ : {"1-slack", "n-slack"}
         The formulation used.
     dual_coef_ : ndarray of shape (n_constraints,)
-        Dual variables of the final working set (1-slack: one per constraint; n-slack: the
-        constraints of every example's working set, example by example, over the examples
-        of positive weight).
+        Dual variables of the final working set (1-slack: one per constraint; n-slack: one
+        per constraint of the examples' working sets, in the order the constraints were
+        added, over the examples of positive weight).
     n_iter_ : int
     history_ : dict of ndarray
         Per iteration (per pass over the data for n-slack): ``primal``, ``dual``, ``gap``,

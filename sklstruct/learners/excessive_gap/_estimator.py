@@ -81,7 +81,8 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         the condition the proof of Theorem 5 needs, eq. (20)); the excessive gap condition
         ``J_mu(w_k) <= D(alpha_k)`` (11) is checked exactly at every iterate and a step that
         breaks it is redone with a larger ``L_k`` (up to the worst case, where (11) is
-        guaranteed). So (11), and with it ``gap_k <= mu_k D`` (eq. (12)), holds at every
+        guaranteed). So (11), and with it eq. (12) (``gap_k <= mu_k D`` in the paper's scale;
+        ``gap_k <= (sum_i s_i) C mu_k D`` for ``history_["gap"]``), holds at every
         iterate, and ``mu_k`` falls as fast as the data's actual curvature allows, usually far
         faster than the worst-case schedule. The exact duality gap certifies the result in
         both modes.
@@ -139,8 +140,9 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         Non-linear kernels: the training tokens.
     mu_init_ : float
         The ``mu_1`` of the first iteration (``history_["mu"]`` holds ``mu_k`` at every
-        iteration), in the units of ``history_`` (``n C`` times the paper's; with sample
-        weights ``(sum_i s_i) C`` times).
+        iteration): the paper's smoothing parameter, whose objective is ``history_``'s
+        divided by ``n C`` (with sample weights ``(sum_i s_i) C``), so that
+        ``history_["gap"]`` is at most ``(sum_i s_i) C mu_k`` times ``prox_diameter_``.
     prox_diameter_ : float
         ``D = max d(alpha)``: the mean over examples of ``log |Y_i|`` (of the log-partition
         of the prox centre's potentials with ``init_bias``), weighted by ``s_i``.

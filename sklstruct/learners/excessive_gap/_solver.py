@@ -280,7 +280,8 @@ class ExcessiveGapRun:
         (never beyond the worst case, where the paper's proof guarantees it); an accepted step
         lowers ``L_k`` by a tenth. The initial ``mu_1 = L_1`` is found the same way (from
         ``4^-8`` times the worst case, four times larger after each failure). So (11), and with it
-        ``gap_k <= mu_k D`` (eq. (12)), holds at every iterate.
+        eq. (12) (``gap_k <= mu_k D`` in the paper's scale, ``(sum_i s_i) C mu_k D`` in
+        ours), holds at every iterate.
         """
         C, geometry, token_loss = self.C, self.geometry, self.token_loss
         curvature = worst * 4.0 ** -8 if adaptive else worst
