@@ -124,17 +124,19 @@ def test_searches_fit_and_score_parsers_with_the_weights():
     weights = np.random.default_rng(3).uniform(0.2, 3.0, size=16)
     folds = KFold(2)
     learner = M3NSimplicialDecomposition(random_state=0)
-    for scoring in (None, attachment_scorer):
+    for scoring in (None, attachment_scorer, {"uas": attachment_scorer}):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # (no "does not support sample_weight" warning)
             search = GridSearchCV(DependencyParser(learner=learner), {"C": [0.1]}, cv=folds,
-                                  scoring=scoring).fit(X, y, sample_weight=weights)
+                                  scoring=scoring, refit=False).fit(X, y,
+                                                                    sample_weight=weights)
+        key = "uas" if isinstance(scoring, dict) else "score"
         for k, (train, test) in enumerate(folds.split(X)):
             parser = _fit(DependencyParser(C=0.1, learner=learner), [X[i] for i in train],
                           [y[i] for i in train], sample_weight=weights[train])
             expected = parser.score([X[i] for i in test], [y[i] for i in test],
                                     sample_weight=weights[test])
-            assert search.cv_results_[f"split{k}_test_score"][0] == pytest.approx(
+            assert search.cv_results_[f"split{k}_test_{key}"][0] == pytest.approx(
                 expected, rel=1e-12)
 
 

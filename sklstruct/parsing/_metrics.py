@@ -402,6 +402,11 @@ class _ParseScorer(_MetadataRequester):
     def __call__(self, estimator, X, y, sample_weight=None):
         return self.score(estimator, X, y, sample_weight=sample_weight)
 
+    def _accept_sample_weight(self):
+        """Every parse figure takes ``sample_weight`` (scikit-learn's searches, scoring with
+        a dict of scorers, ask)."""
+        return True
+
     def score(self, estimator, X, y, sample_weight=None):
         """The figure of ``estimator.predict(X)`` against ``y``.
 
