@@ -634,13 +634,17 @@ def check_sequence_weights(sample_weight, n_sequences, allow_all_zero=False, len
         weights = np.full(n_sequences, float(weights))
     n_tokens = None if lengths is None else int(np.sum(lengths))
     if lengths is not None and weights.shape == (n_tokens,) != (n_sequences,):
+        lengths = np.asarray(lengths, dtype=np.intp)
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.intp)
-        if n_tokens and np.any(np.maximum.reduceat(weights, starts)
-                               != np.minimum.reduceat(weights, starts)):
+        nonempty = starts[lengths > 0]  # (an empty sequence has no token, nor weight: 0)
+        if n_tokens and np.any(np.maximum.reduceat(weights, nonempty)
+                               != np.minimum.reduceat(weights, nonempty)):
             raise ValueError("sample_weight has one weight per token, and the tokens of a "
                              "sequence differ: give one weight per sequence, or the same "
                              "weight to every token of a sequence.")
-        weights = weights[starts]
+        per_sequence = np.zeros(n_sequences)
+        per_sequence[lengths > 0] = weights[nonempty]
+        weights = per_sequence
     if weights.shape != (n_sequences,):
         raise ValueError(
             f"sample_weight.shape == {weights.shape}, expected ({n_sequences},): one weight "

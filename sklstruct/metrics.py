@@ -1,8 +1,8 @@
 """Metrics for sequence labelling: token and sequence accuracy, chunk F1, reports.
 
 Labels are given either as a list of sequences (one 1-D array or list per
-sequence, as returned by the estimators' ``predict`` on a list input) or as
-flat 1-D arrays holding every token.
+sequence, as returned by the estimators' ``predict`` on a list input; a 2-D
+array holds one sequence per row) or as flat 1-D arrays holding every token.
 """
 
 import inspect
@@ -37,6 +37,12 @@ def _is_sequence(obj):
 def _as_flat(y, name):
     """Return ``y`` as a flat 1-D array, or None if ``y`` is a list of sequences."""
     if isinstance(y, np.ndarray) and y.dtype != object:
+        if y.ndim == 2 and y.shape[0] > 0 and y.shape[1] > 1:  # a row per sequence
+            return None
+        if y.ndim == 2 and y.shape[1] == 1:
+            raise ValueError(
+                f"{name} is a column of shape {y.shape}: give flat labels as a 1-D array "
+                "(y.ravel()), or one-token sequences as a list of them.")
         if y.ndim != 1:
             raise ValueError(
                 f"{name} must be a list of 1-D sequences or a flat 1-D array; "
@@ -64,7 +70,11 @@ def _as_flat(y, name):
 def _as_sequences(y, name):
     sequences = []
     for i, seq in enumerate(y):
-        seq = np.asarray(seq)
+        try:
+            seq = np.asarray(seq)
+        except ValueError as exc:  # (numpy: "inhomogeneous shape")
+            raise ValueError(f"{name}[{i}] must be a 1-D sequence of labels; it nests "
+                             "sequences of labels.") from exc
         if seq.ndim != 1:
             raise ValueError(
                 f"{name}[{i}] must be 1-D; got an array of shape {seq.shape}."
@@ -235,6 +245,12 @@ def _split_tag(tag):
     (types may contain hyphens); a tag without a hyphen has type "". Like
     Perl's truth test in conlleval, a type of "0" counts as no type.
     """
+    if isinstance(tag, (bytes, np.bytes_)):  # (dtype "S" arrays, e.g. read from HDF5)
+        try:
+            tag = tag.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"the chunk tag {tag!r} is bytes that are not UTF-8 text; "
+                             "decode the labels to str.") from exc
     prefix, hyphen, chunk_type = str(tag).partition("-")
     if not hyphen or chunk_type == "0":
         return prefix, ""
@@ -363,7 +379,8 @@ def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None, sample_weight
     nor starts one), ``B-PER E-PER S-PER`` is one chunk; convert such tags to
     IOB2 first to score single-token chunks apart. A predicted chunk is
     correct only if its type, first token and last token all match a true
-    chunk. Labels that are not strings are converted with ``str``.
+    chunk. Labels that are bytes are read as UTF-8 text, and other labels that are not
+    strings are converted with ``str``.
 
     Parameters
     ----------
@@ -684,24 +701,28 @@ class SequenceScorer(_MetadataRequester):
         -------
         score : float
         """
-        from ._input import check_token_weights
+        from ._input import check_sequence_weights, check_token_weights
         from .utils._sequences import lengths_from_sequence_ids
 
         if sequence_ids is not None:
             if lengths is not None:
                 raise ValueError("Give either lengths or sequence_ids, not both.")
             lengths = lengths_from_sequence_ids(sequence_ids, _num_samples(X))
-        kwargs = {}
-        if sample_weight is not None:
-            if not self._accept_sample_weight():
-                raise TypeError(f"{self!r}: its metric takes no sample_weight.")
-            # (a flat input's weights, per sequence or per token, go to the metric per token)
-            kwargs["sample_weight"] = sample_weight if lengths is None else \
-                check_token_weights(sample_weight, lengths)
+        if sample_weight is not None and not self._accept_sample_weight():
+            raise TypeError(f"{self!r}: its metric takes no sample_weight.")
         if lengths is None:
+            kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
             return self.metric(y, estimator.predict(X), **kwargs)
+        kwargs = {}
         y_pred = estimator.predict(X, lengths=lengths)
-        if "lengths" in inspect.signature(self.metric).parameters:
+        takes_lengths = "lengths" in inspect.signature(self.metric).parameters
+        if sample_weight is not None:
+            # a flat input's weights, per sequence or per token, go to a metric with lengths
+            # per sequence, to one without per token (either way in a form it cannot misread)
+            kwargs["sample_weight"] = check_sequence_weights(
+                sample_weight, len(lengths), allow_all_zero=True, lengths=lengths) \
+                if takes_lengths else check_token_weights(sample_weight, lengths)
+        if takes_lengths:
             kwargs["lengths"] = lengths
         return self.metric(y, y_pred, **kwargs)
 

@@ -665,3 +665,62 @@ def test_sequence_scorers_take_fits_weights_in_a_search():
     assert not plain._accept_sample_weight()
     with pytest.raises(TypeError, match="takes no sample_weight"):
         plain(model, X, y, sample_weight=weights)
+
+
+def test_weights_of_flat_input_with_empty_sequences():
+    """Per-token weights beside an empty last sequence indexed past the tokens (IndexError),
+    and a scorer turned per-sequence weights into per-token ones that the metric then read
+    per sequence (as many tokens as sequences): 0.667 where the weighted F1 is 0.286."""
+    from sklstruct.metrics import SequenceScorer
+
+    y_true = np.array(["B-NP", "I-NP", "O", "B-VP"], dtype=object)
+    y_pred = np.array(["B-NP", "I-NP", "O", "O"], dtype=object)
+    pieces = lambda y: [y[:3], y[3:], y[:0]]  # noqa: E731
+    expected = chunk_f1_score(pieces(y_true), pieces(y_pred), sample_weight=[1, 2, 0])
+    assert expected == pytest.approx(0.5)
+    assert chunk_f1_score(y_true, y_pred, lengths=[3, 1, 0],
+                          sample_weight=[1, 1, 1, 2]) == expected
+
+    class Fixed(BaseEstimator):  # predicts y_pred whatever the input
+        def predict(self, X, lengths=None):
+            return y_pred
+
+    X = np.zeros((4, 1))
+    scorer = SequenceScorer(chunk_f1_score)
+    assert scorer(Fixed(), X, y_true, lengths=[3, 1, 0], sample_weight=[1, 2, 5]) == expected
+    assert scorer(Fixed(), X, y_true, lengths=[3, 1, 0, 0],
+                  sample_weight=[1, 5, 1, 1]) == pytest.approx(
+        chunk_f1_score(pieces(y_true)[:2], pieces(y_pred)[:2], sample_weight=[1, 5]))
+    token_scorer = SequenceScorer(token_accuracy)
+    assert token_scorer(Fixed(), X, y_true, lengths=[3, 1, 0, 0],
+                        sample_weight=[1, 5, 1, 1]) == pytest.approx(3 / 8)
+
+
+def test_bytes_tags_are_read_as_text():
+    """Tags of dtype "S" (as HDF5 or np.loadtxt give them) were split as "b'B" and "NP'"."""
+    y_true = [np.array([b"B-NP", b"I-NP", b"O", b"B-VP"])]
+    y_pred = [np.array([b"B-NP", b"B-NP", b"O", b"B-VP"])]
+    as_text = [[tag.decode() for tag in y] for y in y_true], \
+        [[tag.decode() for tag in y] for y in y_pred]
+    assert chunk_precision_recall_fscore(y_true, y_pred) == \
+        chunk_precision_recall_fscore(*as_text)
+    report = sequence_classification_report(y_true, y_pred, output_dict=True)
+    assert set(report) >= {"NP", "VP"} and "NP'" not in report
+    with pytest.raises(ValueError, match="not UTF-8"):
+        chunk_f1_score([np.array([b"B-\xff"])], [np.array([b"O"])])
+
+
+def test_label_arrays_of_two_dimensions_and_nested_sequences():
+    """A 2-D array of labels holds equal-length sequences, one per row, whatever its dtype
+    (str arrays were refused where object arrays were read so); a column is refused, and a
+    sequence that nests sequences gets a message of its own."""
+    y_true = np.array([["B-NP", "I-NP", "O"], ["O", "B-VP", "O"]])
+    y_pred = np.array([["B-NP", "I-NP", "O"], ["O", "O", "O"]])
+    expected = chunk_f1_score(list(y_true), list(y_pred))
+    assert chunk_f1_score(y_true, y_pred) == expected
+    assert chunk_f1_score(y_true.astype(object), y_pred.astype(object)) == expected
+    assert sequence_accuracy(y_true, y_pred) == 0.5
+    with pytest.raises(ValueError, match="column"):
+        token_accuracy(y_true[:, :1], y_pred[:, :1])
+    with pytest.raises(ValueError, match=r"y_true\[0\] .* nests sequences"):
+        chunk_f1_score([["B-NP", ["O"]]], [["B-NP", "O"]])
