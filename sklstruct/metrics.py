@@ -430,6 +430,10 @@ def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None, sample_weight
         warnings.warn("Neither y_true nor y_pred holds a chunk: chunk scores read IOB tags "
                       "(B-X, I-X, O, ...); for other labels use token_accuracy.",
                       UndefinedMetricWarning)
+    elif not any(n_true.values()) and not any(n_pred.values()):
+        warnings.warn("Every chunk of y_true and y_pred is in a sequence of weight 0: "
+                      "precision, recall and F1 are undefined (0.0 returned).",
+                      UndefinedMetricWarning)
     return _precision_recall_fscore(
         sum(n_correct.values()), sum(n_true.values()), sum(n_pred.values())
     )

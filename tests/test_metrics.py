@@ -724,3 +724,11 @@ def test_label_arrays_of_two_dimensions_and_nested_sequences():
         token_accuracy(y_true[:, :1], y_pred[:, :1])
     with pytest.raises(ValueError, match=r"y_true\[0\] .* nests sequences"):
         chunk_f1_score([["B-NP", ["O"]]], [["B-NP", "O"]])
+
+
+def test_chunks_of_weight_zero_only_leave_the_figures_undefined():
+    from sklearn.exceptions import UndefinedMetricWarning
+
+    y = [["B-NP", "I-NP"], ["O", "O"]]
+    with pytest.warns(UndefinedMetricWarning, match="weight 0"):
+        assert chunk_precision_recall_fscore(y, y, sample_weight=[0, 1]) == (0.0, 0.0, 0.0)
