@@ -16,6 +16,7 @@ from sklearn.utils.validation import column_or_1d
 from ._inference import chain as chain_kernels
 from ._inference._validation import check_k
 from ._input import check_indicator_matrix, check_token_weights
+from .structures._base import check_potential_range
 from .utils._sequences import flatten_labels, image_rows, volume_rows
 
 
@@ -138,6 +139,7 @@ class PredictionMixin:
         if batch.n_tokens == 0:  # only empty sequences
             return np.zeros((0, self._state_labels().shape[0]))
         unary, pairwise = self._potentials(batch) if potentials is None else potentials
+        check_potential_range(batch, unary, pairwise)
         if temperature != 1.0:
             unary, pairwise = unary / temperature, pairwise / temperature
         return self.structure_.node_marginals(batch, unary, pairwise, n_jobs=self.n_jobs)

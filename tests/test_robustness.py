@@ -233,6 +233,38 @@ def test_potentials_beyond_double_range_are_refused_not_misdecoded():
     assert all(np.isfinite(scores).all() for scores in model.predict_topk(X[:3], 3)[1])
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+def test_scores_beyond_double_range_are_refused_on_every_structure():
+    """Finite features whose product with the weights overflows gave NaN probabilities and
+    labels against the scores (0 where label 1 scores +inf) on multiclass, multi-label and
+    graph models; the chain decoders already refused them. Large finite scores decode."""
+    from sklstruct import GraphStructure, MultiLabelStructure
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 2)
+    Y = np.column_stack([X[:, 0] > 0, X[:, 1] > 0]).astype(int)
+    graphs = [(rng.randn(3, 2), np.array([[0, 1], [1, 2]])) for _ in range(30)]
+    cases = [
+        (M3NSimplicialDecomposition(random_state=0).fit(X, Y.sum(axis=1)),
+         np.array([[1e308, 1e308]]), np.array([[1e3, 1e3]])),
+        (M3NSimplicialDecomposition(MultiLabelStructure(pairs="full"), random_state=0).fit(X, Y),
+         np.array([[1e308, -1e308]]), np.array([[1e3, -1e3]])),
+        (M3NSimplicialDecomposition(GraphStructure(), random_state=0).fit(
+            graphs, [(x[:, 0] > 0).astype(int) for x, _ in graphs]),
+         [(np.array([[1e308, 0.0], [-1e308, 0.0], [1.0, 0.0]]), graphs[0][1])],
+         [(np.array([[1e3, 0.0], [-1e3, 0.0], [1.0, 0.0]]), graphs[0][1])]),
+    ]
+    for model, huge, large in cases:
+        for method in (model.predict, model.predict_proba, model.predict_marginals):
+            with pytest.raises(ValueError, match="not finite"):
+                method(huge)
+            result = method(large)
+            assert all(np.isfinite(np.asarray(r, dtype=float)).all() for r in
+                       (result if isinstance(result, list) else [result]))
+    graph_model = cases[2][0]
+    assert graph_model.predict(cases[2][2])[0][:2].tolist() == [1, 0]
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.filterwarnings("ignore:The number of unique classes:UserWarning")
 def test_node_marginals_of_many_labels_need_no_pairwise_tables():

@@ -9,6 +9,12 @@ from joblib import Parallel, delayed, effective_n_jobs
 from joblib.parallel import ThreadingBackend, get_active_backend
 
 
+# the largest magnitude a labelling's score may reach: sums of finite potentials below it (and
+# the loss-augmented and log-partition values built from them, which add little) stay finite
+# in double precision (whose largest value is 1.8e308)
+MAX_SCORE = 1e307
+
+
 def as_float_array(value, name, ndim):
     """Convert ``value`` to a C-contiguous float64 array of ``ndim`` dimensions."""
     if value is None:

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from ..structures._loss import hamming_token_loss
 from . import _chain, _topk
-from ._validation import (as_float_array, as_int_array, check_k, check_n_jobs,
+from ._validation import (MAX_SCORE, as_float_array, as_int_array, check_k, check_n_jobs,
                           run_chunks, split_into_chunks, thread_chunks)
 
 __all__ = [
@@ -93,10 +93,6 @@ def _check_chain_layout(offsets, n_tokens, n_states, transition, start, end):
     return offsets, transition, start, end
 
 
-# the largest magnitude a labelling's score may reach: sums of finite potentials below it (and
-# the loss-augmented and log-partition values built from them, which add little) stay finite
-# in double precision (whose largest value is 1.8e308)
-MAX_SCORE = 1e307
 
 
 def check_score_range(unary, offsets, transition, start, end, extra=0.0):

@@ -36,6 +36,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.extmath import safe_sparse_dot
 
+from .._inference._validation import MAX_SCORE
 from ._loss import hamming_token_loss
 
 
@@ -503,7 +504,9 @@ class BaseStructure(BaseEstimator):
         -------
         labels : ndarray of int of shape (n_tokens,)
         """
-        return self.decode(batch, *self.potentials(batch, w), n_jobs=n_jobs)
+        unary, pairwise = self.potentials(batch, w)
+        check_potential_range(batch, unary, pairwise)
+        return self.decode(batch, unary, pairwise, n_jobs=n_jobs)
 
     def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,
                               token_loss=None):
@@ -696,6 +699,32 @@ def checked_token_loss(structure, Y):
         raise ValueError(f"{name} must be zero at each token's true state (the loss of the "
                          "true labelling is 0).")
     return token_loss
+
+
+def check_potential_range(batch, unary, pairwise):
+    """Raise a ``ValueError`` when the model's potentials on ``batch`` are not finite, or a
+    labelling's score could overflow a double: ``max |unary| L + max |pairwise| L^2`` for
+    the longest example (``L`` rows; an example's pairwise terms are at most one per pair
+    of its rows). Such potentials come from weights or features of absurd scale, and the
+    decoders' and marginals' sums would turn into ``inf`` or NaN and their comparisons into
+    arbitrary choices."""
+    unary, pairwise = np.asarray(unary), np.asarray(pairwise)
+    if not (np.isfinite(unary).all() and np.isfinite(pairwise).all()):
+        raise ValueError(
+            "The model's scores on X are not finite: the features times the weights "
+            "overflow double precision. The features (or the weights) are of absurd scale; "
+            "scale the features (e.g. StandardScaler or MaxAbsScaler) or refit.")
+    if unary.size == 0 or batch.n_sequences == 0:
+        return
+    rows = float(np.max(batch.lengths))
+    peak = float(np.abs(unary).max()) * rows \
+        + float(np.abs(pairwise).max(initial=0.0)) * rows * rows
+    if not peak < MAX_SCORE:
+        raise ValueError(
+            f"The model's potentials on X are too large to be summed in double precision: a "
+            f"labelling can score more than {MAX_SCORE:.0e}. The features (or the weights) "
+            "are of absurd scale; scale the features (e.g. StandardScaler or MaxAbsScaler) or "
+            "refit.")
 
 
 def structured_hinge(structure, batch, Y, unary, pairwise, rescale="margin", n_jobs=None,
