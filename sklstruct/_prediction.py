@@ -302,9 +302,14 @@ class PredictionMixin:
             The estimator, with ``temperature_`` set.
         """
         model = self._fitted_view()
-        batch, y_flat, _ = model._validate_input(X, y, lengths, reset=False,
+        if y is None:
+            raise ValueError("calibrate_temperature requires y, the true labels of X.")
+        batch, y_flat, _ = model._validate_input(X, y, lengths, reset=False, allow_empty=True,
                                                  sequence_ids=sequence_ids)
         Y = model._encode_known(np.asarray(y_flat))
+        if Y.shape[0] == 0:
+            raise ValueError("calibrate_temperature needs at least one labelled token; X "
+                             "holds empty sequences only.")
         potentials = model._potentials(batch)
         rows = np.arange(Y.shape[0])
 

@@ -261,11 +261,12 @@ def make_sequence_pipeline(estimator, vectorizer=None, **kwargs):
 
 
 def _holds_token_dicts(X):
-    """Whether ``X`` is a list of sequences of per-token feature dicts."""
+    """Whether ``X`` is a list of sequences of per-token feature dicts (empty sentences
+    only: when they are lists, as token dicts' sentences are, and not arrays)."""
     for sequence in X:
         if len(sequence):
             return isinstance(sequence[0], Mapping)
-    return False
+    return len(X) > 0 and all(isinstance(sequence, (list, tuple)) for sequence in X)
 
 
 def _in_input_form(labels, X):

@@ -209,6 +209,15 @@ def test_temperature_calibration_lowers_held_out_log_loss():
     model.temperature_ = t
     # predictions never change
     np.testing.assert_array_equal(np.concatenate(model.predict(X)), predicted)
+    # empty sequences, which predict and score take, change nothing (they were refused)
+    empty_X, empty_y = np.zeros((0, X[0].shape[1])), np.zeros(0, dtype=y[0].dtype)
+    model.calibrate_temperature(X[60:75] + [empty_X] + X[75:90] + [empty_X],
+                                y[60:75] + [empty_y] + y[75:90] + [empty_y])
+    assert model.temperature_ == t
+    with pytest.raises(ValueError, match="at least one labelled token"):
+        model.calibrate_temperature([empty_X], [empty_y])
+    with pytest.raises(ValueError, match="requires y"):
+        model.calibrate_temperature(X[60:90], None)
 
 
 # ---------------------------------------------------------------- named start/end biases
@@ -307,6 +316,9 @@ def test_pipeline_predicts_on_empty_sequences_and_names_weights_with_plain_str(l
     pipe = make_sequence_pipeline(StructSVMCuttingPlane(C=1.0)).fit(token_dicts(X), y)
     out = pipe.predict([[], token_dicts(X)[0]])
     assert out[0] == [] and len(out[1]) == len(X[0])
+    # (empty sentences only: still lists, which serialise, as for the other batches)
+    assert pipe.predict([[], []]) == [[], []]
+    assert pipe.predict_topk([[]], 2)[0] == [[[]]]
     assert pipe.predict_proba([[]])[0].shape == (0, 3)
     assert pipe.predict_marginals(token_dicts(X)[:1])[0].shape == (len(X[0]), 3)
     assert all(type(label) is str for _, label in pipe.state_features_)
