@@ -274,6 +274,28 @@ def test_rbf_kernel_fits_a_problem_a_linear_model_cannot():
     assert np.all(rbf.history_["gap"] >= 0)
 
 
+def test_kernel_parameters_set_after_fit_change_nothing_until_the_next_fit():
+    """The fitted model read kernel, gamma, degree and coef0 from the parameters at predict:
+    set_params(gamma=...) after fit changed its predictions, kernel="linear" gave the rbf
+    model's coef_, and a linear model set to "rbf" had no dual_coef_ to predict with."""
+    X, y = make_chain_data(n_sequences=20, seed=3)
+    rbf = _fit_quietly(M3NExcessiveGap(kernel="rbf", gamma=0.5, max_iter=30), X, y)
+    scores, labels = rbf.decision_function(X), rbf.predict(X)
+    rbf.set_params(gamma=50.0, degree=2, coef0=3.0, kernel="linear", fit_intercept=False)
+    for a, b in zip(rbf.decision_function(X), scores):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(rbf.predict(X), labels):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(AttributeError, match="kernel='linear'"):
+        rbf.coef_
+    linear = _fit_quietly(M3NExcessiveGap(max_iter=30), X, y)
+    labels = linear.predict(X)
+    linear.set_params(kernel="rbf")
+    for a, b in zip(linear.predict(X), labels):
+        np.testing.assert_array_equal(a, b)
+    assert linear.coef_.shape[0] == len(linear.classes_)
+
+
 def test_kernel_memory_limit_is_a_clear_error():
     X, y = make_chain_data(n_sequences=30, seed=1)
     with pytest.raises(ValueError, match="kernel_memory_mb"):

@@ -236,6 +236,11 @@ def test_dependency_parser_objective_is_the_certified_primal(relations):
         random_state=0)), X, y, sample_weight=weights)
     assert parser.objective(X, y, sample_weight=weights) == pytest.approx(
         parser.learner_.history_["primal"][-1], rel=1e-9)
+    # parameters set after fit change nothing until the next fit (they were read)
+    objective = parser.objective(X, y, sample_weight=weights)
+    parser.set_params(relations="joint" if relations == "separate" else "separate",
+                      single_root=True)
+    assert parser.objective(X, y, sample_weight=weights) == objective
     if relations == "joint":
         with pytest.raises(ValueError, match="not seen at fit"):
             parser.objective(X[:1], [(y[0][0], np.array(["??"] * len(y[0][0])))])

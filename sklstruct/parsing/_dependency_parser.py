@@ -210,9 +210,12 @@ class DependencyParser(PartsParser):
         lengths = self._lengths(X)
         heads, relations = split_trees(y, lengths=lengths)
         all_heads = np.concatenate(heads) if heads else np.zeros(0, dtype=np.int64)
-        check_heads(all_heads, lengths, single_root=self.single_root)
+        # (the fitted model's settings, not the parameters: set_params after fit changes
+        # nothing until the next fit)
+        check_heads(all_heads, lengths, single_root=self.learner_.structure_.single_root)
         states = None
-        if self.relations == "joint" and self.relations_ is not None:
+        if self.relation_learner_ is None and self.relations_ is not None \
+                and self.relations_.shape[0] > 1:  # ("joint": relations in the arcs' states)
             if relations is None:
                 raise ValueError("A parser trained with relations=\"joint\" scores trees "
                                  "with their relations: give (heads, relations) pairs.")

@@ -210,36 +210,51 @@ class M3NExcessiveGap(BaseStructuredClassifier):
     # ------------------------------------------------------------------ fitted model
     @property
     def _linear(self):
+        """Whether the ``kernel`` parameter is linear (a fit's choice; a fitted model reads
+        its own, :attr:`_fitted_linear`)."""
         return isinstance(self.kernel, str) and self.kernel == "linear"
+
+    @property
+    def _fitted_linear(self):
+        return self._kernel_spec_["kernel"] == "linear"
+
+    def _kernel_spec(self):
+        """The kernel settings of a fit, kept with the fitted model (``_kernel_spec_``) so
+        that ``set_params`` after fit changes nothing until the next fit."""
+        return dict(kernel=self.kernel,
+                    gamma=self.gamma if self.gamma is not None else 1.0 / self.n_features_in_,
+                    degree=self.degree, coef0=self.coef0,
+                    intercept=bool(self.fit_intercept) and not self._linear
+                    and self.structure_.one_token_per_example)
 
     @property
     def coef_(self):
         """Per-class weights on token features (linear kernel only)."""
         check_is_fitted(self)
-        if not self._linear:
+        if not self._fitted_linear:
             raise AttributeError("coef_ is only available with kernel='linear'.")
         return super().coef_
 
     def _linear_scores(self):
-        return self._linear
+        return self._linear  # (asked at fit)
 
     @property
     def intercept_(self):
         """Per-class intercepts of the multiclass form (linear kernel only)."""
         check_is_fitted(self)
-        if not self._linear:
+        if not self._fitted_linear:
             raise AttributeError("intercept_ is only available with kernel='linear'.")
         return super().intercept_
 
     def _kernel(self, A, B):
-        gamma = self.gamma if self.gamma is not None else 1.0 / self.n_features_in_
-        K = token_kernel(A, B, self.kernel, gamma, self.degree, self.coef0)
-        if getattr(self, "_kernel_intercept", False):  # (a constant feature: see fit_intercept)
+        spec = self._kernel_spec_
+        K = token_kernel(A, B, spec["kernel"], spec["gamma"], spec["degree"], spec["coef0"])
+        if spec["intercept"]:  # (a constant feature: see fit_intercept)
             K += 1.0
         return K
 
     def _potentials(self, batch):
-        if self._linear:
+        if self._fitted_linear:
             return super()._potentials(batch)
         scores = np.empty((batch.n_tokens, self.dual_coef_.shape[1]))
         step = max(1, int(2 ** 24 // max(self.X_fit_.shape[0], 1)))
@@ -249,7 +264,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
         return scores, self.structure_.split_weights(self.w_)[1]
 
     def _decode(self, batch):
-        if self._linear:
+        if self._fitted_linear:
             return super()._decode(batch)
         return self.structure_.decode(batch, *self._potentials(batch), n_jobs=self.n_jobs)
 
@@ -271,8 +286,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
 
     def _fit_batch(self, batch, Y, sample_weight):
         batch, Y, weights = weighted_examples(batch, Y, sample_weight)
-        self._kernel_intercept = bool(self.fit_intercept) and not self._linear and \
-            self.structure_.one_token_per_example
+        self._kernel_spec_ = self._kernel_spec()
         geometry, token_norms = self._geometry(batch)
         if token_norms is None:
             token_norms = row_norms(batch.X)
