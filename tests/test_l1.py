@@ -530,6 +530,18 @@ def test_an_m_step_cut_by_max_time_keeps_the_lower_bound_valid(monkeypatch, cut)
     assert np.all(h["primal"] >= optimum * (1 - 1e-9))
 
 
+def test_subgradient_steps_cut_by_max_time_warn():
+    """The subgradient solver's stop by max_time was silent (its step budget is its
+    stopping rule, which is not warned of): a fit whose default radius took the time
+    returned all-zero weights without a word."""
+    X, y = make_chain_data(n_sequences=10, seed=4)
+    with pytest.warns(ConvergenceWarning, match="max_time"):
+        L1M3N(C=1.0, solver="subgradient", radius=5.0, max_time=1e-9).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        L1M3N(C=1.0, solver="subgradient", radius=5.0, max_iter=20).fit(X, y)
+
+
 def test_max_time_bounds_the_cutting_plane_lp_solves(monkeypatch):
     """Each working-set LP gets the time the fit has left; one that runs out of it ends the
     fit at the last certified weights, with the max_time warning (the LP solve had no

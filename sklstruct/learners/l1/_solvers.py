@@ -220,5 +220,8 @@ def fit_subgradient(structure, batch, Y, *, C, radius, learning_rate, n_jobs, ce
                                     radius, learning_rate, certificate.max_iter, record)
     if best < certificate.last("primal"):  # (the last record describes the returned weights)
         certificate.amend_last(best, np.nan, n_nonzero=float(np.count_nonzero(w)))
-    certificate.finish(len(certificate.rows["primal"]), warn=False)
+    # (the step budget is the stopping rule: only a stop by max_time before it warns)
+    certificate.finish(len(certificate.rows["primal"]), what=f"the end of its "
+                       f"{certificate.max_iter} steps (max_iter)",
+                       warn=certificate.stop_reason == "max_time")
     return w
