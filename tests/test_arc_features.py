@@ -116,3 +116,30 @@ def test_bad_input_is_a_clear_error():
         ArcFeatures(features_from="some").fit(SENTENCES, HEADS)
     with pytest.raises(TypeError, match="extra must be a tuple"):
         ArcFeatures(extra="lemma").fit(SENTENCES, HEADS)
+
+
+def test_a_failed_fit_leaves_the_last_fits_features():
+    """ArcFeatures set tag_ before the fit's checks: a refit that failed left the last fit's
+    vocabulary beside the new tag column, and transformed into other features without an
+    error. SpanFeatures set its vocabulary before its columns."""
+    from sklstruct.parsing import SpanFeatures
+
+    A = [[{"form": "dogs", "postag": "NNS", "cpostag": "N"},
+          {"form": "bark", "postag": "VBP", "cpostag": "V"}]]
+    B = [[{"form": "cats", "postag": "_", "cpostag": "N"},
+          {"form": "sleep", "postag": "_", "cpostag": "V"}]]
+    features = ArcFeatures().fit(A, [np.array([2, 0])])
+    before = features.transform_flat(A)[0]
+    with pytest.raises(ValueError, match="tree"):
+        features.fit(B, [np.array([2, 0]), np.array([1, 0])])
+    assert features.tag_ == "postag"
+    after = features.transform_flat(A)[0]
+    assert (before != after).nnz == 0 and before.shape == after.shape
+
+    spans = SpanFeatures().fit([[("dogs", "NNS"), ("bark", "VBP")]])
+    state = {key: value for key, value in vars(spans).items() if key.endswith("_")}
+    with pytest.raises(TypeError):
+        spans.fit([[("cats", "NNS"), ("sleep", "VBP")], "not a sentence"])
+    assert {key: value for key, value in vars(spans).items() if key.endswith("_")}.keys() \
+        == state.keys()
+    assert spans.vocabulary_ == state["vocabulary_"]

@@ -135,12 +135,12 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator,
                          f"has {sorted(first)}); name the key with ArcFeatures(tag=...), "
                          "e.g. DependencyParser(features=ArcFeatures(tag=...)).")
 
-    def _columns(self, X):
-        """Per key, the values of every token of ``X`` with each sentence's root first;
-        and the sentence lengths."""
+    def _columns(self, X, tag):
+        """Per key (the word, ``tag`` and the extra columns), the values of every token of
+        ``X`` with each sentence's root first; and the sentence lengths."""
         if isinstance(X, (str, Mapping)) or not hasattr(X, "__len__"):
             raise TypeError("X must be a list of sentences, each a list of token dicts.")
-        keys = [self.word, self.tag_, *self.extra]
+        keys = [self.word, tag, *self.extra]
         columns = {key: [] for key in keys}
         lengths = np.zeros(len(X), dtype=np.int64)
         for i, sentence in enumerate(X):
@@ -170,13 +170,13 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator,
         return columns, lengths
 
     # ------------------------------------------------------------------ features
-    def _tokens(self, X):
-        """The token arrays of the compiled extraction, and the sentence lengths and
-        starts (global index of each sentence's root)."""
-        columns, lengths = self._columns(X)
+    def _tokens(self, X, tag_key):
+        """The token arrays of the compiled extraction (tags from the column ``tag_key``),
+        and the sentence lengths and starts (global index of each sentence's root)."""
+        columns, lengths = self._columns(X, tag_key)
         codes = {key: _codes(values) for key, values in columns.items()}
         starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
-        tag = codes[self.tag_]
+        tag = codes[tag_key]
         before, after = _codes([_BEFORE, _AFTER])
         previous = np.concatenate(([before], tag[:-1]))
         previous[starts] = before
@@ -206,8 +206,9 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator,
         self : ArcFeatures
         """
         self._check_params()
-        self.tag_ = self._resolve_tag(X)
-        tokens, lengths, starts = self._tokens(X)
+        # (the fitted attributes are set at the end: a failed fit leaves the last fit's)
+        tag = self._resolve_tag(X)
+        tokens, lengths, starts = self._tokens(X, tag)
         if self.features_from == "gold":
             if y is None:
                 raise ValueError("ArcFeatures(features_from='gold') needs the training trees "
@@ -220,6 +221,7 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator,
                                            starts[sentence] + modifiers, starts, sentence)
         else:
             keys = _fast.candidate_arc_keys(tokens, lengths, starts)
+        self.tag_ = tag
         self.vocabulary_ = np.unique(keys)
         self.n_features_out_ = int(self.vocabulary_.shape[0])
         return self
@@ -240,7 +242,7 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator,
         """
         check_is_fitted(self, "vocabulary_")
         self._check_params()
-        tokens, lengths, starts = self._tokens(X)
+        tokens, lengths, starts = self._tokens(X, self.tag_)
         indptr, indices = _fast.candidate_arc_rows(tokens, lengths, starts, self.vocabulary_)
         features = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr),
                                  shape=(indptr.shape[0] - 1, self.n_features_out_))

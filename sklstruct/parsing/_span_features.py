@@ -1,5 +1,6 @@
 """Span features of sentences: one feature row per span, for constituency parsing."""
 
+import copy
 import numbers
 
 import numpy as np
@@ -125,12 +126,16 @@ class SpanFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator,
         for words, tags in tokens:
             for key, value in self._token_values(words, tags):
                 vocabulary.setdefault(key, {}).setdefault(value, None)
-        self.vocabulary_ = {key: {v: i + 1 for i, v in enumerate(sorted(values))}
-                            for key, values in vocabulary.items()}
-        self.tagged_ = tagged
-        raw = self._raw_rows(tokens)[1]
-        self.columns_ = np.unique(raw[raw >= 0])
-        self.n_features_out_ = int(self.columns_.shape[0])
+        # (on a copy, whose fitted attributes replace ours at the end: a failed or
+        # interrupted fit leaves the last fit's)
+        staged = copy.copy(self)
+        staged.vocabulary_ = {key: {v: i + 1 for i, v in enumerate(sorted(values))}
+                              for key, values in vocabulary.items()}
+        staged.tagged_ = tagged
+        raw = staged._raw_rows(tokens)[1]
+        staged.columns_ = np.unique(raw[raw >= 0])
+        staged.n_features_out_ = int(staged.columns_.shape[0])
+        self.__dict__.update(staged.__dict__)
         return self
 
     def transform_flat(self, X):
