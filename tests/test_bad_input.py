@@ -195,3 +195,22 @@ def test_three_d_sequences_are_read_as_images_and_the_error_says_so():
     X, y = [x[None] for x in words.data[:5]], words.target[:5]
     with pytest.raises(ValueError, match=r"read as images.*a sequence is a 2-D"):
         M3NSimplicialDecomposition(ChainStructure()).fit(X, y)
+
+
+def test_a_model_of_sequences_refuses_images_and_volumes():
+    """A chain fitted on sequences decoded a list of images as chains over their pixels,
+    row after row (transitions across the row ends), and returned masks; the grid,
+    multiclass and graph models already refused input of another form."""
+    X, y = make_chain_data(n_sequences=10, n_features=3, seed=5)
+    model = M3NSimplicialDecomposition(random_state=0).fit(X, y)
+    rng = np.random.default_rng(0)
+    for other, form in (([rng.normal(size=(4, 5, 3))], "images"),
+                        ([rng.normal(size=(2, 4, 5, 3))], "volumes")):
+        for method in (model.predict, model.predict_proba):
+            with pytest.raises(ValueError, match=f"fitted on sequences or samples, not {form}"):
+                method(other)
+    # a chain fitted on images explicitly keeps decoding them
+    images = [rng.normal(size=(4, 5, 3)) for _ in range(6)]
+    masks = [(image[..., 0] > 0).astype(int) for image in images]
+    chain = M3NSimplicialDecomposition(ChainStructure(), random_state=0).fit(images, masks)
+    assert chain.predict(images[:1])[0].shape == (4, 5)
