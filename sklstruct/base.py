@@ -380,7 +380,11 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         return previous[1]
 
     def _keep_warm_state(self, settings, batch, Y, state):
-        """Keep ``state`` for a later warm start (in this process: it is not pickled)."""
+        """Keep ``state`` for a later warm start when this fit has ``warm_start`` set (in this
+        process: it is not pickled); without, drop any (it holds several times the data)."""
+        if not getattr(self, "warm_start", False):
+            self.__dict__.pop("_dual_state", None)
+            return
         self._dual_state = ((settings, _digest(batch, Y, self.structure_)), state)
 
     def __getstate__(self):

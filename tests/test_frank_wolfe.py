@@ -303,22 +303,24 @@ def test_max_points_one_takes_the_cheaper_visits():
     from sklstruct import GridStructure, M3NSimplicialDecomposition
 
     X, y = _sparse_sentences()
+    # (warm_start: the fits keep their dual state, to be looked at)
     fits = [M3NSimplicialDecomposition(C=0.3, max_points=1, max_iter=20, random_state=0,
-                                       n_jobs=n_jobs).fit(X, y) for n_jobs in (1, 2)]
+                                       n_jobs=n_jobs, warm_start=True).fit(X, y)
+            for n_jobs in (1, 2)]
     for model in fits:
         state = model._dual_state[1]
         assert isinstance(state, MultiPointFrankWolfeState)
         assert not state.two_stage and not state.cached
     np.testing.assert_array_equal(fits[0].w_, fits[1].w_)
     X, y = make_chain_data(n_sequences=20, n_states=3, n_features=4, max_length=6, seed=1)
-    model = M3NSimplicialDecomposition(C=0.3, max_points=1, max_iter=20,
-                                       random_state=0).fit(X, y)
+    model = M3NSimplicialDecomposition(C=0.3, max_points=1, max_iter=20, random_state=0,
+                                       warm_start=True).fit(X, y)
     assert isinstance(model._dual_state[1], BlockFrankWolfeState)
     rng = np.random.default_rng(2)
     images = [rng.normal(size=(6, 6, 40)) for _ in range(4)]
     masks = [(image[:, :, 0] > 0).astype(int) for image in images]
     model = M3NSimplicialDecomposition(GridStructure(), C=0.3, max_points=1, max_iter=5,
-                                       random_state=0).fit(images, masks)
+                                       random_state=0, warm_start=True).fit(images, masks)
     assert isinstance(model._dual_state[1], BlockFrankWolfeState)
 
 

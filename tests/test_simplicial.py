@@ -176,10 +176,14 @@ def test_incremental_point_matches_recomputation_and_dual_ascends(point_storage)
 
 def test_warm_start_continues_and_pickle_drops_the_dual_state():
     X, y = make_chain_data(n_sequences=30, n_states=3, n_features=4, max_length=6, seed=4)
+    # a fit without warm_start keeps no dual state (it holds several times the data)
     model = _fit(M3NSimplicialDecomposition(C=0.5, max_points=4, working_set_size=5,
                                             tol=1e-6, max_iter=3, random_state=0), X, y)
+    assert not hasattr(model, "_dual_state")
+    model.set_params(warm_start=True)
+    _fit(model, X, y)
     first_dual = model.history_["dual"][-1]
-    model.set_params(warm_start=True, max_iter=50)
+    model.set_params(max_iter=50)
     _fit(model, X, y)
     assert model.history_["dual"][0] == pytest.approx(first_dual, rel=1e-12)
     assert model.history_["dual"][-1] > first_dual
