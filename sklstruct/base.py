@@ -562,11 +562,16 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         return model._regularizer() + model.C * float(weights @ hinge)
 
     def __sklearn_tags__(self):
+        from .structures.multilabel import MultiLabelStructure
+
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         if self.structure == "auto" or not self.structure.one_token_per_example:
             # folds of sequences cannot be stratified (see the class docstring)
             tags.estimator_type = None
+        if isinstance(self.structure, MultiLabelStructure):  # (y an indicator matrix)
+            tags.target_tags.multi_output = True
+            tags.classifier_tags.multi_label = True
         return tags
 
 

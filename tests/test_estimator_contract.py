@@ -248,3 +248,26 @@ def test_sparse_valued_dense_input_equals_csr(model):
     np.testing.assert_array_equal(dense.w_, sparse.w_)
     for a, b in zip(dense.predict(wide), sparse.predict([sp.csr_matrix(x) for x in wide])):
         np.testing.assert_array_equal(a, b)
+
+
+def test_tags_describe_the_inputs_and_targets():
+    """The parsers and their feature extractors take lists of sentences (not 2-D arrays)
+    and need their trees (they said y was optional); a multi-label model's y is an
+    indicator matrix (multi-output, multi-label)."""
+    from sklearn.utils import get_tags
+
+    from sklstruct import MultiLabelStructure
+    from sklstruct.parsing import (ArcFeatures, ConstituencyParser, DependencyParser,
+                                   PCFGParser, SpanFeatures)
+
+    for parser in (DependencyParser(), ConstituencyParser(), PCFGParser()):
+        tags = get_tags(parser)
+        assert tags.target_tags.required and not tags.input_tags.two_d_array
+    assert get_tags(DependencyParser()).input_tags.dict
+    assert get_tags(ArcFeatures()).target_tags.required  # (features_from="gold")
+    assert not get_tags(ArcFeatures(features_from="all")).target_tags.required
+    assert not get_tags(SpanFeatures()).input_tags.two_d_array
+    tags = get_tags(M3NSimplicialDecomposition(MultiLabelStructure()))
+    assert tags.target_tags.multi_output and tags.classifier_tags.multi_label
+    tags = get_tags(M3NSimplicialDecomposition())
+    assert not tags.target_tags.multi_output and not tags.classifier_tags.multi_label

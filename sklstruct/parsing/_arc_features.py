@@ -249,6 +249,13 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator,
         features.has_sorted_indices = True
         return features, DependencyTree.rows_of(lengths)
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False  # (sentences of token dicts)
+        tags.input_tags.dict = True
+        tags.target_tags.required = self.features_from == "gold"
+        return tags
+
     def get_feature_names_out(self, input_features=None):
         """Names ``arc<hash>`` of the kept features (their hashes in hexadecimal).
 

@@ -132,6 +132,7 @@ class _TreeParser(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.two_d_array = False
         tags.input_tags.string = True
+        tags.target_tags.required = True
         return tags
 
 

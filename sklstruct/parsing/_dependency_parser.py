@@ -121,6 +121,11 @@ class DependencyParser(PartsParser):
     def _lengths(X):
         return np.array([len(sentence) for sentence in check_sentences(X)], dtype=np.int64)
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.dict = True  # (sentences of token dicts)
+        return tags
+
     def _structure(self):
         return DependencyTree(projective=self.projective, single_root=self.single_root)
 

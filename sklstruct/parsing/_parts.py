@@ -64,6 +64,12 @@ class PartsParser(BaseEstimator):
         "random_state": ["random_state"],
     }
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False  # (lists of sentences)
+        tags.target_tags.required = True  # (their trees)
+        return tags
+
     def _learner_for(self, structure):
         """A clone of the learner with the parser's ``C``, ``structure`` and (when not None)
         ``random_state``."""

@@ -172,6 +172,12 @@ class SpanFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator,
                                  shape=(n_rows, self.n_features_out_))
         return features, ConstituencyTree.rows_of(n_words)
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False  # (sentences of words or (word, tag) pairs)
+        tags.input_tags.string = True
+        return tags
+
     def get_feature_names_out(self, input_features=None):
         """Names of the feature columns, such as ``"word=dogs"`` or ``"span.first.tag=DT"``.
 
