@@ -36,6 +36,15 @@ class SequencePipeline(Pipeline):
     verbose : bool, default=False
         As for :class:`~sklearn.pipeline.Pipeline`.
 
+    Attributes
+    ----------
+    state_features_ : dict
+        Non-zero weights of (feature name, label) pairs, as sklearn-crfsuite's
+        ``CRF.state_features_``.
+    transition_features_ : dict
+        Transition weights of (from label, to label) pairs of a chain model, as
+        sklearn-crfsuite's ``CRF.transition_features_``.
+
     See Also
     --------
     make_sequence_pipeline : Build one from an estimator.

@@ -66,6 +66,12 @@ class SpanFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator,
 
     Attributes
     ----------
+    vocabulary_ : dict of dict
+        Per kind of token value (``"word"`` lowercased, ``"shape"``, ``"suffix"``,
+        ``"tag"``), the values seen at fit and their codes (from 1).
+    columns_ : ndarray of int64
+        The features seen on the training spans, whose columns the span rows have (sorted
+        feature codes).
     tagged_ : bool
         Whether the sentences given to ``fit`` carry part-of-speech tags (then those given
         to ``transform`` must too).

@@ -156,6 +156,9 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     start_, end_ : ndarray of shape (n_classes,)
         Chains with ``start_end=True``: scores of each label at the start and the end of a
         sequence.
+    pairwise_ : ndarray of shape (n, n_classes, n_classes)
+        Graph and multi-label models: one interaction matrix per edge feature (graphs) or
+        per label pair (multi-label).
     temperature_ : float
         Temperature of :meth:`predict_proba` (1 after ``fit``; set by
         :meth:`calibrate_temperature`); :meth:`predict_marginals` gives the marginals at

@@ -122,7 +122,7 @@ class M3NExcessiveGap(BaseStructuredClassifier):
     classes_, structure_, w_, n_iter_, n_features_in_, feature_names_in_
         As in :class:`StructSVMCuttingPlane`; for a non-linear kernel the unary part of ``w_``
         is zero (the model's token scores are ``K(x, X_fit_) @ dual_coef_``).
-    transition_, start_, end_, temperature_
+    transition_, start_, end_, pairwise_, temperature_
         As in :class:`StructSVMCuttingPlane`.
     n_inexact_examples_, inexact_gap_bound_
         As in :class:`StructSVMCuttingPlane`.

@@ -43,8 +43,9 @@ class M3NExpGrad(BaseStructuredClassifier):
     ----------
     structure : {"auto"} or structure instance, default="auto"
         ``algorithm="batch"`` accepts any structure with a ``marginals`` oracle;
-        ``"online"`` needs compiled per-example marginals (``ChainStructure``,
-        ``MultiClass``); ``step="safe"`` accepts ``ChainStructure`` and ``MultiClass``.
+        ``"online"`` needs compiled per-example marginals (chains, multiclass data, graphs
+        and multi-label structures with exact marginals, parse trees: the structures user
+        guide lists them); ``step="safe"`` accepts ``ChainStructure`` and ``MultiClass``.
     C : float, default=1.0
         Weight of the summed structured hinge losses.
     fit_intercept : bool, default=True
@@ -118,7 +119,7 @@ class M3NExpGrad(BaseStructuredClassifier):
     ----------
     classes_, structure_, w_, coef_, intercept_, n_iter_, n_features_in_, feature_names_in_
         As in :class:`StructSVMCuttingPlane`; ``n_iter_`` counts passes.
-    transition_, start_, end_, temperature_
+    transition_, start_, end_, pairwise_, temperature_
         As in :class:`StructSVMCuttingPlane`.
     n_inexact_examples_, inexact_gap_bound_
         As in :class:`StructSVMCuttingPlane`.

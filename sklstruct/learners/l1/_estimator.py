@@ -108,7 +108,10 @@ class L1M3N(BaseStructuredClassifier):
     Parameters
     ----------
     structure : {"auto"} or structure instance, default="auto"
-        ``MultiClass`` or ``ChainStructure``.
+        Any structure with a max-oracle (margin rescaling) and unconstrained weights:
+        ``MultiClass``, ``ChainStructure``, graphs, trees, multi-label structures, parse
+        trees or your own. The EM's M-steps run compiled passes where the structure has
+        compiled kernels, and the 1-slack cutting plane otherwise.
     C : float, default=1.0
         The C of P1 (``cutting_plane``, and ``em`` with ``em_lambda=None``); with a float
         ``em_lambda`` the C of the paper's problem (5); ``subgradient`` uses it only for the
@@ -163,7 +166,7 @@ class L1M3N(BaseStructuredClassifier):
     classes_, structure_, w_, coef_, intercept_, n_iter_, n_features_in_, feature_names_in_
         As in :class:`StructSVMCuttingPlane`; ``coef_`` holds exact zeros for unselected
         weights, so ``sklearn.feature_selection.SelectFromModel`` can use it.
-    transition_, start_, end_, temperature_
+    transition_, start_, end_, pairwise_, temperature_
         As in :class:`StructSVMCuttingPlane`.
     n_inexact_examples_, inexact_gap_bound_
         As in :class:`StructSVMCuttingPlane`.

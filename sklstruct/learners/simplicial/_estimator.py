@@ -160,7 +160,7 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
     classes_, structure_, w_, coef_, intercept_, n_iter_, n_features_in_, feature_names_in_
         As in :class:`StructSVMCuttingPlane`; ``n_iter_`` counts passes (with shrinking: the
         sweeps' visits divided by ``n_samples``, rounded up).
-    transition_, start_, end_, temperature_
+    transition_, start_, end_, pairwise_, temperature_
         As in :class:`StructSVMCuttingPlane`.
     n_inexact_examples_, inexact_gap_bound_
         As in :class:`StructSVMCuttingPlane`.
