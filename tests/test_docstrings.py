@@ -114,3 +114,32 @@ def test_docstrings_cite_papers_not_internal_names():
             if re.search(pattern, text):
                 offenders.append(f"{path.relative_to(root)}: {pattern}")
     assert not offenders, offenders
+
+
+def test_docstring_examples_run():
+    """Every example in the docstrings of the public API gives the output it shows (two had
+    used a function without importing it)."""
+    import doctest
+    import importlib
+    import warnings
+
+    modules = ["sklstruct", "sklstruct.metrics", "sklstruct.preprocessing",
+               "sklstruct.pipeline", "sklstruct.inspection", "sklstruct.parsing",
+               "sklstruct.structures", "sklstruct.utils", "sklstruct.datasets",
+               "sklstruct.distributed"]
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report, seen = [], set()
+    for module in map(importlib.import_module, modules):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            for test in finder.find(obj, f"{module.__name__}.{name}", globs={}):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    runner.run(test, out=report.append)
+    results = runner.summarize(verbose=False)
+    assert results.attempted > 200
+    assert results.failed == 0, "".join(report)

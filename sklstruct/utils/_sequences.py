@@ -367,6 +367,7 @@ def lengths_to_groups(lengths):
 
     Examples
     --------
+    >>> from sklstruct.utils import lengths_to_groups
     >>> lengths_to_groups([2, 3])
     array([0, 0, 1, 1, 1])
     """
@@ -393,6 +394,7 @@ def lengths_from_sequence_ids(sequence_ids, n_tokens):
 
     Examples
     --------
+    >>> from sklstruct.utils import lengths_from_sequence_ids
     >>> lengths_from_sequence_ids([4, 4, 7, 7, 7, 5], 6)
     array([2, 3, 1])
     """
