@@ -168,6 +168,17 @@ def test_every_learner_trains_the_parser(treebank, learner):
     assert parser.score(X_test, y_test) >= 0.9
 
 
+def test_a_learners_own_C_is_named_as_unused(treebank):
+    """The parser sets its learner's C: a learner given another C (as a search over
+    learner__C gives it) changed nothing, without a word."""
+    (X, y), _ = treebank
+    with pytest.warns(UserWarning, match="learner's C=5.0 is not used"):
+        _fit(DependencyParser(learner=M3NSimplicialDecomposition(C=5.0)), X[:10], y[:10])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*learner's C")
+        _fit(DependencyParser(learner=M3NSimplicialDecomposition()), X[:10], y[:10])
+
+
 def test_a_learner_without_structure_is_refused(treebank):
     from sklearn.linear_model import LogisticRegression
 

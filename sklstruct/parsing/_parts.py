@@ -7,6 +7,8 @@ any sklstruct learner, cloned with the task's structure and the parser's ``C``, 
 on them (:class:`PartsParser`).
 """
 
+import inspect
+import warnings
 from numbers import Real
 
 import numpy as np
@@ -75,6 +77,14 @@ class PartsParser(BaseEstimator):
         ``random_state``."""
         learner = default_learner() if self.learner is None else clone(self.learner)
         params = learner.get_params(deep=False)
+        default_C = inspect.signature(type(learner).__init__).parameters.get("C")
+        if self.learner is not None and default_C is not None \
+                and params.get("C", default_C.default) != default_C.default:
+            # (e.g. a search over learner__C, which would change nothing)
+            warnings.warn(f"{type(self).__name__} sets its learner's C to its own (C="
+                          f"{self.C}); the learner's C={params['C']!r} is not used. Set the "
+                          "parser's C (in a search: the parameter \"C\", not "
+                          "\"learner__C\").", UserWarning, stacklevel=3)
         if "structure" not in params:
             raise TypeError(f"learner must be a sklstruct estimator with a structure "
                             f"parameter (StructSVMCuttingPlane, M3NSimplicialDecomposition, "
