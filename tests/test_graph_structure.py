@@ -347,3 +347,19 @@ def test_graphs_given_as_lists_with_a_graph_structure():
               [np.zeros((2, 2)), np.array([[0, 1]])]]
     with pytest.raises(ValueError, match=r"a graph a tuple \(node_features, edges"):
         M3NSimplicialDecomposition().fit(ragged, [np.array([0, 1, 1]), np.array([1, 0])])
+
+
+def test_a_fitted_model_keeps_no_batch_of_its_last_prediction():
+    """The structure kept the last batch it laid out (node features included) alive in
+    the fitted model: 6 MB after one large predict call."""
+    import gc
+    import weakref
+
+    X, y = make_graphs(3, n_graphs=6)
+    model = _fit(M3NSimplicialDecomposition(GraphStructure(), random_state=0), X, y)
+    big = [(np.random.default_rng(0).normal(size=(2000, 2)),
+            np.column_stack([np.arange(1999), np.arange(1, 2000)]))]
+    model.predict(big)
+    gc.collect()
+    cached = model.structure_._layout_cache
+    assert isinstance(cached[0], weakref.ref) and cached[0]() is None

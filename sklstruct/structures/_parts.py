@@ -10,6 +10,8 @@ best (or most violating) output back into row states, so that a labelling that i
 output never comes out of them.
 """
 
+import weakref
+
 import numpy as np
 
 from ._base import BaseStructure, check_rescale
@@ -80,13 +82,14 @@ class PartsStructure(BaseStructure):
 
     def _layout(self, batch):
         """``(n_words, _chart_layout(n_words))`` of a batch, kept for the last batch, since
-        an oracle call and the statistics of its answer ask for the same one."""
+        an oracle call and the statistics of its answer ask for the same one (with weak
+        references to its arrays: a fitted model keeps no rows of its last prediction)."""
         cached = getattr(self, "_layout_cache", None)
-        if cached is not None and cached[0] is batch.X and cached[1] is batch.offsets:
+        if cached is not None and cached[0]() is batch.X and cached[1]() is batch.offsets:
             return cached[2]
         n_words = self.sentence_lengths(batch)
         layout = (n_words, self._chart_layout(n_words))
-        self._layout_cache = (batch.X, batch.offsets, layout)
+        self._layout_cache = (weakref.ref(batch.X), weakref.ref(batch.offsets), layout)
         return layout
 
     def __getstate__(self):

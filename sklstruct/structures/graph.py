@@ -1,6 +1,7 @@
 """Pairwise Markov networks over graphs: the graphs given per example, and output trees."""
 
 import numbers
+import weakref
 from collections import namedtuple
 
 import numpy as np
@@ -136,15 +137,16 @@ class PairwiseGraphBase(BaseStructure):
 
     def _layout(self, batch):
         """The batch's :class:`GraphLayout`; the last batch's is kept (an oracle call and
-        the statistics of its answer ask for the same batch)."""
+        the statistics of its answer ask for the same batch), with a weak reference to the
+        batch (a fitted model keeps no batch of its last prediction alive)."""
         cached = getattr(self, "_layout_cache", None)
-        if cached is not None and cached[0] is batch:
+        if cached is not None and cached[0]() is batch:
             return cached[1]
         edges, edge_offsets, feature_offsets, feature_index, feature_value = \
             self._layout_arrays(batch)
         layout = GraphLayout(edges, edge_offsets, feature_offsets, feature_index,
                              feature_value, self._methods(batch, edges, edge_offsets))
-        self._layout_cache = (batch, layout)
+        self._layout_cache = (weakref.ref(batch), layout)
         return layout
 
     def __getstate__(self):
