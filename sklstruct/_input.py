@@ -439,14 +439,8 @@ class InputMixin:
     def _check_form(self, form, reset):
         """A flat ``X`` without lengths is the multiclass form: refuse it for chains. A
         structure that reads graphs or multi-label input refuses other forms, and a model
-        fitted on images or volumes takes only them (and one fitted on sequences, none)."""
-        spatial = form if form in ("images", "volumes") else None
-        if reset:
-            self._spatial_form_ = spatial
-        elif spatial is not None and getattr(self, "_spatial_form_", spatial) is None:
-            # (a chain would decode the pixels row after row; the grids name their own forms)
-            raise ValueError(f"This {type(self).__name__} was fitted on sequences or samples, "
-                             f"not {form}; got a list of {form}.")
+        fitted on neither images nor volumes refuses them (a chain would decode the pixels
+        row after row)."""
         structure = self.structure if reset else self.structure_
         wanted = None if structure == "auto" else structure.input_form
         if wanted is not None and form != wanted:
@@ -459,6 +453,12 @@ class InputMixin:
             raise ValueError(f"{type(structure).__name__} does not take {form} input; use "
                              f"{'GraphStructure' if form == 'graphs' else 'MultiLabelStructure'}"
                              " or structure='auto'.")
+        spatial = form if form in ("images", "volumes") else None
+        if reset:
+            self._spatial_form_ = spatial
+        elif spatial is not None and getattr(self, "_spatial_form_", spatial) is None:
+            raise ValueError(f"This {type(self).__name__} was fitted on sequences or samples, "
+                             f"not {form}; got a list of {form}.")
         if form != "multiclass":
             return
         if structure == "auto" or structure.one_token_per_example:

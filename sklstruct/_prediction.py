@@ -139,9 +139,18 @@ class PredictionMixin:
         if batch.n_tokens == 0:  # only empty sequences
             return np.zeros((0, self._state_labels().shape[0]))
         unary, pairwise = self._potentials(batch) if potentials is None else potentials
-        check_potential_range(batch, unary, pairwise)
-        if temperature != 1.0:
+        if temperature == 1.0:
+            check_potential_range(batch, unary, pairwise)
+        else:
+            check_potential_range(batch, unary, pairwise)
             unary, pairwise = unary / temperature, pairwise / temperature
+            try:
+                check_potential_range(batch, unary, pairwise)
+            except ValueError as error:
+                raise ValueError(f"The model's scores on X divided by temperature_="
+                                 f"{temperature:.3g} overflow double precision; a larger "
+                                 "temperature_ (or scaled features) keeps them finite.") \
+                    from error
         return self.structure_.node_marginals(batch, unary, pairwise, n_jobs=self.n_jobs)
 
     def predict_proba(self, X, lengths=None, sequence_ids=None):

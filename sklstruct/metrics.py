@@ -600,7 +600,8 @@ def sequence_classification_report(
     if labels is None:
         types = sorted(set(n_true) | set(n_pred))
     else:
-        types = [str(label) for label in labels]
+        types = [label.decode("utf-8") if isinstance(label, (bytes, np.bytes_)) else str(label)
+                 for label in labels]
         if len(types) == 0:
             raise ValueError("labels must name at least one chunk type.")
     rows = [
@@ -721,11 +722,13 @@ class SequenceScorer(_MetadataRequester):
         y_pred = estimator.predict(X, lengths=lengths)
         takes_lengths = "lengths" in inspect.signature(self.metric).parameters
         if sample_weight is not None:
-            # a flat input's weights, per sequence or per token, go to a metric with lengths
-            # per sequence, to one without per token (either way in a form it cannot misread)
+            # a flat input's weights, per sequence or per token, go to the metric per token;
+            # to chunk F1, which reads weights per sequence where there are as many
+            # sequences as tokens, per sequence (a form it cannot misread)
             kwargs["sample_weight"] = check_sequence_weights(
                 sample_weight, len(lengths), allow_all_zero=True, lengths=lengths) \
-                if takes_lengths else check_token_weights(sample_weight, lengths)
+                if self.metric is chunk_f1_score else \
+                check_token_weights(sample_weight, lengths)
         if takes_lengths:
             kwargs["lengths"] = lengths
         return self.metric(y, y_pred, **kwargs)

@@ -56,6 +56,11 @@ def test_one_shard_is_the_local_fit_bit_for_bit(client, data):
     assert distributed.n_inexact_examples_ == local.n_inexact_examples_ == 0
     for a, b in zip(distributed.predict(X), local.predict(X)):
         np.testing.assert_array_equal(a, b)
+    # a model of sequences refuses images, fitted on shards as locally
+    image = [np.zeros((4, 5, X[0].shape[1]))]
+    for model in (local, distributed):
+        with pytest.raises(ValueError, match="fitted on sequences or samples, not images"):
+            model.predict(image)
 
 
 def test_one_shard_with_weights_of_zero_is_the_local_fit_bit_for_bit(client, data):

@@ -149,7 +149,7 @@ def test_online_and_batch_reach_the_same_multiclass_objective():
 def test_online_refuses_structures_without_a_compiled_pass():
     from sklstruct.learners.exp_grad._estimator import check_online_structure
 
-    with pytest.raises(ValueError, match="supports ChainStructure and MultiClass"):
+    with pytest.raises(ValueError, match="needs compiled per-example marginals"):
         check_online_structure(object(), None, "algorithm='online'")
 
 

@@ -695,6 +695,14 @@ def test_weights_of_flat_input_with_empty_sequences():
     assert token_scorer(Fixed(), X, y_true, lengths=[3, 1, 0, 0],
                         sample_weight=[1, 5, 1, 1]) == pytest.approx(3 / 8)
 
+    # a metric of one's own that takes lengths gets the weights per token, as before
+    def weighted_accuracy(y_true, y_pred, *, lengths=None, sample_weight=None):
+        return float(np.average(np.asarray(y_true) == np.asarray(y_pred),
+                                weights=sample_weight))
+
+    own = SequenceScorer(weighted_accuracy)
+    assert own(Fixed(), X, y_true, lengths=[3, 1], sample_weight=[1, 1, 1, 3]) == 0.5
+
 
 def test_bytes_tags_are_read_as_text():
     """Tags of dtype "S" (as HDF5 or np.loadtxt give them) were split as "b'B" and "NP'"."""
@@ -706,6 +714,8 @@ def test_bytes_tags_are_read_as_text():
         chunk_precision_recall_fscore(*as_text)
     report = sequence_classification_report(y_true, y_pred, output_dict=True)
     assert set(report) >= {"NP", "VP"} and "NP'" not in report
+    named = sequence_classification_report(y_true, y_pred, labels=[b"NP"], output_dict=True)
+    assert named["NP"] == report["NP"]
     with pytest.raises(ValueError, match="not UTF-8"):
         chunk_f1_score([np.array([b"B-\xff"])], [np.array([b"O"])])
 

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
-from sklstruct import (ChainStructure, M3NExpGrad, M3NSimplicialDecomposition,
+from sklstruct import (ChainStructure, M3NExcessiveGap, M3NExpGrad, M3NSimplicialDecomposition,
                        StructSVMCuttingPlane)
 from sklstruct._inference.chain import forward_backward
 
@@ -142,7 +142,8 @@ def test_empty_sequences_at_prediction(fitted):
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_pickle_holds_the_model_not_the_dual_state():
     X, y = make_chain_data(n_sequences=300, n_states=4, n_features=20, max_length=30, seed=2)
-    model = M3NExpGrad(C=1.0, max_iter=5).fit(X, y)
+    model = M3NExpGrad(C=1.0, max_iter=5, warm_start=True).fit(X, y)
+    assert hasattr(model, "_dual_state")
     n_tokens = sum(len(s) for s in y)
     size = len(pickle.dumps(model))
     # the dual state (n_tokens x n_states marginals and more) stays out of the pickle
@@ -234,6 +235,8 @@ def test_potentials_beyond_double_range_are_refused_not_misdecoded():
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_scores_beyond_double_range_are_refused_on_every_structure():
     """Finite features whose product with the weights overflows gave NaN probabilities and
     labels against the scores (0 where label 1 scores +inf) on multiclass, multi-label and
@@ -263,6 +266,21 @@ def test_scores_beyond_double_range_are_refused_on_every_structure():
                        (result if isinstance(result, list) else [result]))
     graph_model = cases[2][0]
     assert graph_model.predict(cases[2][2])[0][:2].tolist() == [1, 0]
+    # the other paths: a kernel model's decoding, a sparse chain's fused product and
+    # decoding, and marginals at a low temperature
+    kernel = M3NExcessiveGap(kernel="poly", degree=3, max_iter=50).fit(X, Y.sum(axis=1))
+    with pytest.raises(ValueError, match="not finite"):
+        kernel.predict(np.array([[1e110, 1e110]]))
+    sequences = [sp.csr_matrix(np.abs(rng.randn(3, 4))) for _ in range(10)]
+    labels = [(s.toarray()[:, 0] > 0.5).astype(int) for s in sequences]
+    chain = M3NSimplicialDecomposition(random_state=0).fit(sequences, labels)
+    with pytest.raises(ValueError, match="not finite"):
+        chain.predict([sp.csr_matrix(np.sign(sequences[0].toarray()) * 1.7e308)])
+    multiclass = cases[0][0]
+    assert np.isfinite(multiclass.predict_proba(np.array([[3e305, 0.0]]))).all()
+    multiclass.temperature_ = 1e-3
+    with pytest.raises(ValueError, match="divided by temperature_"):
+        multiclass.predict_proba(np.array([[3e305, 0.0]]))
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -4,6 +4,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._inference import chain as chain_kernels
+from .._inference._validation import MAX_SCORE
 from .._inference._kernels import ChainKernels
 from ._base import BaseStructure, check_rescale
 from ._moments import uniform_covariance_operator
@@ -152,9 +153,16 @@ class ChainStructure(BaseStructure):
         weights, pairwise = self.split_weights(w)
         transition, start, end = self.pairwise_parameters(np.ascontiguousarray(pairwise))
         # (the batch's features were checked finite; fitted weights are)
-        labels, _ = chain_kernels.viterbi_sparse(batch.X, weights, batch.offsets, transition,
-                                                 start, end, n_jobs=n_jobs,
-                                                 check_finite=False)
+        labels, scores = chain_kernels.viterbi_sparse(batch.X, weights, batch.offsets,
+                                                      transition, start, end, n_jobs=n_jobs,
+                                                      check_finite=False)
+        if not np.all(np.abs(scores) < MAX_SCORE):
+            # (the unary scores are formed inside the decoder: their overflow shows in the
+            # best scores, as inf or NaN, without a pass over the features or weights)
+            raise ValueError(
+                "The model's scores on X are not finite: the features times the weights "
+                "overflow double precision. The features (or the weights) are of absurd "
+                "scale; scale the features (e.g. StandardScaler or MaxAbsScaler) or refit.")
         return labels
 
     def loss_augmented_decode(self, batch, unary, pairwise, Y, rescale="margin", n_jobs=None,

@@ -306,6 +306,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         self.n_features_in_ = widths.pop()
         self.token_map_ = None
         self._with_intercept = False
+        self._spatial_form_ = None  # (shards hold sequences: images are refused at predict)
         # labels with the shards' counts (what class_weight="balanced" reads)
         self._bind_structure("list", self.n_features_in_, classes,
                              np.repeat(np.arange(classes.shape[0]), counts))

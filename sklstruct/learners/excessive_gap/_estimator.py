@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..._input import weighted_examples
 from ..._kernel_map import token_kernel
 from ...base import BaseStructuredClassifier
+from ...structures._base import check_potential_range
 from ...utils._sklearn_compat import Interval, StrOptions
 from ._geometry import KernelGeometry, LinearGeometry
 from ._solver import ExcessiveGapRun, worst_case_mu
@@ -266,7 +267,9 @@ class M3NExcessiveGap(BaseStructuredClassifier):
     def _decode(self, batch):
         if self._fitted_linear:
             return super()._decode(batch)
-        return self.structure_.decode(batch, *self._potentials(batch), n_jobs=self.n_jobs)
+        unary, pairwise = self._potentials(batch)
+        check_potential_range(batch, unary, pairwise)
+        return self.structure_.decode(batch, unary, pairwise, n_jobs=self.n_jobs)
 
     def _weight_norm_sq(self):
         return self._norm_sq_

@@ -90,10 +90,10 @@ class M3NExpGrad(BaseStructuredClassifier):
         Passes between two certificates (each costs about one loss-augmented decoding of the
         training set). ``None``: automatic, see :class:`~sklstruct._progress.CheckSchedule`.
     warm_start : bool, default=False
-        Continue from the dual of the previous fit when the training data (compared by a
-        digest), ``C`` and the sample weights are the same (a batch fit can be continued by
-        online passes); otherwise start afresh. The dual state is kept in memory only: it is
-        not pickled.
+        Keep this fit's dual state, and continue from that of the previous fit (made with
+        ``warm_start=True`` too) when the training data (compared by a digest), ``C`` and the
+        sample weights are the same (a batch fit can be continued by online passes);
+        otherwise start afresh. The dual state is kept in memory only: it is not pickled.
     random_state : int, RandomState instance or None, default=None
         ``algorithm="online"``: every pass visits the examples in a fresh random order (far
         fewer passes to ``tol`` than the data's own order, whose neighbouring examples are
@@ -253,6 +253,7 @@ def check_online_structure(structure, batch, what="algorithm='online'"):
     kernels = structure.example_kernels(batch) if hasattr(structure, "example_kernels") \
         else None
     if kernels is None or not kernels.has_marginals:
-        raise ValueError(f"{what} supports ChainStructure and MultiClass (structures whose "
-                         f"compiled kernels have marginals), not {type(structure).__name__}; "
-                         "use algorithm='batch'.")
+        raise ValueError(f"{what} needs compiled per-example marginals (chains, multiclass "
+                         "data, graphs and multi-label structures with exact marginals, "
+                         f"parse trees), which {type(structure).__name__} has not on this "
+                         "data; use algorithm='batch'.")

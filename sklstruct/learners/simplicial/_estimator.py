@@ -131,9 +131,10 @@ class M3NSimplicialDecomposition(BaseStructuredClassifier):
         training set). ``None``: automatic, see :class:`~sklstruct._progress.CheckSchedule`.
         With shrinking every pass starts with a certificate, and ``check_every`` is ignored.
     warm_start : bool, default=False
-        Continue from the dual of the previous fit when the training data (compared by a
-        digest), the sample weights, the structure, ``C`` and the solver settings are the
-        same; otherwise start afresh. The dual state is kept in memory only: it is not pickled.
+        Keep this fit's dual state, and continue from that of the previous fit (made with
+        ``warm_start=True`` too) when the training data (compared by a digest), the sample
+        weights, the structure, ``C`` and the solver settings are the same; otherwise start
+        afresh. The dual state is kept in memory only: it is not pickled.
     random_state : int, RandomState instance or None, default=None
         Order of the examples in every pass (and the partition for ``blocks="single"``).
     n_jobs : int, default=None
