@@ -709,7 +709,10 @@ def check_potential_range(batch, unary, pairwise):
     decoders' and marginals' sums would turn into ``inf`` or NaN and their comparisons into
     arbitrary choices."""
     unary, pairwise = np.asarray(unary), np.asarray(pairwise)
-    if not (np.isfinite(unary).all() and np.isfinite(pairwise).all()):
+    # (extremes without temporary arrays: a NaN or an infinity shows in them)
+    extremes = [float(array.max()) for array in (unary, pairwise) if array.size] \
+        + [-float(array.min()) for array in (unary, pairwise) if array.size]
+    if not all(np.isfinite(extremes)):
         raise ValueError(
             "The model's scores on X are not finite: the features times the weights "
             "overflow double precision. The features (or the weights) are of absurd scale; "
@@ -717,8 +720,9 @@ def check_potential_range(batch, unary, pairwise):
     if unary.size == 0 or batch.n_sequences == 0:
         return
     rows = float(np.max(batch.lengths))
-    peak = float(np.abs(unary).max()) * rows \
-        + float(np.abs(pairwise).max(initial=0.0)) * rows * rows
+    unary_peak = max(float(unary.max()), -float(unary.min()))
+    pair_peak = max(float(pairwise.max()), -float(pairwise.min())) if pairwise.size else 0.0
+    peak = unary_peak * rows + pair_peak * rows * rows
     if not peak < MAX_SCORE:
         raise ValueError(
             f"The model's potentials on X are too large to be summed in double precision: a "

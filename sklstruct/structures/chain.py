@@ -148,8 +148,8 @@ class ChainStructure(BaseStructure):
         -------
         labels : ndarray of int of shape (n_tokens,)
         """
-        if not sp.issparse(batch.X):
-            return super().decode_weights(batch, w, n_jobs)
+        if not sp.issparse(batch.X):  # (the chain decoders check the scores' range)
+            return self.decode(batch, *self.potentials(batch, w), n_jobs=n_jobs)
         weights, pairwise = self.split_weights(w)
         transition, start, end = self.pairwise_parameters(np.ascontiguousarray(pairwise))
         # (the batch's features were checked finite; fitted weights are)
