@@ -239,3 +239,33 @@ def test_tree_rules_refuses_arrays_of_another_length():
         tree_rules(Y, n_words, grammar, rules[:-1].copy())
     with pytest.raises(ValueError, match="at least one word"):
         tree_rules(Y, np.zeros(1, dtype=np.int64), grammar, rules)
+
+
+def test_selections_count_negative_indices_from_the_end_and_read_masks():
+    """A run of consecutive indices took the rows between offsets[i[0]] and
+    offsets[i[-1] + 1] without wrapping negative indices (take([-1]) had -1 sequences),
+    and a boolean mask was read as the indices 0 and 1; sums over an empty sequence took
+    the next sequence's value."""
+    from sklstruct.utils import ExampleArrays, SequenceBatch
+
+    batch = SequenceBatch(np.arange(12.0).reshape(6, 2), np.array([0, 1, 3, 6]))
+    for indices, expected in (([-1], [2]), ([-2, -1], [1, 2]), ([-3, -1], [0, 2]),
+                              (np.array([True, False, True]), [0, 2])):
+        sub, rows = batch.select(indices)
+        np.testing.assert_array_equal(sub.lengths, batch.lengths[expected])
+        np.testing.assert_array_equal(sub.X, batch.X[rows])
+        np.testing.assert_array_equal(rows, np.concatenate(
+            [np.arange(batch.offsets[k], batch.offsets[k + 1]) for k in expected]))
+    for bad in ([3], [-4], np.array([True]), [0.5]):
+        with pytest.raises(IndexError):
+            batch.take(bad)
+    arrays = ExampleArrays(np.arange(10).reshape(5, 2), np.array([0, 2, 2, 5]))
+    np.testing.assert_array_equal(arrays.of(-1), arrays.of(2))
+    np.testing.assert_array_equal(arrays.take([-1]).data, arrays.of(2))
+    with pytest.raises(IndexError):
+        arrays.of(3)
+    with_empty = SequenceBatch(np.ones((3, 2)), np.array([0, 1, 1, 3]))
+    np.testing.assert_array_equal(with_empty.sum_per_sequence([1.0, 2.0, 4.0]), [1, 0, 6])
+    np.testing.assert_array_equal(
+        SequenceBatch(np.ones((2, 2)), np.array([0, 2, 2])).sum_per_sequence([1.0, 2.0]),
+        [3, 0])

@@ -93,7 +93,13 @@ class SequenceBatch:
         """Sum per-token ``values`` over each sequence, shape (n_sequences,)."""
         if self.n_tokens == 0:
             return np.zeros(self.n_sequences)
-        return np.add.reduceat(np.asarray(values, dtype=np.float64), self.offsets[:-1])
+        values = np.asarray(values, dtype=np.float64)
+        lengths = self.lengths
+        if np.all(lengths > 0):
+            return np.add.reduceat(values, self.offsets[:-1])
+        sums = np.zeros(self.n_sequences)  # (an empty sequence sums to 0)
+        sums[lengths > 0] = np.add.reduceat(values, self.offsets[:-1][lengths > 0])
+        return sums
 
     @cached_property
     def csr_arrays(self):
@@ -138,7 +144,7 @@ class SequenceBatch:
         rows : ndarray of shape (sub.n_tokens,)
             Rows of this batch's tokens in ``sub``.
         """
-        indices = np.asarray(indices, dtype=np.intp)
+        indices = _positions(indices, self.n_sequences)
         lengths = self.lengths[indices]
         widths = None if self.widths is None else self.widths[indices]
         slice_shapes = None if self.slice_shapes is None else self.slice_shapes[indices]
@@ -304,6 +310,10 @@ class ExampleArrays:
         -------
         rows : ndarray
         """
+        i = operator.index(i)
+        if not -self.n_examples <= i < self.n_examples:
+            raise IndexError(f"example {i} out of range for {self.n_examples} examples.")
+        i %= self.n_examples
         return self.data[self.offsets[i]:self.offsets[i + 1]]
 
     def take(self, indices):
@@ -317,7 +327,7 @@ class ExampleArrays:
         -------
         arrays : ExampleArrays
         """
-        indices = np.asarray(indices, dtype=np.intp)
+        indices = _positions(indices, self.n_examples)
         counts = np.diff(self.offsets)[indices]
         if indices.size and np.all(np.diff(indices) == 1):
             lo, hi = int(self.offsets[indices[0]]), int(self.offsets[indices[-1] + 1])
@@ -325,6 +335,25 @@ class ExampleArrays:
                                  self.offsets[indices[0]:indices[-1] + 2] - lo)
         rows = ragged_arange(self.offsets[:-1][indices], counts)
         return ExampleArrays(self.data[rows], offsets_from_lengths(counts))
+
+
+def _positions(indices, n):
+    """``indices`` of ``n`` items as non-negative positions: integers in ``[-n, n)`` (the
+    negative ones counted from the end) or a boolean mask of length ``n``."""
+    indices = np.asarray(indices)
+    if indices.dtype == bool:
+        if indices.shape != (n,):
+            raise IndexError(f"a boolean mask selects among {n} items; got shape "
+                             f"{indices.shape}.")
+        return np.flatnonzero(indices)
+    if indices.size and indices.dtype.kind not in "iu":
+        raise IndexError(f"items are selected by integers or a boolean mask; got dtype "
+                         f"{indices.dtype}.")
+    indices = indices.astype(np.intp, copy=False).ravel()
+    if indices.size and (indices.min() < -n or indices.max() >= n):
+        raise IndexError(f"index out of range for {n} items: {indices.min()} to "
+                         f"{indices.max()}.")
+    return np.where(indices < 0, indices + n, indices)
 
 
 def offsets_from_lengths(lengths):
