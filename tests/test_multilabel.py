@@ -163,6 +163,23 @@ def test_chow_liu_tree_is_the_maximum_spanning_tree_of_mutual_information():
         assert mi[j, k] == pytest.approx(direct)
 
 
+def test_chow_liu_tree_without_smoothing_and_bad_input():
+    """Without smoothing an empty cell of a table made the mutual information NaN, and the
+    tree left out the strongest edge (two identical labels); bad labels or smoothing gave
+    NaN or garbage without an error."""
+    Y = np.array([[0, 0, 0], [0, 1, 1], [1, 0, 0], [1, 1, 1], [0, 1, 1], [1, 0, 0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        edges, mi = chow_liu_tree(Y, smoothing=0.0)
+    assert np.isfinite(mi).all() and np.array_equal(mi, mi.T)
+    assert mi[1, 2] == pytest.approx(np.log(2)) and [1, 2] in edges.tolist()
+    for bad, kwargs in ((np.array([[0, 2]]), {}), (np.array([[0.5, 1.0]]), {}),
+                        (np.zeros((3, 0)), {}), (Y, {"smoothing": -1.0}),
+                        (Y, {"smoothing": np.nan}), (np.zeros((0, 2)), {"smoothing": 0.0})):
+        with pytest.raises(ValueError):
+            chow_liu_tree(bad, **kwargs)
+
+
 def test_hierarchical_multilabel_uses_the_hierarchy_and_its_loss():
     parents = np.array([-1, 0, 0, 1, 1, 2])
     weights = hierarchy_loss_weights(parents)

@@ -41,3 +41,17 @@ def test_multiclass_marginals_are_softmax():
     scores = bound.unary_potentials(batch, w)
     np.testing.assert_allclose(node, np.exp(scores - logsumexp(scores, axis=1)[:, None]))
     np.testing.assert_allclose(log_z, logsumexp(scores, axis=1))
+
+
+def test_structure_for_form_refuses_an_unknown_form():
+    from sklstruct.structures import (ChainStructure, Grid3DStructure, GridStructure,
+                                      MultiClass, structure_for_form)
+
+    assert type(structure_for_form("list")) is ChainStructure
+    assert type(structure_for_form("flat")) is ChainStructure
+    assert type(structure_for_form("multiclass")) is MultiClass
+    assert type(structure_for_form("images")) is GridStructure
+    assert type(structure_for_form("volumes")) is Grid3DStructure
+    for bad in ("bogus", None, 3, "IMAGES"):
+        with pytest.raises(ValueError, match="form must be one of"):
+            structure_for_form(bad)

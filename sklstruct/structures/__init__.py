@@ -33,12 +33,9 @@ def structure_for_form(form):
     structure : BaseStructure
         A new, unbound instance.
     """
-    if form == "images":
-        return GridStructure()
-    if form == "graphs":
-        return GraphStructure()
-    if form == "multilabel":
-        return MultiLabelStructure()
-    if form == "volumes":
-        return Grid3DStructure()
-    return MultiClass() if form == "multiclass" else ChainStructure()
+    makers = {"list": ChainStructure, "flat": ChainStructure, "multiclass": MultiClass,
+              "images": GridStructure, "volumes": Grid3DStructure, "graphs": GraphStructure,
+              "multilabel": MultiLabelStructure}
+    if not isinstance(form, str) or form not in makers:
+        raise ValueError(f"form must be one of {sorted(makers)}; got {form!r}.")
+    return makers[form]()

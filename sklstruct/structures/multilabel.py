@@ -22,9 +22,10 @@ def chow_liu_tree(Y, smoothing=1.0):
     Parameters
     ----------
     Y : ndarray of shape (n_samples, n_labels)
-        0/1 labels.
+        0/1 labels (at least one label).
     smoothing : float, default=1.0
-        Pseudo-count added to every cell of the co-occurrence tables.
+        Pseudo-count added to every cell of the co-occurrence tables (>= 0; an empty cell
+        adds nothing to the mutual information, as ``0 log 0 = 0``).
 
     Returns
     -------
@@ -32,7 +33,18 @@ def chow_liu_tree(Y, smoothing=1.0):
         ``(parent, child)`` pairs, parents nearer label 0.
     mutual_information : ndarray of shape (n_labels, n_labels)
     """
-    Y = np.asarray(Y, dtype=np.float64)
+    Y = np.asarray(Y)
+    if Y.ndim != 2 or Y.shape[1] == 0:
+        raise ValueError(f"Y must be a 2-D array of 0/1 labels with at least one label; got "
+                         f"shape {Y.shape}.")
+    if Y.dtype.kind not in "biuf" or not np.isin(Y, (0, 1)).all():
+        raise ValueError("Y must hold 0/1 labels only.")
+    if not (isinstance(smoothing, numbers.Real) and np.isfinite(smoothing)
+            and smoothing >= 0):
+        raise ValueError(f"smoothing must be a finite number >= 0; got {smoothing!r}.")
+    if smoothing == 0 and Y.shape[0] == 0:
+        raise ValueError("Y has no samples: give smoothing > 0 for a table of pseudo-counts.")
+    Y = Y.astype(np.float64)
     n, L = Y.shape
     ones = Y.T @ Y
     p1 = np.diag(ones)
@@ -48,7 +60,10 @@ def chow_liu_tree(Y, smoothing=1.0):
     mi = np.zeros((L, L))
     for a in range(2):
         for b in range(2):
-            mi += joint[a, b] * np.log(joint[a, b] / (left[a] * right[b]))
+            cell = joint[a, b]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                mi += np.where(cell > 0, cell * np.log(cell / (left[a] * right[b])), 0.0)
+    mi = 0.5 * (mi + mi.T)  # (the same sums for (j, k) and (k, j), to the last bit)
     np.fill_diagonal(mi, 0.0)
     in_tree = np.zeros(L, dtype=bool)
     in_tree[0] = True
