@@ -421,3 +421,31 @@ def test_weizmann_horses():
     assert horses.masks.shape == (328, 32, 32) and set(np.unique(horses.masks)) == {0, 1}
     assert 0.2 < horses.masks.mean() < 0.3  # foreground fraction 0.251 (data README)
     assert horses.names[0] == "horse001"
+
+
+def test_generators_refuse_counts_that_are_not_ints():
+    """make_dependency_treebank took 2.7 for 2 sentences and "3" for 3, and
+    make_sparse_chain(n_samples=True) failed deep inside numpy."""
+    from sklstruct.datasets import make_dependency_treebank, make_sparse_chain
+
+    for bad in (2.7, "3", True, 0):
+        with pytest.raises(ValueError, match="n_sentences"):
+            make_dependency_treebank(bad)
+    assert len(make_dependency_treebank(np.int64(3), random_state=0).sentences) == 3
+    for name in ("n_samples", "length"):
+        with pytest.raises(TypeError, match=name):
+            make_sparse_chain(**{name: True})
+
+
+def test_an_ocr_selection_without_words_is_empty_in_every_field():
+    """A fold without words gave one empty word in data and target (np.split of nothing)
+    beside no words and no folds."""
+    from sklstruct.datasets._loaders import _ocr_bunch
+
+    bunch = _ocr_bunch(np.array([], dtype="<U1"), np.array([], dtype=np.int64),
+                       np.array([], dtype=np.int64), np.zeros((0, 128)), "")
+    assert len(bunch.data) == len(bunch.target) == len(bunch.words) == len(bunch.folds) == 0
+    two = _ocr_bunch(np.array(list("abc")), np.array([1, 2]), np.array([0, 1]),
+                     np.zeros((3, 128)), "")
+    assert bunch.keys() == two.keys() and two.words == ["a", "bc"]
+    assert [len(x) for x in two.data] == [1, 2]

@@ -183,9 +183,11 @@ def _ocr_bunch(letters, lengths, folds, pixels, descr):
     text = "".join(letters.tolist())
     starts = np.concatenate([[0], splits]).tolist()
     stops = np.cumsum(lengths).tolist()
+    if len(lengths) == 0:  # (np.split of nothing gives one empty piece, not none)
+        starts = stops = []
     return Bunch(
-        data=np.split(pixels.astype(np.float64), splits),
-        target=np.split(letters, splits),
+        data=np.split(pixels.astype(np.float64), splits) if len(lengths) else [],
+        target=np.split(letters, splits) if len(lengths) else [],
         folds=np.asarray(folds, dtype=np.int64),
         words=[text[a:b] for a, b in zip(starts, stops)],
         DESCR=descr,

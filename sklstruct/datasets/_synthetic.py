@@ -63,6 +63,11 @@ def make_sparse_chain(n_samples=1000, *, n_features=100, n_groups=10, group_size
     >>> len(X), X[0].shape, y[0].shape
     (5, (8, 100), (8,))
     """
+    for name, value in (("n_samples", n_samples), ("n_features", n_features),
+                        ("n_groups", n_groups), ("group_size", group_size),
+                        ("length", length), ("n_sweeps", n_sweeps)):
+        if isinstance(value, (bool, np.bool_)):  # (an Integral to the parameter checks)
+            raise TypeError(f"{name} must be an int; got {value!r}.")
     n_relevant = n_groups * group_size
     if n_relevant > n_features:
         raise ValueError(f"n_groups * group_size = {n_relevant} exceeds n_features = "

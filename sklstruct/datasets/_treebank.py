@@ -1,5 +1,7 @@
 """A synthetic dependency treebank with a known grammar (prepositional-phrase attachment)."""
 
+import numbers
+
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
@@ -82,6 +84,9 @@ def make_dependency_treebank(n_sentences=200, *, random_state=None):
     >>> [token["form"] for token in data.sentences[0]][:3]
     ['this', 'red', 'child']
     """
+    if isinstance(n_sentences, (bool, np.bool_)) or \
+            not isinstance(n_sentences, numbers.Integral) or n_sentences < 1:
+        raise ValueError(f"n_sentences must be an int >= 1; got {n_sentences!r}.")
     rng = check_random_state(random_state)
     n_sentences = int(n_sentences)
     if n_sentences < 0:
