@@ -561,3 +561,16 @@ def test_best_certified_weights_are_kept_exactly(density):
     best.record(moved, 2.0, 0.6)  # a worse check: not kept
     np.testing.assert_array_equal(best.result(_Record(2.0), moved), w)
     assert best.result(_Record(1.0), moved, copy=False) is moved
+
+
+def test_empty_selections_are_empty_packed_sequences():
+    """ps[2:0] and ps[[]] were refused ("lengths must be a non-empty 1-D array", "selected
+    by an int..."), where a list gives an empty list, as the Sequence contract has it."""
+    from sklstruct.utils import PackedSequences
+
+    packed = PackedSequences(np.arange(12.0).reshape(6, 2), [1, 2, 3])
+    for empty in (packed[2:0], packed[[]], packed[np.zeros(3, dtype=bool)],
+                  PackedSequences(np.zeros((0, 2)), [])):
+        assert len(empty) == 0 and list(empty) == [] and empty.X.shape == (0, 2)
+    with pytest.raises(ValueError, match="lengths"):
+        PackedSequences(np.zeros((2, 2)), [])

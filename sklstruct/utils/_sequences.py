@@ -235,7 +235,10 @@ class PackedSequences(Sequence):
             raise ValueError(f"X must be 2-D (n_tokens, n_features), got {X.ndim} "
                              "dimension(s).")
         self.X = X
-        self.lengths = check_lengths(lengths, X.shape[0], allow_empty=True)
+        if np.size(lengths) == 0 and X.shape[0] == 0:  # (no sequence: an empty selection)
+            self.lengths = np.zeros(0, dtype=np.int64)
+        else:
+            self.lengths = check_lengths(lengths, X.shape[0], allow_empty=True)
         self.offsets = offsets_from_lengths(self.lengths)
 
     def __len__(self):
@@ -256,6 +259,8 @@ class PackedSequences(Sequence):
                 return PackedSequences(self.X[lo:hi], self.lengths[first:stop])
             key = np.arange(first, stop, step)
         key = np.asarray(key)
+        if key.size == 0 and key.ndim == 1:  # (an empty list reads as floats)
+            key = key.astype(np.intp)
         if key.dtype == bool:
             if key.shape != self.lengths.shape:
                 raise IndexError(f"a boolean mask of {len(self)} sequences is needed, got "
