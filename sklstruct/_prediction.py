@@ -139,10 +139,8 @@ class PredictionMixin:
         if batch.n_tokens == 0:  # only empty sequences
             return np.zeros((0, self._state_labels().shape[0]))
         unary, pairwise = self._potentials(batch) if potentials is None else potentials
-        if temperature == 1.0:
-            check_potential_range(batch, unary, pairwise)
-        else:
-            check_potential_range(batch, unary, pairwise)
+        check_potential_range(batch, unary, pairwise)
+        if temperature != 1.0:
             unary, pairwise = unary / temperature, pairwise / temperature
             try:
                 check_potential_range(batch, unary, pairwise)

@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from ._input import InputMixin, check_sequence_weights, encode_targets
 from ._prediction import PredictionMixin
 from ._progress import Certificate
-from .structures import BaseStructure, structure_for_form
+from .structures import BaseStructure, MultiLabelStructure, structure_for_form
 from .structures._base import checked_token_loss, structured_hinge
 from .utils._sklearn_compat import Interval, StrOptions, _fit_context
 
@@ -562,8 +562,6 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         return model._regularizer() + model.C * float(weights @ hinge)
 
     def __sklearn_tags__(self):
-        from .structures.multilabel import MultiLabelStructure
-
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         if self.structure == "auto" or not self.structure.one_token_per_example:
