@@ -708,20 +708,18 @@ def check_potential_range(batch, unary, pairwise):
     of its rows). Such potentials come from weights or features of absurd scale, and the
     decoders' and marginals' sums would turn into ``inf`` or NaN and their comparisons into
     arbitrary choices."""
-    unary, pairwise = np.asarray(unary), np.asarray(pairwise)
-    # (extremes without temporary arrays: a NaN or an infinity shows in them)
-    extremes = [float(array.max()) for array in (unary, pairwise) if array.size] \
-        + [-float(array.min()) for array in (unary, pairwise) if array.size]
-    if not all(np.isfinite(extremes)):
+    # (the extremes, read without temporary arrays: a NaN or an infinity shows in them)
+    extremes = np.array([(float(array.max()), -float(array.min())) if array.size else (0, 0)
+                         for array in (np.asarray(unary), np.asarray(pairwise))])
+    if not np.isfinite(extremes).all():
         raise ValueError(
             "The model's scores on X are not finite: the features times the weights "
             "overflow double precision. The features (or the weights) are of absurd scale; "
             "scale the features (e.g. StandardScaler or MaxAbsScaler) or refit.")
-    if unary.size == 0 or batch.n_sequences == 0:
+    if batch.n_sequences == 0:
         return
     rows = float(np.max(batch.lengths))
-    unary_peak = max(float(unary.max()), -float(unary.min()))
-    pair_peak = max(float(pairwise.max()), -float(pairwise.min())) if pairwise.size else 0.0
+    unary_peak, pair_peak = extremes.max(axis=1)
     peak = unary_peak * rows + pair_peak * rows * rows
     if not peak < MAX_SCORE:
         raise ValueError(
