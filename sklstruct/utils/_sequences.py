@@ -258,20 +258,7 @@ class PackedSequences(Sequence):
                 lo, hi = int(self.offsets[first]), int(self.offsets[stop])
                 return PackedSequences(self.X[lo:hi], self.lengths[first:stop])
             key = np.arange(first, stop, step)
-        key = np.asarray(key)
-        if key.size == 0 and key.ndim == 1:  # (an empty list reads as floats)
-            key = key.astype(np.intp)
-        if key.dtype == bool:
-            if key.shape != self.lengths.shape:
-                raise IndexError(f"a boolean mask of {len(self)} sequences is needed, got "
-                                 f"shape {key.shape}.")
-            key = np.flatnonzero(key)
-        if key.ndim != 1 or key.dtype.kind not in "iu":
-            raise IndexError("sequences are selected by an int, a slice, an integer array or "
-                             "a boolean mask.")
-        key = np.where(key < 0, key + len(self), key)
-        if key.size and (key.min() < 0 or key.max() >= len(self)):
-            raise IndexError(f"sequence index out of range for {len(self)} sequences.")
+        key = _positions(key, len(self))
         return PackedSequences(self.X[token_rows(self.offsets, key)], self.lengths[key])
 
     def __iter__(self):
@@ -346,6 +333,9 @@ def _positions(indices, n):
     """``indices`` of ``n`` items as non-negative positions: integers in ``[-n, n)`` (the
     negative ones counted from the end) or a boolean mask of length ``n``."""
     indices = np.asarray(indices)
+    if indices.ndim != 1:
+        raise IndexError(f"items are selected by a 1-D array of integers or a boolean mask; "
+                         f"got shape {indices.shape}.")
     if indices.dtype == bool:
         if indices.shape != (n,):
             raise IndexError(f"a boolean mask selects among {n} items; got shape "
@@ -354,7 +344,7 @@ def _positions(indices, n):
     if indices.size and indices.dtype.kind not in "iu":
         raise IndexError(f"items are selected by integers or a boolean mask; got dtype "
                          f"{indices.dtype}.")
-    indices = indices.astype(np.intp, copy=False).ravel()
+    indices = indices.astype(np.intp, copy=False)
     if indices.size and (indices.min() < -n or indices.max() >= n):
         raise IndexError(f"index out of range for {n} items: {indices.min()} to "
                          f"{indices.max()}.")
