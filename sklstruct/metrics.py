@@ -238,6 +238,18 @@ def sequence_accuracy(y_true, y_pred, *, lengths=None):
     return n_correct / len(y_true)
 
 
+def _text(label):
+    """A label as text: bytes (dtype "S" arrays, e.g. read from HDF5) read as UTF-8, other
+    values through ``str``."""
+    if isinstance(label, (bytes, np.bytes_)):
+        try:
+            return label.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"the label {label!r} is bytes that are not UTF-8 text; decode "
+                             "the labels to str.") from exc
+    return str(label)
+
+
 def _split_tag(tag):
     """Split a chunk tag into prefix and type as conlleval does.
 
@@ -245,13 +257,7 @@ def _split_tag(tag):
     (types may contain hyphens); a tag without a hyphen has type "". Like
     Perl's truth test in conlleval, a type of "0" counts as no type.
     """
-    if isinstance(tag, (bytes, np.bytes_)):  # (dtype "S" arrays, e.g. read from HDF5)
-        try:
-            tag = tag.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"the chunk tag {tag!r} is bytes that are not UTF-8 text; "
-                             "decode the labels to str.") from exc
-    prefix, hyphen, chunk_type = str(tag).partition("-")
+    prefix, hyphen, chunk_type = _text(tag).partition("-")
     if not hyphen or chunk_type == "0":
         return prefix, ""
     return prefix, chunk_type
@@ -600,8 +606,7 @@ def sequence_classification_report(
     if labels is None:
         types = sorted(set(n_true) | set(n_pred))
     else:
-        types = [label.decode("utf-8") if isinstance(label, (bytes, np.bytes_)) else str(label)
-                 for label in labels]
+        types = [_text(label) for label in labels]
         if len(types) == 0:
             raise ValueError("labels must name at least one chunk type.")
     rows = [
