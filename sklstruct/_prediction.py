@@ -11,13 +11,27 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import minimize_scalar
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import column_or_1d
 
 from ._inference import chain as chain_kernels
 from ._inference._validation import check_k
 from ._input import check_indicator_matrix, check_token_weights
-from .structures._base import check_potential_range
+from .structures._base import BaseStructure, check_potential_range
 from .utils._sequences import flatten_labels, image_rows, volume_rows
+
+
+def _has_marginal_oracle(estimator):
+    """True unless ``estimator`` is fitted with a structure that has no marginal oracle (the
+    grids), so that ``hasattr(model, "predict_proba")`` tells meta-estimators the truth; the
+    ``AttributeError`` then says why."""
+    structure = estimator.__dict__.get("structure_")
+    if structure is not None and type(structure).marginals is BaseStructure.marginals:
+        raise AttributeError(
+            f"{type(structure).__name__} has no marginal oracle (exact marginals of a grid "
+            "are intractable), so the model has no probabilities; decision_function gives "
+            "its per-node scores.")
+    return True
 
 
 class PredictionMixin:
@@ -107,6 +121,7 @@ class PredictionMixin:
             return (scores[:, 1] - scores[:, 0]).reshape(batch.n_sequences, -1)
         return model._format_output(scores, batch, form)
 
+    @available_if(_has_marginal_oracle)
     def predict_marginals(self, X, lengths=None, sequence_ids=None):
         """Per-token class probabilities under ``p(y|x) ∝ exp(w . Psi(x, y))``.
 
@@ -151,6 +166,7 @@ class PredictionMixin:
                     from error
         return self.structure_.node_marginals(batch, unary, pairwise, n_jobs=self.n_jobs)
 
+    @available_if(_has_marginal_oracle)
     def predict_proba(self, X, lengths=None, sequence_ids=None):
         """Per-token class probabilities: the marginals at the calibrated temperature.
 
@@ -288,6 +304,7 @@ class PredictionMixin:
         transition, start, end = self.structure_.as_chain(batch, pairwise)
         return batch, form, unary, transition, start, end
 
+    @available_if(_has_marginal_oracle)
     def calibrate_temperature(self, X, y, lengths=None, sequence_ids=None):
         """Set ``temperature_`` to minimise the per-token log loss of :meth:`predict_proba`
         on held-out data (temperature scaling; predictions do not change).

@@ -195,8 +195,12 @@ def test_grid_structure_validation():
         batch = _bound(GridStructure(width=3), X, y)[1]
         model.structure_.decode(batch, *model.structure_.potentials(batch, w))
     assert [p.shape for p in model.predict(X)] == [(9,), (9,)]
-    with pytest.raises(NotImplementedError, match="marginal"):
-        model.predict_marginals(X)
+    # no marginal oracle: the probability methods are absent from the fitted model
+    for name in ("predict_marginals", "predict_proba", "calibrate_temperature"):
+        assert not hasattr(model, name)
+        with pytest.raises(AttributeError) as error:
+            getattr(model, name)
+        assert "no marginal oracle" in str(error.value.__cause__)
 
 
 def test_image_shaped_input_matches_pixel_matrices():

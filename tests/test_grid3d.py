@@ -412,8 +412,12 @@ def test_bad_input_at_prediction_is_refused():
         model.predict([x[..., :2] for x in X])
     with pytest.raises(ValueError, match="at least one voxel"):
         model.predict([X[0], X[1][:, :0]])
-    with pytest.raises(NotImplementedError, match="marginal"):
-        model.predict_marginals(X)
+    # no marginal oracle: the probability methods are absent from the fitted model
+    for name in ("predict_marginals", "predict_proba", "calibrate_temperature"):
+        assert not hasattr(model, name)
+        with pytest.raises(AttributeError) as error:
+            getattr(model, name)
+        assert "no marginal oracle" in str(error.value.__cause__)
     with pytest.raises(ValueError, match="not volumes"):
         model.predict_topk(X)
     w = model.w_.copy()
