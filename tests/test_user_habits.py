@@ -124,6 +124,10 @@ def test_sequence_ids_and_lengths_are_exclusive_and_checked():
                                     sequence_ids=lengths_to_groups(lengths))
     with pytest.raises(ValueError, match="sequence_ids has 3 entries"):
         StructSVMCuttingPlane().fit(X_flat, y_flat, sequence_ids=[0, 0, 1])
+    # numpy reads [1, "1"] as two equal strings: ids of mixed types are refused
+    assert lengths_from_ids(["1", "1", "2"], 3).tolist() == [2, 1]
+    with pytest.raises(TypeError, match="mixes strings"):
+        lengths_from_ids([1, "1", "2"], 3)
 
 
 # ---------------------------------------------------------------- flat X without lengths

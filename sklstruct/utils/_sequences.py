@@ -425,6 +425,11 @@ def lengths_from_sequence_ids(sequence_ids, n_tokens):
     ids = np.asarray(sequence_ids)
     if ids.ndim != 1:
         raise ValueError(f"sequence_ids must be 1-D, got shape {ids.shape}.")
+    if ids.dtype.kind in "US" and not hasattr(sequence_ids, "dtype") and not all(
+            isinstance(value, (str, bytes)) for value in sequence_ids):
+        raise TypeError("sequence_ids mixes strings with other values, which numpy would "
+                        "turn into strings (1 and '1' would be one id): give ids of one "
+                        "type.")
     if ids.shape[0] != n_tokens:
         raise ValueError(f"sequence_ids has {ids.shape[0]} entries for {n_tokens} rows of X.")
     if n_tokens == 0:
