@@ -168,6 +168,20 @@ def test_ocr_letters_refuses_a_repeated_letter_line(tmp_path):
         load_ocr_letters(tmp_path)
 
 
+def test_ocr_letters_refuses_bad_ids_and_folds(tmp_path):
+    rng = np.random.default_rng(0)
+    lines, _ = _small_ocr_lines(rng)
+    path = tmp_path / "ocr_letters" / "letter.data.gz"
+    for field, value, message in [(0, "x1", "non-numeric letter id"),
+                                  (5, "10", "fold values must be between 0 and 9"),
+                                  (5, "-1", "fold values must be between 0 and 9")]:
+        broken = lines[0].split("\t")
+        broken[field] = value
+        _write_gz(path, "\n".join(["\t".join(broken)] + lines[1:]))
+        with pytest.raises(ValueError, match=message):
+            load_ocr_letters(tmp_path)
+
+
 # --------------------------------------------------------------------------
 # Embedded OCR sample (never skipped)
 

@@ -162,7 +162,12 @@ def _parse_ocr_letters(path):
             "values after the letter column."
         )
     numeric = numeric.reshape(n_letters, n_numeric)
-    ids = np.array([p[0] for p in parts]).astype(np.int64)
+    try:
+        ids = np.array([p[0] for p in parts]).astype(np.int64)
+    except ValueError as exc:
+        raise ValueError(f"{path}: non-numeric letter id ({exc}).") from exc
+    if numeric[:, 3].min() < 0 or numeric[:, 3].max() >= _N_FOLDS:
+        raise ValueError(f"{path}: fold values must be between 0 and {_N_FOLDS - 1}.")
     if np.unique(ids).shape[0] != n_letters:
         raise ValueError(f"{path}: letter ids must be unique (a letter's line is repeated).")
     letters = np.array([p[1] for p in parts])
