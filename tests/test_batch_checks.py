@@ -23,6 +23,17 @@ def test_broken_offsets_are_refused():
             SequenceBatch(X, np.asarray(offsets))
 
 
+def test_offsets_of_any_integer_form_are_kept_as_int64():
+    X = _csr()
+    reference = SequenceBatch(X, offsets_from_lengths([5, 7]))
+    for offsets in ([0, 5, 12], (0, 5, 12), np.array([0, 5, 12], dtype=np.int32),
+                    np.array([0, 5, 12], dtype=np.uint16)):
+        batch = SequenceBatch(X, offsets)
+        assert batch.offsets.dtype == np.int64
+        assert batch.n_sequences == 2 and batch.lengths.tolist() == [5, 7]
+        assert (batch.take([1]).X != reference.take([1]).X).nnz == 0
+
+
 def test_a_csr_matrix_changed_after_it_was_built_is_refused():
     for change in ("high", "negative", "indptr"):
         X = _csr()

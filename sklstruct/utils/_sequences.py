@@ -25,8 +25,8 @@ class SequenceBatch:
     ----------
     X : ndarray or scipy.sparse.csr_matrix of shape (n_tokens, n_features)
         Stacked token features.
-    offsets : ndarray of shape (n_sequences + 1,), dtype int64
-        Sequence ``i`` spans rows ``offsets[i]:offsets[i + 1]``.
+    offsets : array-like of shape (n_sequences + 1,) of int
+        Sequence ``i`` spans rows ``offsets[i]:offsets[i + 1]``; kept as an int64 array.
     widths : ndarray of shape (n_sequences,), dtype int64, default=None
         For image input: the number of pixels per row of every image (its rows are stored
         one after the other).
@@ -60,6 +60,9 @@ class SequenceBatch:
 
     def __post_init__(self):
         _check_batch_arrays(self.X, self.offsets)
+        if not (isinstance(self.offsets, np.ndarray) and self.offsets.dtype == np.int64):
+            # (a list, or another integer dtype: the compiled kernels read int64 offsets)
+            object.__setattr__(self, "offsets", np.asarray(self.offsets, dtype=np.int64))
 
     @classmethod
     def _of_checked(cls, X, offsets, widths=None, output_offsets=None, slice_shapes=None,
