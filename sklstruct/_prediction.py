@@ -6,7 +6,6 @@ through :class:`~sklstruct._input.InputMixin` and asks the fitted structure for 
 outputs follow the input's form.
 """
 
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,6 +18,7 @@ from ._inference._validation import check_k
 from ._input import check_indicator_matrix, check_token_weights
 from .structures._base import BaseStructure, check_potential_range
 from .utils._sequences import flatten_labels, image_rows, volume_rows
+from .utils._warnings import warn_user
 
 
 def _has_marginal_oracle(estimator):
@@ -432,7 +432,7 @@ def _warn_unseen_classes(y, classes):
     except TypeError:  # labels of mixed types: the accuracy alone tells
         return
     if unseen:
-        warnings.warn(
+        warn_user(
             f"y holds {len(unseen)} class(es) not seen in fit (e.g. {unseen[0]!r}), scored as "
             "errors. An integer cv gives structure='auto' plain, unstratified folds (sequence "
             "labels cannot be stratified), so data sorted by class leaves classes out of the "

@@ -11,10 +11,11 @@ certificate from its parameters, passes it to the solver and stores its history.
 """
 
 import time
-import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
+
+from .utils._warnings import warn_user
 
 __all__ = ["BestCertified", "Certificate", "CheckSchedule"]
 
@@ -163,7 +164,7 @@ class Certificate:
     def precision_lost(self, why):
         """Stop the fit with a warning: the learner cannot make progress in floating point."""
         self.stop_reason = "precision"
-        warnings.warn(f"{self.name} stopped early: {why}.", ConvergenceWarning)
+        warn_user(f"{self.name} stopped early: {why}.", ConvergenceWarning)
 
     def history(self):
         """The records as a dict of 1-D float arrays."""
@@ -182,7 +183,7 @@ class Certificate:
             units = self.unit + ("es" if self.unit.endswith("s") else "s")
             budget = f"{self.max_time} s (max_time)" if self.stop_reason == "max_time" \
                 else f"{n_iter} {units}"
-            warnings.warn(f"{self.name} did not reach {what} in {budget}.", ConvergenceWarning)
+            warn_user(f"{self.name} did not reach {what} in {budget}.", ConvergenceWarning)
 
 
 class CheckSchedule:

@@ -9,7 +9,6 @@ their solver; the input forms live in :mod:`sklstruct._input`, prediction in
 import hashlib
 import inspect
 import numbers
-import warnings
 from abc import abstractmethod
 
 import numpy as np
@@ -23,6 +22,7 @@ from ._progress import Certificate
 from .structures import BaseStructure, MultiLabelStructure, structure_for_form
 from .structures._base import checked_token_loss, structured_hinge
 from .utils._sklearn_compat import Interval, StrOptions, _fit_context
+from .utils._warnings import warn_user
 
 
 def _is_default(value, default):
@@ -44,8 +44,8 @@ def _warn_constant_labels(Y):
     if len(constant):
         values = Y[0, constant].tolist()
         listed = ", ".join(f"label {k} always {v}" for k, v in zip(constant[:10], values))
-        warnings.warn(f"{len(constant)} label(s) take one value in every training sample "
-                      f"({listed}{' and more' if len(constant) > 10 else ''}).", UserWarning)
+        warn_user(f"{len(constant)} label(s) take one value in every training sample "
+                  f"({listed}{' and more' if len(constant) > 10 else ''}).", UserWarning)
 
 
 class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, BaseEstimator):
@@ -287,12 +287,12 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
             # (a refusal to train comes before a warning about the certificate)
             self.structure_.check_marginals(batch.select(np.flatnonzero(weights > 0))[0])
         if inexact.shape[0]:
-            warnings.warn(
+            warn_user(
                 f"{type(self.structure_).__name__}'s max-oracle may be approximate on "
                 f"{inexact.shape[0]} of {batch.n_sequences} training examples (e.g. example "
                 f"{int(inexact[0])}: a graph with cycles, beyond enumeration, solved by "
                 "TRW-S): the duality gap reported in history_ is then not a certificate of "
-                "optimality (Finley and Joachims 2008).", UserWarning, stacklevel=6)
+                "optimality (Finley and Joachims 2008).", UserWarning)
 
     def _bind_structure(self, form, n_features, classes, Y):
         """Set ``classes_`` and ``structure_``, the structure bound to the data: the part of
@@ -363,8 +363,8 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         if changed:
             listed = ", ".join(f"{name}={getattr(self, name)!r}" for name in changed)
             verb = "it is" if len(changed) == 1 else "they are"
-            warnings.warn(f"{type(self).__name__}({setting}) does not use {listed}; {verb} "
-                          "ignored.", UserWarning)
+            warn_user(f"{type(self).__name__}({setting}) does not use {listed}; {verb} "
+                      "ignored.", UserWarning)
 
     # ------------------------------------------------------------------ warm starts
     def _warm_state(self, settings, batch, Y):

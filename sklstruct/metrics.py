@@ -7,7 +7,6 @@ array holds one sequence per row) or as flat 1-D arrays holding every token.
 
 import inspect
 import numbers
-import warnings
 from collections import Counter
 
 import numpy as np
@@ -16,7 +15,7 @@ from sklearn.metrics import classification_report
 from sklearn.utils.metadata_routing import UNUSED
 
 from .utils._sklearn_compat import _MetadataRequester, _num_samples
-
+from .utils._warnings import warn_user
 
 __all__ = [
     "SequenceScorer",
@@ -433,13 +432,13 @@ def chunk_precision_recall_fscore(y_true, y_pred, *, lengths=None, sample_weight
                                          lengths=[t.shape[0] for t in y_true])
     n_correct, n_true, n_pred = _chunk_counts(y_true, y_pred, weights)
     if not n_true and not n_pred:
-        warnings.warn("Neither y_true nor y_pred holds a chunk: chunk scores read IOB tags "
-                      "(B-X, I-X, O, ...); for other labels use token_accuracy.",
-                      UndefinedMetricWarning)
+        warn_user("Neither y_true nor y_pred holds a chunk: chunk scores read IOB tags "
+                  "(B-X, I-X, O, ...); for other labels use token_accuracy.",
+                  UndefinedMetricWarning)
     elif not any(n_true.values()) and not any(n_pred.values()):
-        warnings.warn("Every chunk of y_true and y_pred is in a sequence of weight 0: "
-                      "precision, recall and F1 are undefined (0.0 returned).",
-                      UndefinedMetricWarning)
+        warn_user("Every chunk of y_true and y_pred is in a sequence of weight 0: "
+                  "precision, recall and F1 are undefined (0.0 returned).",
+                  UndefinedMetricWarning)
     return _precision_recall_fscore(
         sum(n_correct.values()), sum(n_true.values()), sum(n_pred.values())
     )

@@ -35,7 +35,6 @@ import shutil
 import tarfile
 import tempfile
 import urllib.request
-import warnings
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from typing import Callable
 import numpy as np
 
 from .._version import __version__
+from ..utils._warnings import warn_user
 
 try:
     from numpy._core.multiarray import _reconstruct
@@ -417,8 +417,7 @@ def fetch_files(data_home, relpaths):
                     # truncated or corrupt one (EOFError, zlib.error)
                     failures.append((source, exc))
                     if isinstance(exc, _ChecksumError) and source is not spec.sources[-1]:
-                        warnings.warn(f"{exc}; trying the next source of {relpath}",
-                                      stacklevel=2)
+                        warn_user(f"{exc}; trying the next source of {relpath}")
             else:
                 raise FetchError(_failure_message(relpath, spec, target, failures))
             logger.info("Wrote %s", target)

@@ -1,6 +1,5 @@
 """Constituency parsers: a max-margin weighted CFG and the relative-frequency PCFG."""
 
-import warnings
 from numbers import Integral
 
 import numpy as np
@@ -10,6 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._inference import cfg as cky
 from ..structures import ConstituencyTree
+from ..utils._warnings import warn_user
 from ._grammar import TreeGrammar, as_tree, sentence_tokens
 from ._metrics import bracket_scores
 from ._parts import PartsParser, check_sentences, weighted_sentences
@@ -125,8 +125,8 @@ class _TreeParser(BaseEstimator):
 
     def _warn_fallbacks(self, count):
         if count:
-            warnings.warn(f"{count} sentence(s) have no tree of the grammar read at fit; "
-                          "they get flat trees.", UserWarning, stacklevel=3)
+            warn_user(f"{count} sentence(s) have no tree of the grammar read at fit; "
+                      "they get flat trees.", UserWarning)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

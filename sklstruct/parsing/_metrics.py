@@ -1,7 +1,6 @@
 """Parser evaluation: attachment scores (CoNLL eval.pl) and labelled brackets (evalb)."""
 
 import unicodedata
-import warnings
 from collections import Counter
 
 import numpy as np
@@ -10,6 +9,7 @@ from sklearn.utils.metadata_routing import UNUSED
 
 from .._input import check_sequence_weights
 from ..utils._sklearn_compat import _MetadataRequester
+from ..utils._warnings import warn_user
 from ._dependency_targets import _as_relation_arrays, split_trees
 from ._trees import check_tree, is_preterminal, strip_function_tag
 
@@ -209,8 +209,8 @@ def attachment_scores(
         if labelled:
             n_both += weight * int((right_head & (rel_true[i] == rel_pred[i])).sum())
     if total == 0:
-        warnings.warn("No token to score; the attachment scores are set to 0.0.",
-                      UndefinedMetricWarning, stacklevel=2)
+        warn_user("No token to score; the attachment scores are set to 0.0.",
+                  UndefinedMetricWarning)
         return {"uas": 0.0, "las": 0.0 if labelled else None, "n_tokens": n_tokens}
     return {
         "uas": n_heads / total,

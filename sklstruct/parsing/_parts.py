@@ -8,7 +8,6 @@ on them (:class:`PartsParser`).
 """
 
 import inspect
-import warnings
 from numbers import Real
 
 import numpy as np
@@ -16,6 +15,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import HasMethods, Interval
 
 from .._input import check_sequence_weights
+from ..utils._warnings import warn_user
 
 
 def default_learner():
@@ -81,10 +81,10 @@ class PartsParser(BaseEstimator):
         if self.learner is not None and default_C is not None \
                 and params.get("C", default_C.default) != default_C.default:
             # (e.g. a search over learner__C, which would change nothing)
-            warnings.warn(f"{type(self).__name__} sets its learner's C to its own (C="
-                          f"{self.C}); the learner's C={params['C']!r} is not used. Set the "
-                          "parser's C (in a search: the parameter \"C\", not "
-                          "\"learner__C\").", UserWarning, stacklevel=3)
+            warn_user(f"{type(self).__name__} sets its learner's C to its own (C="
+                      f"{self.C}); the learner's C={params['C']!r} is not used. Set the "
+                      "parser's C (in a search: the parameter \"C\", not "
+                      "\"learner__C\").", UserWarning)
         if "structure" not in params:
             raise TypeError(f"learner must be a sklstruct estimator with a structure "
                             f"parameter (StructSVMCuttingPlane, M3NSimplicialDecomposition, "

@@ -1,12 +1,12 @@
 """First-order arc-factored dependency trees over candidate-arc rows."""
 
-import warnings
 
 import numpy as np
 from scipy.special import logsumexp, softmax
 
 from .._inference._dependency_kernels import DependencyKernels, arc_rows
 from .._inference.dependency import check_heads, decode_trees, tree_marginals
+from ..utils._warnings import warn_user
 from ._parts import PartsStructure
 
 
@@ -262,13 +262,13 @@ class DependencyTree(PartsStructure):
         try:
             check_heads(heads, n_tokens, projective=True)
         except ValueError as error:
-            warnings.warn(
+            warn_user(
                 f"Training {str(error)[0].lower()}{str(error)[1:]} With projective=True the "
                 "marginals of projective trees cannot represent a non-projective training "
                 "tree: the fit may stop short of the optimum, with a duality gap that says "
                 "so. Use projective=False, or a learner on the max-oracle "
                 "(M3NSimplicialDecomposition, StructSVMCuttingPlane), whose hinge takes the "
-                "true tree where it beats every projective one.", UserWarning, stacklevel=6)
+                "true tree where it beats every projective one.", UserWarning)
 
     def marginals(self, batch, unary, pairwise, n_jobs=None):
         if batch.n_sequences == 0:

@@ -17,6 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ..._progress import Certificate
 from ...structures._base import structured_hinge
 from ...structures._scaled import scaled_structure
+from ...utils._warnings import warn_user
 from .._frank_wolfe import MultiPointFrankWolfeState, supports_multi_point
 from ..cutting_plane import fit_one_slack
 
@@ -268,7 +269,7 @@ def fit_em_variational(structure, batch, Y, *, C, threshold, n_jobs, certificate
     certificate.finish(iteration, what=f"a relative change of the objective <= tol={tol}")
     gap = certificate.relative_gap()
     if certificate.stop_reason == "converged" and gap > tol:  # (NaN: no bound)
-        warnings.warn(
+        warn_user(
             f"{certificate.name}(solver='em') stopped after {iteration} iterations on a "
             f"relative change of P1 of at most tol={tol}, with a certified relative duality "
             f"gap of {gap:.3g}: P1 has stalled, but only a gap <= tol certifies it within tol "

@@ -6,10 +6,11 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ..._progress import Certificate
 from ..._input import weighted_examples
+from ..._progress import Certificate
 from ...base import BaseStructuredClassifier
 from ...utils._sklearn_compat import Interval, StrOptions
+from ...utils._warnings import warn_user
 from ._em import fit_em_adaptive, fit_em_variational, l1_norm
 from ._solvers import fit_lp_cutting_plane, fit_subgradient
 
@@ -285,8 +286,8 @@ class L1M3N(BaseStructuredClassifier):
                                       **({} if weights is None else {"sample_weight": weights}))
         radius = l1_norm(w)
         if radius == 0.0:
-            warnings.warn(f"{type(self).__name__}(solver='subgradient'): the default radius is "
-                          f"0 (EM at C={self.C} and tol={self.tol} returned no non-zero "
-                          "weight; it can stop there before P1's optimum), so every weight "
-                          "is 0; give a radius, a smaller tol or a larger C.", UserWarning)
+            warn_user(f"{type(self).__name__}(solver='subgradient'): the default radius is "
+                      f"0 (EM at C={self.C} and tol={self.tol} returned no non-zero "
+                      "weight; it can stop there before P1's optimum), so every weight "
+                      "is 0; give a radius, a smaller tol or a larger C.", UserWarning)
         return radius
