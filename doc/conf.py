@@ -40,6 +40,18 @@ default_role = "literal"
 pygments_style = "sphinx"
 suppress_warnings = []
 
+# Every cross-reference to the project's public API must resolve (the build runs with -W).
+# References to other packages stay unlinked (no intersphinx: the build needs no network),
+# and so do those to private objects, which the developer pages and the structure API
+# name for their readers without documenting them.
+nitpicky = True
+nitpick_ignore_regex = [
+    (r"py:.*", r"(sklearn|nltk|pandas|numpy|scipy|dask|io)(\..*)?"),
+    (r"py:.*", r"(.*\.)?_[A-Za-z].*"),  # a private module, class or method
+    (r"py:.*", r"sklstruct\.base\..*|BaseStructuredClassifier.*|PairwiseGraphBase|hinge_terms"
+               r"|check_sparse_arrays"),
+]
+
 # ------------------------------------------------------------------ autodoc / numpydoc
 autosummary_ignore_module_all = False
 autodoc_default_options = {"members": True, "inherited-members": True}
@@ -64,9 +76,11 @@ def _literal_attribute_names(app, what, name, obj, options, lines):
 
 
 def _skip_member(app, what, name, obj, skip, options):
-    """Leave out what scikit-learn's base classes add (parameters, metadata routing)."""
+    """Leave out what scikit-learn's base classes add (parameters, metadata routing) and the
+    mixin methods of ``collections.abc`` (``PackedSequences``' ``count`` and ``index``)."""
     module = getattr(obj, "__module__", None) or ""
-    if module.startswith("sklearn") or (name.startswith("set_") and name.endswith("_request")):
+    if module.startswith(("sklearn", "collections.abc")) or (
+            name.startswith("set_") and name.endswith("_request")):
         return True
     return skip
 
@@ -99,8 +113,9 @@ def setup(app):
 # ------------------------------------------------------------------ the API reference
 # Generated from the ``__all__`` of each public module, so that a name added to ``__all__``
 # appears without editing this folder. Public modules are the package itself and every
-# subpackage or module whose name has no leading underscore, except those whose public names
-# are all re-exported by the package (``learners``) and the estimator base (``base``).
+# subpackage or module, at any depth, whose path has no leading underscore, except those
+# whose public names are all re-exported by the package (``learners``) and the estimator
+# base (``base``).
 API_MODULES_FIRST = ["sklstruct", "sklstruct.structures", "sklstruct.datasets",
                      "sklstruct.metrics", "sklstruct.preprocessing"]
 API_SKIP = {"sklstruct.learners", "sklstruct.base"}
@@ -116,9 +131,16 @@ API_TITLES = {
 
 
 def _public_modules():
-    found = [f"sklstruct.{info.name}" for info in pkgutil.iter_modules(sklstruct.__path__)
-             if not info.name.startswith("_")]
-    rest = sorted(set(found) - set(API_MODULES_FIRST) - API_SKIP)
+    """The package, its public modules and subpackages, and theirs (a public submodule such
+    as ``sklstruct.utils.estimator_checks`` is imported by its full name, not re-exported)."""
+    found = []
+    for info in pkgutil.walk_packages(sklstruct.__path__, "sklstruct."):
+        parts = info.name.split(".")
+        if any(part.startswith("_") for part in parts) or \
+                any(info.name == skip or info.name.startswith(skip + ".") for skip in API_SKIP):
+            continue
+        found.append(info.name)
+    rest = sorted(set(found) - set(API_MODULES_FIRST))
     return API_MODULES_FIRST + rest
 
 

@@ -678,10 +678,6 @@ class SequenceScorer(_MetadataRequester):
     def __repr__(self):
         return f"SequenceScorer({getattr(self.metric, '__name__', repr(self.metric))})"
 
-    def __call__(self, estimator, X, y, sequence_ids=None, lengths=None, sample_weight=None):
-        return self.score(estimator, X, y, sequence_ids=sequence_ids, lengths=lengths,
-                          sample_weight=sample_weight)
-
     def _accept_sample_weight(self):
         """Whether the metric takes ``sample_weight`` (scikit-learn's searches then hand it
         ``fit``'s weights)."""
@@ -736,6 +732,8 @@ class SequenceScorer(_MetadataRequester):
         if takes_lengths:
             kwargs["lengths"] = lengths
         return self.metric(y, y_pred, **kwargs)
+
+    __call__ = score  # (scikit-learn calls a scorer)
 
 
 chunk_f1_scorer = SequenceScorer(chunk_f1_score)

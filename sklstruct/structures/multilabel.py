@@ -183,7 +183,7 @@ class MultiLabelStructure(PairwiseGraphBase):
     ``pairs``:
 
     - ``"independent"``: no interactions (one binary SVM per label, jointly regularised);
-    - ``"tree"``: the Chow-Liu tree of the training labels (:func:`chow_liu_tree`, the
+    - ``"tree"``: the Chow-Liu tree of the training labels (:func:`~sklstruct.structures.chow_liu_tree`, the
       maximum spanning tree of their mutual information); inference is exact belief
       propagation, marginals included;
     - ``"full"``: every pair; exact by enumeration up to ``max_enumeration`` labellings
@@ -203,7 +203,7 @@ default="tree"
         (``pairs`` must be left at its default) and the loss is the hierarchical loss of
         ``hierarchy_loss``.
     hierarchy_loss : {"sibling", "subtree", "hamming"}, default="sibling"
-        The per-label loss weights with a hierarchy (:func:`hierarchy_loss_weights`).
+        The per-label loss weights with a hierarchy (:func:`~sklstruct.structures.hierarchy_loss_weights`).
     label_weights : array-like of shape (n_labels,), default=None
         Per-label weights of the Hamming loss (without a hierarchy); ones by default.
     inference : {"auto", "exact", "trws"}, default="auto"

@@ -77,14 +77,17 @@ class SequenceBatch:
 
     @property
     def n_tokens(self):
+        """The number of token rows, ``offsets[-1]``."""
         return int(self.offsets[-1])
 
     @property
     def n_sequences(self):
+        """The number of sequences, ``len(offsets) - 1``."""
         return self.offsets.shape[0] - 1
 
     @property
     def lengths(self):
+        """The length of every sequence, shape (n_sequences,)."""
         return np.diff(self.offsets)
 
     @cached_property
@@ -93,7 +96,17 @@ class SequenceBatch:
         return np.repeat(np.arange(self.n_sequences), self.lengths)
 
     def sum_per_sequence(self, values):
-        """Sum per-token ``values`` over each sequence, shape (n_sequences,)."""
+        """Sum per-token ``values`` over each sequence.
+
+        Parameters
+        ----------
+        values : array-like of shape (n_tokens,)
+
+        Returns
+        -------
+        sums : ndarray of shape (n_sequences,)
+            0 for an empty sequence.
+        """
         if self.n_tokens == 0:
             return np.zeros(self.n_sequences)
         values = np.asarray(values, dtype=np.float64)
@@ -132,7 +145,18 @@ class SequenceBatch:
         return {name: arrays.take(indices) for name, arrays in self.extras.items()}
 
     def take(self, indices):
-        """The sub-batch made of the sequences ``indices`` (in that order)."""
+        """The sub-batch made of the sequences ``indices`` (in that order).
+
+        Parameters
+        ----------
+        indices : array-like of int or of bool
+            Sequence positions (negative ones count from the end) or a mask over the
+            sequences.
+
+        Returns
+        -------
+        sub : SequenceBatch
+        """
         return self.select(indices)[0]
 
     def select(self, indices):
@@ -140,6 +164,12 @@ class SequenceBatch:
 
         A run of consecutive sequences is a view of the token matrix; otherwise the rows are
         copied.
+
+        Parameters
+        ----------
+        indices : array-like of int or of bool
+            Sequence positions (negative ones count from the end) or a mask over the
+            sequences.
 
         Returns
         -------

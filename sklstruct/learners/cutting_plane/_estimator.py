@@ -49,8 +49,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
     Parameters
     ----------
     structure : {"auto"} or structure instance, default="auto"
-        :class:`~sklstruct.structures.MultiClass` for 2-D ``X`` with 1-D ``y``,
-        :class:`~sklstruct.structures.ChainStructure` for sequences.
+        :class:`~sklstruct.MultiClass` for 2-D ``X`` with 1-D ``y``,
+        :class:`~sklstruct.ChainStructure` for sequences.
     C : float, default=1.0
         Weight of the summed structured hinge losses (``LinearSVC`` convention).
     fit_intercept : bool, default=True
@@ -251,6 +251,7 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
         y : list of array-like, or array-like of shape (n_tokens,), default=None
             The labels (required unless ``X`` is a ``ShardedSequences``).
         lengths : array-like of shape (n_sequences,), default=None
+            Sequence lengths when ``X`` is flat.
         sample_weight : array-like of shape (n_sequences,) or (n_tokens,), default=None
             Per-sequence weights ``s_i``: the objective becomes
             ``1/2 ||w||^2 + C sum_i s_i H_i(w)`` (an integer weight equals repeating the
@@ -261,8 +262,8 @@ class StructSVMCuttingPlane(BaseStructuredClassifier):
             :meth:`score` takes either form.
         sequence_ids : array-like of shape (n_tokens,), default=None
             Instead of ``lengths``: one identifier per row of a flat ``X``, the same for the
-            consecutive tokens of a sequence; they pass through cross-validation (see
-            :meth:`BaseStructuredClassifier.fit`).
+            consecutive tokens of a sequence (:func:`~sklstruct.utils.lengths_to_groups`
+            gives them); unlike ``lengths`` they pass through cross-validation.
 
         Returns
         -------

@@ -381,7 +381,15 @@ class ShardedSequences:
 
     # ------------------------------------------------------------------ state
     def summaries(self):
-        """Per shard: ``(n_features, labels, counts, total weight)``."""
+        """What each shard holds, for the set-up of a fit.
+
+        Returns
+        -------
+        summaries : list of tuple
+            Per shard, ``(n_features, labels, counts, total_weight)``: the columns of its
+            token matrix, its distinct token labels (ndarray) and their counts (ndarray),
+            and the sum of its sequences' weights (float).
+        """
         return self._call("summary")
 
     def stats(self):
