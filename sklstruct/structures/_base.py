@@ -49,6 +49,17 @@ class BaseStructure(BaseEstimator):
     :meth:`marginals` (the exp-oracle: exponentiated gradient, excessive gap). Optionally it
     gives compiled per-example kernels (:meth:`example_kernels`) for the learners' compiled
     passes, and :meth:`pairwise_count_blocks` for the exp-oracle learners' bounds.
+
+    Attributes
+    ----------
+    n_features_ : int
+        The number of token features, set by :meth:`bind` (a fit binds a copy of the
+        structure to its data: the estimator's ``structure_``).
+    n_states_ : int
+        The number of states (classes), set by :meth:`bind`.
+    loss_weights_ : ndarray of shape (n_states_,)
+        The per-state weights of the Hamming loss (from ``class_weight``; ones without),
+        set by :meth:`bind`.
     """
 
     # whether every example is a single token (the multiclass form: an intercept feature,

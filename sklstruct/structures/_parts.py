@@ -27,6 +27,17 @@ class PartsStructure(BaseStructure):
     batch. It gets :meth:`sentence_lengths` and, for a loss that decomposes over the rows,
     the margin-rescaled max-oracle as decoding on loss-shifted scores
     (:meth:`_shifted_loss_augmented_decode`).
+
+    Attributes
+    ----------
+    n_features_ : int
+        The number of token features, set by :meth:`bind` (a fit binds a copy of the
+        structure to its data: the estimator's ``structure_``).
+    n_states_ : int
+        The number of states (classes), set by :meth:`bind`.
+    loss_weights_ : ndarray of shape (n_states_,)
+        The per-state weights of the Hamming loss (from ``class_weight``; ones without),
+        set by :meth:`bind`.
     """
 
     # "a sentence of n <unit> has <formula> <part> rows", in messages

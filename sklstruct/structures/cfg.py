@@ -70,6 +70,17 @@ class ConstituencyTree(PartsStructure):
     loss_type : {"brackets", "zero_one"}, default="brackets"
     loss_scale : float, default=1.0
         Positive factor of the loss.
+
+    Attributes
+    ----------
+    n_features_ : int
+        The number of token features, set by :meth:`bind` (a fit binds a copy of the
+        structure to its data: the estimator's ``structure_``).
+    n_states_ : int
+        The number of states (classes), set by :meth:`bind`.
+    loss_weights_ : ndarray of shape (n_states_,)
+        The per-state weights of the Hamming loss (from ``class_weight``; ones without),
+        set by :meth:`bind`.
     """
 
     def __init__(self, grammar=None, *, label_brackets=None, loss_type="brackets",

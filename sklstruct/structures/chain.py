@@ -38,6 +38,17 @@ class ChainStructure(BaseStructure):
         are ignored if it weighs every label the data have, else a ``ValueError`` (as in
         scikit-learn); labels it leaves out weigh one. Slack rescaling needs weights that
         are integer multiples of a common unit (e.g. 0.5, 1, 2).
+
+    Attributes
+    ----------
+    n_features_ : int
+        The number of token features, set by :meth:`bind` (a fit binds a copy of the
+        structure to its data: the estimator's ``structure_``).
+    n_states_ : int
+        The number of states (classes), set by :meth:`bind`.
+    loss_weights_ : ndarray of shape (n_states_,)
+        The per-state weights of the Hamming loss (from ``class_weight``; ones without),
+        set by :meth:`bind`.
     """
 
     def __init__(self, *, start_end=True, class_weight=None):

@@ -47,6 +47,17 @@ class DependencyTree(PartsStructure):
         Predict projective trees (Eisner) or any tree (Chu-Liu-Edmonds).
     single_root : bool, default=False
         Attach exactly one token to the root.
+
+    Attributes
+    ----------
+    n_features_ : int
+        The number of token features, set by :meth:`bind` (a fit binds a copy of the
+        structure to its data: the estimator's ``structure_``).
+    n_states_ : int
+        The number of states (classes), set by :meth:`bind`.
+    loss_weights_ : ndarray of shape (n_states_,)
+        The per-state weights of the Hamming loss (from ``class_weight``; ones without),
+        set by :meth:`bind`.
     """
 
     def __init__(self, *, projective=True, single_root=False):

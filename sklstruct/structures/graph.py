@@ -431,6 +431,22 @@ class GraphStructure(PairwiseGraphBase):
         TRW-S iterations per graph.
     class_weight : dict, 'balanced', array-like or None, default=None
         Per-class weights of the Hamming loss.
+
+    Attributes
+    ----------
+    n_features_ : int
+        The number of token features, set by :meth:`bind` (a fit binds a copy of the
+        structure to its data: the estimator's ``structure_``).
+    n_states_ : int
+        The number of states (classes), set by :meth:`bind`.
+    loss_weights_ : ndarray of shape (n_states_,)
+        The per-state weights of the Hamming loss (from ``class_weight``; ones without),
+        set by :meth:`bind`.
+    edge_features_ : bool
+        Whether the training graphs had edge features, set by :meth:`bind_batch`.
+    n_edge_features_ : int
+        The number of edge features (1 without): the pairwise block holds one
+        ``n_states_ x n_states_`` matrix per edge feature.
     """
 
     input_form = "graphs"
@@ -517,6 +533,21 @@ class TreeStructure(GraphStructure):
         Whether the interaction matrices are asymmetric.
     class_weight : dict, 'balanced', array-like or None, default=None
         Per-class weights of the Hamming loss.
+
+    Attributes
+    ----------
+    n_features_ : int
+        The number of token features, set by :meth:`bind` (a fit binds a copy of the
+        structure to its data: the estimator's ``structure_``).
+    n_states_ : int
+        The number of states (classes), set by :meth:`bind`.
+    loss_weights_ : ndarray of shape (n_states_,)
+        The per-state weights of the Hamming loss (from ``class_weight``; ones without),
+        set by :meth:`bind`.
+    edge_features_ : bool
+        Whether the training trees had edge features, set by :meth:`bind_batch`.
+    n_edge_features_ : int
+        The number of edge features (1 without).
     """
 
     def __init__(self, *, directed=True, class_weight=None):

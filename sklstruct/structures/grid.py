@@ -48,6 +48,17 @@ class GridStructure(LatticeStructure):
     class_weight : dict, 'balanced', array-like or None, default=None
         Per-class weights of the Hamming loss (a dict's labels that the training data lack
         are ignored if it weighs every label the data have, else a ``ValueError``).
+
+    Attributes
+    ----------
+    n_features_ : int
+        The number of token features, set by :meth:`bind` (a fit binds a copy of the
+        structure to its data: the estimator's ``structure_``).
+    n_states_ : int
+        The number of states (classes), set by :meth:`bind`.
+    loss_weights_ : ndarray of shape (n_states_,)
+        The per-state weights of the Hamming loss (from ``class_weight``; ones without),
+        set by :meth:`bind`.
     """
 
     n_axes = 2

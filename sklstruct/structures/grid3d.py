@@ -54,6 +54,17 @@ class Grid3DStructure(LatticeStructure):
         Per-class weights of the Hamming loss (a dict's labels that the training data lack
         are ignored if it weighs every label the data have, else a ``ValueError``).
 
+    Attributes
+    ----------
+    n_features_ : int
+        The number of token features, set by :meth:`bind` (a fit binds a copy of the
+        structure to its data: the estimator's ``structure_``).
+    n_states_ : int
+        The number of states (classes), set by :meth:`bind`.
+    loss_weights_ : ndarray of shape (n_states_,)
+        The per-state weights of the Hamming loss (from ``class_weight``; ones without),
+        set by :meth:`bind`.
+
     Examples
     --------
     >>> from sklstruct import Grid3DStructure, M3NSimplicialDecomposition

@@ -25,6 +25,17 @@ class MultiClass(BaseStructure):
         ``class_weight[c]`` in the loss ``Delta`` (not a re-weighting of samples). A dict's
         labels that the training data lack are ignored if it weighs every label the data
         have, else a ``ValueError``, as in scikit-learn.
+
+    Attributes
+    ----------
+    n_features_ : int
+        The number of token features, set by :meth:`bind` (a fit binds a copy of the
+        structure to its data: the estimator's ``structure_``).
+    n_states_ : int
+        The number of states (classes), set by :meth:`bind`.
+    loss_weights_ : ndarray of shape (n_states_,)
+        The per-state weights of the Hamming loss (from ``class_weight``; ones without),
+        set by :meth:`bind`.
     """
 
     one_token_per_example = True

@@ -183,8 +183,9 @@ class MultiLabelStructure(PairwiseGraphBase):
     ``pairs``:
 
     - ``"independent"``: no interactions (one binary SVM per label, jointly regularised);
-    - ``"tree"``: the Chow-Liu tree of the training labels (:func:`~sklstruct.structures.chow_liu_tree`, the
-      maximum spanning tree of their mutual information); inference is exact belief
+    - ``"tree"``: the Chow-Liu tree of the training labels
+      (:func:`~sklstruct.structures.chow_liu_tree`, the maximum spanning tree of their
+      mutual information); inference is exact belief
       propagation, marginals included;
     - ``"full"``: every pair; exact by enumeration up to ``max_enumeration`` labellings
       (``2 ** 16`` by default, 16 labels), beyond that a minimum cut where the learned
@@ -203,7 +204,8 @@ default="tree"
         (``pairs`` must be left at its default) and the loss is the hierarchical loss of
         ``hierarchy_loss``.
     hierarchy_loss : {"sibling", "subtree", "hamming"}, default="sibling"
-        The per-label loss weights with a hierarchy (:func:`~sklstruct.structures.hierarchy_loss_weights`).
+        The per-label loss weights with a hierarchy
+        (:func:`~sklstruct.structures.hierarchy_loss_weights`).
     label_weights : array-like of shape (n_labels,), default=None
         Per-label weights of the Hamming loss (without a hierarchy); ones by default.
     inference : {"auto", "exact", "trws"}, default="auto"
@@ -215,6 +217,24 @@ default="tree"
         TRW-S iterations.
     smoothing : float, default=1.0
         Pseudo-count of the co-occurrence tables of ``pairs="tree"``.
+
+    Attributes
+    ----------
+    n_features_ : int
+        The number of token features, set by :meth:`bind` (a fit binds a copy of the
+        structure to its data: the estimator's ``structure_``).
+    n_states_ : int
+        The number of states (classes), set by :meth:`bind`.
+    loss_weights_ : ndarray of shape (n_states_,)
+        The per-state weights of the Hamming loss (from ``class_weight``; ones without),
+        set by :meth:`bind`.
+    n_labels_ : int
+        The number of labels, set by :meth:`bind_batch`.
+    label_pairs_ : ndarray of shape (n_label_pairs, 2)
+        The label pairs with an interaction (the edges of the label graph), in the order of
+        the estimator's ``pairwise_``, set by :meth:`bind_batch`.
+    label_loss_weights_ : ndarray of shape (n_labels_,)
+        The per-label weights of the loss (``label_weights``, or the hierarchy's).
     """
 
     input_form = "multilabel"
