@@ -326,12 +326,17 @@ class BaseStructuredClassifier(InputMixin, PredictionMixin, ClassifierMixin, Bas
         other fitted attributes (``history_``, ``n_iter_``...) on ``self``.
         """
 
+    def _progress_label(self):
+        """The name of this estimator in its warnings and verbose lines: its class, or the
+        role a parser gave it (``"DependencyParser's arc M3NSimplicialDecomposition"``)."""
+        return self.__dict__.get("_progress_name", type(self).__name__)
+
     def _certificate(self, unit="pass", extra_fields=(), max_iter=None):
         """The progress record of a fit with this estimator's stopping settings, verbosity and
         callback; ``max_iter`` overrides the parameter (a learner whose default budget depends
         on its solver). (A preliminary inner fit, such as ``L1M3N``'s default radius, builds
         its own record, without the callback and the printing.)"""
-        return Certificate(type(self).__name__, tol=self.tol,
+        return Certificate(self._progress_label(), tol=self.tol,
                            max_iter=self.max_iter if max_iter is None else max_iter,
                            max_time=getattr(self, "max_time", None), verbose=self.verbose,
                            callback=getattr(self, "callback", None), model_at=self._model_at,

@@ -172,11 +172,27 @@ def test_a_learners_own_C_is_named_as_unused(treebank):
     """The parser sets its learner's C: a learner given another C (as a search over
     learner__C gives it) changed nothing, without a word."""
     (X, y), _ = treebank
-    with pytest.warns(UserWarning, match="learner's C=5.0 is not used"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         _fit(DependencyParser(learner=M3NSimplicialDecomposition(C=5.0)), X[:10], y[:10])
+    # once per fit, though the parser trains two learners (arcs and relations)
+    assert sum("learner's C=5.0 is not used" in str(w.message) for w in caught) == 1
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*learner's C")
         _fit(DependencyParser(learner=M3NSimplicialDecomposition()), X[:10], y[:10])
+
+
+def test_the_learners_warnings_and_lines_name_their_role(treebank, capsys):
+    (X, y), _ = treebank
+    parser = DependencyParser(learner=M3NSimplicialDecomposition(max_iter=1, verbose=2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        parser.fit(X[:10], y[:10])
+    messages, out = [str(w.message) for w in caught], capsys.readouterr().out
+    for role in ("arc", "relation"):
+        name = f"DependencyParser's {role} M3NSimplicialDecomposition"
+        assert any(m.startswith(f"{name} did not reach") for m in messages), messages
+        assert f"[{name}]" in out
 
 
 def test_a_learner_without_structure_is_refused(treebank):

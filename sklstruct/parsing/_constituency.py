@@ -257,6 +257,7 @@ class ConstituencyParser(PartsParser, _TreeParser):
         staged = clone(self)
         X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
         X, tokens, trees = staged._training_data(X, y)
+        staged._warn_unused_learner_C()
         if max(len(words) for words, _ in tokens) < 3:
             raise ValueError("ConstituencyParser needs a training sentence of three words or "
                              "more (shorter ones have no span off their trees).")
@@ -266,7 +267,7 @@ class ConstituencyParser(PartsParser, _TreeParser):
         staged.features_, rows, n_rows = staged._fit_features(SpanFeatures(), X, trees)
         structure = ConstituencyTree(grammar.grammar, label_brackets=grammar.label_brackets,
                                      loss_type=self.loss)
-        staged.learner_ = staged._fit_parts(rows, states, n_rows, structure, weights)
+        staged.learner_ = staged._fit_parts(rows, states, n_rows, structure, weights, "span")
         self.__dict__.update({k: v for k, v in vars(staged).items() if k.endswith("_")})
         return self
 

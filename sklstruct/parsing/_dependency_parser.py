@@ -153,6 +153,7 @@ class DependencyParser(PartsParser):
         self : DependencyParser
         """
         self._validate_params()
+        self._warn_unused_learner_C()
         X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
         lengths = self._lengths(X)
         heads, relations = split_trees(y, lengths=lengths)
@@ -177,11 +178,11 @@ class DependencyParser(PartsParser):
                              "learn; train on sentences of two tokens or more.")
         labels = np.zeros(rows.shape[0], dtype=np.int64)
         labels[arcs] = 1 if states is None else states
-        learner = self._fit_parts(rows, labels, n_rows, self._structure(), weights)
+        learner = self._fit_parts(rows, labels, n_rows, self._structure(), weights, "arc")
         relation_learner = None
         if relations is not None and self.relations == "separate" \
                 and relation_names.shape[0] > 1:
-            relation_learner = self._learner_for("auto")
+            relation_learner = self._learner_for("auto", "relation")
             relation_learner.fit(rows[arcs], relation_names[relation_codes],
                                  **({} if weights is None else
                                     {"sample_weight": np.repeat(weights, lengths)}))

@@ -72,26 +72,32 @@ class PartsParser(BaseEstimator):
         tags.target_tags.required = True  # (their trees)
         return tags
 
-    def _learner_for(self, structure):
+    def _learner_for(self, structure, role):
         """A clone of the learner with the parser's ``C``, ``structure`` and (when not None)
-        ``random_state``."""
+        ``random_state``; its warnings and verbose lines name it as the parser's ``role``
+        learner (a parser may train two)."""
         learner = default_learner() if self.learner is None else clone(self.learner)
         params = learner.get_params(deep=False)
-        default_C = inspect.signature(type(learner).__init__).parameters.get("C")
-        if self.learner is not None and default_C is not None \
-                and params.get("C", default_C.default) != default_C.default:
-            # (e.g. a search over learner__C, which would change nothing)
-            warn_user(f"{type(self).__name__} sets its learner's C to its own (C="
-                      f"{self.C}); the learner's C={params['C']!r} is not used. Set the "
-                      "parser's C (in a search: the parameter \"C\", not "
-                      "\"learner__C\").", UserWarning)
         if "structure" not in params:
             raise TypeError(f"learner must be a sklstruct estimator with a structure "
                             f"parameter (StructSVMCuttingPlane, M3NSimplicialDecomposition, "
                             f"...); got {type(self.learner).__name__}.")
         if self.random_state is not None and "random_state" in params:
             learner.set_params(random_state=self.random_state)
+        learner._progress_name = f"{type(self).__name__}'s {role} {type(learner).__name__}"
         return learner.set_params(C=self.C, structure=structure)
+
+    def _warn_unused_learner_C(self):
+        """Warn (once per fit) when the learner has a ``C`` of its own, which the parser
+        replaces by its ``C`` (e.g. a search over ``learner__C``, which changes nothing)."""
+        if self.learner is None:
+            return
+        default_C = inspect.signature(type(self.learner).__init__).parameters.get("C")
+        C = self.learner.get_params(deep=False).get("C")
+        if default_C is not None and C != default_C.default:
+            warn_user(f"{type(self).__name__} sets its learner's C to its own (C="
+                      f"{self.C}); the learner's C={C!r} is not used. Set the parser's C (in "
+                      "a search: the parameter \"C\", not \"learner__C\").", UserWarning)
 
     def _fit_features(self, default, X, y):
         """The fitted feature extractor (a clone of ``features``, or ``default``) and the
@@ -101,10 +107,10 @@ class PartsParser(BaseEstimator):
         rows, n_rows = features.transform_flat(X)
         return features, rows, np.asarray(n_rows, dtype=np.int64)
 
-    def _fit_parts(self, rows, states, n_rows, structure, sample_weight=None):
+    def _fit_parts(self, rows, states, n_rows, structure, sample_weight=None, role="tree"):
         """A clone of the learner fitted with ``structure`` on the part rows (with one weight
         per sentence, when given)."""
-        learner = self._learner_for(structure)
+        learner = self._learner_for(structure, role)
         learner.fit(rows, states, lengths=np.asarray(n_rows, dtype=np.int64),
                     **({} if sample_weight is None else {"sample_weight": sample_weight}))
         return learner

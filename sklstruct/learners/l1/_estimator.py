@@ -275,7 +275,7 @@ class L1M3N(BaseStructuredClassifier):
         4 iterations, where P1's optimum has about 200 non-zero weights.)"""
         # (within the fit's max_time: the subgradient steps' certificate, started before,
         # counts this time too)
-        certificate = Certificate(type(self).__name__, tol=float(self.tol),
+        certificate = Certificate(self._progress_label(), tol=float(self.tol),
                                   max_iter=DEFAULT_MAX_ITER["em"], max_time=self.max_time,
                                   unit="iteration", extra_fields=("n_nonzero", "C_P1"))
         with warnings.catch_warnings():
