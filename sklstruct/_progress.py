@@ -181,9 +181,16 @@ class Certificate:
         if warn and self.stop_reason in (None, "max_time"):
             what = what or f"a relative duality gap of {self.tol}"
             units = self.unit + ("es" if self.unit.endswith("s") else "s")
-            budget = f"{self.max_time} s (max_time)" if self.stop_reason == "max_time" \
-                else f"{n_iter} {units}"
-            warn_user(f"{self.name} did not reach {what} in {budget}.", ConvergenceWarning)
+            if self.stop_reason == "max_time":
+                budget, remedy = f"{self.max_time} s (max_time)", "raise max_time"
+            else:
+                budget, remedy = f"{n_iter} {units}", "raise max_iter"
+            reached = ""
+            gaps, primals = self.rows["gap"], self.rows["primal"]
+            if gaps and np.isfinite(gaps[-1]) and primals[-1]:
+                reached = f" (its last certified relative gap is {gaps[-1] / abs(primals[-1]):.3g})"
+            warn_user(f"{self.name} did not reach {what} in {budget}{reached}; {remedy} or "
+                      "loosen tol.", ConvergenceWarning)
 
 
 class CheckSchedule:
