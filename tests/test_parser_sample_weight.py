@@ -246,3 +246,25 @@ def test_dependency_parser_objective_is_the_certified_primal(relations):
             parser.objective(X[:1], [(y[0][0], np.array(["??"] * len(y[0][0])))])
         with pytest.raises(ValueError, match="give \\(heads, relations\\) pairs"):
             parser.objective(X, [heads for heads, _ in y])
+
+
+def test_errors_name_sentences_by_their_position_whatever_the_weights():
+    """Sentences of weight 0 are left out of a fit, but after every sentence is checked:
+    an error names the caller's position (it named the position among the kept ones)."""
+    from sklstruct.parsing import PCFGParser
+
+    X, y = _treebank(12, seed=0)
+    heads = np.asarray(y[10][0]).copy()
+    heads[0] = 99
+    y[10] = (heads, y[10][1])
+    weights = np.ones(12)
+    weights[:3] = 0
+    for sample_weight in (None, weights):
+        with pytest.raises(ValueError, match=r"y\[10\] has heads outside"):
+            DependencyParser().fit(X, y, sample_weight=sample_weight)
+    Xc, yc = toy_treebank(12, seed=5)
+    yc[10] = yc[9] if len(Xc[9]) != len(Xc[10]) else yc[11]
+    for parser in (ConstituencyParser(), PCFGParser()):
+        for sample_weight in (None, weights):
+            with pytest.raises(ValueError, match=r"y\[10\] does not span the sentence X\[10\]"):
+                parser.fit(Xc, yc, sample_weight=sample_weight)

@@ -34,13 +34,21 @@ class _TreeParser(BaseEstimator):
         the trees, each counted with its weight in ``tree_weights`` when given."""
         self._validate_params()
         X = check_sentences(X)
+        if not X:
+            raise ValueError(f"{type(self).__name__} needs at least one sentence to fit.")
+        tokens, trees = self._checked_pairs(X, y)
+        self.grammar_ = TreeGrammar(trees, self.horizontal, self.vertical,
+                                    weights=tree_weights)
+        return X, tokens, trees
+
+    def _checked_pairs(self, X, y):
+        """``(tokens, trees)``: every sentence's ``(words, tags)`` and its tree, checked to
+        span its words."""
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y, the trees of the sentences.")
         y = check_sentences(y, "y")
         if len(X) != len(y):
             raise ValueError(f"X has {len(X)} sentences and y {len(y)} trees.")
-        if not X:
-            raise ValueError(f"{type(self).__name__} needs at least one sentence to fit.")
         tokens, trees = [], []
         for i, (sentence, tree) in enumerate(zip(X, y)):
             words, tags = sentence_tokens(sentence, f"X[{i}]")
@@ -52,9 +60,7 @@ class _TreeParser(BaseEstimator):
                                  f"{tree_words(tree)!r}, the sentence's {words!r}.")
             tokens.append((words, tags))
             trees.append(tree)
-        self.grammar_ = TreeGrammar(trees, self.horizontal, self.vertical,
-                                    weights=tree_weights)
-        return X, tokens, trees
+        return tokens, trees
 
     def _format(self, trees):
         """Trees in the ``output`` form (empty sentences: ``()``, ``""`` or an empty
@@ -255,7 +261,8 @@ class ConstituencyParser(PartsParser, _TreeParser):
         self : ConstituencyParser
         """
         staged = clone(self)
-        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
+        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight,
+                                           check=staged._checked_pairs)
         X, tokens, trees = staged._training_data(X, y)
         staged._warn_unused_learner_C()
         if max(len(words) for words, _ in tokens) < 3:
@@ -324,7 +331,8 @@ class ConstituencyParser(PartsParser, _TreeParser):
         objective : float
         """
         check_is_fitted(self, "learner_")
-        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
+        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight,
+                                           check=self._checked_pairs)
         y = check_sentences(y, "y")  # (X is a list already)
         tokens = [sentence_tokens(sentence, f"X[{i}]") for i, sentence in enumerate(X)]
         states = []
@@ -400,7 +408,8 @@ class PCFGParser(_TreeParser):
         self : PCFGParser
         """
         staged = clone(self)
-        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
+        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight,
+                                           check=staged._checked_pairs)
         _, tokens, _ = staged._training_data(X, y, tree_weights=weights)
         _require_tags(tokens)
         g = staged.grammar_

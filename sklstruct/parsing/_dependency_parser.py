@@ -129,6 +129,14 @@ class DependencyParser(PartsParser):
     def _structure(self):
         return DependencyTree(projective=self.projective, single_root=self.single_root)
 
+    def _check_trees(self, X, y, single_root=None):
+        """Raise the ``ValueError`` of a sentence without a tree of its words in ``y``."""
+        lengths = self._lengths(X)
+        heads, _ = split_trees(y, lengths=lengths)
+        all_heads = np.concatenate(heads) if heads else np.zeros(0, dtype=np.int64)
+        check_heads(all_heads, lengths,
+                    single_root=self.single_root if single_root is None else single_root)
+
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, sample_weight=None):
         """Train the parser.
@@ -154,7 +162,8 @@ class DependencyParser(PartsParser):
         """
         self._validate_params()
         self._warn_unused_learner_C()
-        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
+        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight,
+                                           check=self._check_trees)
         lengths = self._lengths(X)
         heads, relations = split_trees(y, lengths=lengths)
         if np.any(lengths == 0):
@@ -212,13 +221,16 @@ class DependencyParser(PartsParser):
         objective : float
         """
         check_is_fitted(self, "learner_")
-        X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight)
+        single_root = self.learner_.structure_.single_root
+        X, y, weights = weighted_sentences(
+            check_sentences(X), y, sample_weight,
+            check=lambda X, y: self._check_trees(X, y, single_root))
         lengths = self._lengths(X)
         heads, relations = split_trees(y, lengths=lengths)
         all_heads = np.concatenate(heads) if heads else np.zeros(0, dtype=np.int64)
         # (the fitted model's settings, not the parameters: set_params after fit changes
         # nothing until the next fit)
-        check_heads(all_heads, lengths, single_root=self.learner_.structure_.single_root)
+        check_heads(all_heads, lengths, single_root=single_root)
         states = None
         if self.relation_learner_ is None and self.relations_ is not None \
                 and self.relations_.shape[0] > 1:  # ("joint": relations in the arcs' states)

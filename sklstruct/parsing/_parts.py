@@ -25,11 +25,13 @@ def default_learner():
     return M3NSimplicialDecomposition()
 
 
-def weighted_sentences(X, y, sample_weight):
+def weighted_sentences(X, y, sample_weight, check=None):
     """``(X, y, weights)`` of a weighted fit: the sentences of weight 0 left out (as if
     absent: features, grammar and relations included), ``weights`` ``None`` without
     ``sample_weight``. ``X`` is a list; ``y`` of another length is left to the fit's
-    checks."""
+    checks. ``check(X, y)``, when given, validates every sentence and tree before any is
+    left out, so that its errors name them by their positions in the caller's lists (and
+    a broken tree of weight 0 is an error, as scikit-learn validates every sample)."""
     if sample_weight is None:
         return X, y, None
     weights = check_sequence_weights(sample_weight, len(X))  # (finite, >= 0, not all 0)
@@ -38,6 +40,8 @@ def weighted_sentences(X, y, sample_weight):
     y = check_sentences(y, "y")
     if len(y) != len(X):
         return X, y, weights
+    if check is not None:
+        check(X, y)
     kept = np.flatnonzero(weights > 0)
     return [X[i] for i in kept], [y[i] for i in kept], weights[kept]
 
