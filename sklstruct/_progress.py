@@ -77,6 +77,7 @@ class Certificate:
         self.start = time.perf_counter()
         self.stop_reason = None
         self.last_print = None
+        self._last_check, self._last_printed = None, False
         self.n_iter = 0
         self.current_attributes = None
 
@@ -137,10 +138,11 @@ class Certificate:
         """verbose=1: the first and last checks and at most one a second, skipping checks
         that certify nothing (no primal value); verbose=2: every check, with its extras."""
         primal, gap = row["primal"], row["gap"]
+        self._last_check, self._last_printed = (iteration, row, extra, note), False
         if not (self.verbose >= 2 or (self.verbose and (stops or np.isfinite(primal) and (
                 self.last_print is None or row["time"] - self.last_print >= 1.0)))):
             return
-        self.last_print = row["time"]
+        self.last_print, self._last_printed = row["time"], True
         relative = gap / abs(primal) if primal else np.nan
         more = "".join(f"  {name} {value:.4g}" for name, value in extra.items()
                        if self.verbose >= 2)
@@ -160,11 +162,19 @@ class Certificate:
             self.rows[field][-1] = value
         if self.stop_reason is None and primal - dual <= self.tol * abs(primal):
             self.stop_reason = "converged"
+        if self._last_check is not None:  # (verbose: the line of the record as amended)
+            iteration, row, extra, _ = self._last_check
+            row = dict(row, primal=float(primal), dual=float(dual), gap=float(primal - dual))
+            self._print(iteration, row, True, {**extra, **fields}, "amended: the weights "
+                        "returned")
 
     def precision_lost(self, why):
         """Stop the fit with a warning: the learner cannot make progress in floating point."""
         self.stop_reason = "precision"
         warn_user(f"{self.name} stopped early: {why}.", ConvergenceWarning)
+        if self._last_check is not None and not self._last_printed:
+            self._print(*self._last_check[:1], self._last_check[1], True,
+                        *self._last_check[2:])  # (verbose: the last line of the fit)
 
     def history(self):
         """The records as a dict of 1-D float arrays."""

@@ -85,6 +85,31 @@ def test_verbose_is_rate_limited_but_verbose_2_prints_every_check(capsys):
     assert n_quiet <= 2 + quiet.history_["time"][-1] + 1 < n_loud
 
 
+def test_verbose_1_prints_the_record_a_fit_ends_with(capsys):
+    """The last line is the last record: after a stop on lost precision (decided after
+    the check, which verbose=1 may have skipped) and after a record is amended to certify
+    the weights returned (a line for the amended values)."""
+    from sklstruct._progress import Certificate
+
+    certificate = Certificate("Demo", tol=1e-9, max_iter=100, verbose=1)
+    certificate.check(0, 4.0, 1.0, 10)
+    certificate.check(1, 3.0, 1.5, 20)  # (within a second of the first: not printed)
+    with pytest.warns(ConvergenceWarning, match="stopped early"):
+        certificate.precision_lost("no step is representable")
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [LINE.match(line)["count"] for line in lines] == ["0", "1"]
+    certificate.amend_last(2.5, 1.5)
+    line = capsys.readouterr().out.strip()
+    assert float(LINE.match(line)["primal"]) == 2.5 and line.endswith("amended: the "
+                                                                       "weights returned")
+    X, y = make_chain_data(n_sequences=30, seed=0)
+    model = fit_quietly(M3NSimplicialDecomposition(C=1e10, tol=1e-12, verbose=1),
+                        [x * 1e3 for x in X], y)
+    last = LINE.match(capsys.readouterr().out.strip().splitlines()[-1])
+    assert float(last["primal"]) == pytest.approx(model.history_["primal"][-1], rel=1e-5)
+    assert int(last["count"]) == model.n_iter_
+
+
 @pytest.mark.parametrize("model", MODELS, ids=repr)
 def test_callback_stops_the_fit_with_a_certified_model(model):
     X, y = make_chain_data(n_sequences=20, seed=4)
