@@ -118,6 +118,7 @@ def _fitted_model(estimator, caller):
             f"{caller} needs a sklstruct estimator or a Pipeline ending in one; got "
             f"{type(model).__name__}."
         )
+    check_is_fitted(estimator)  # (a pipeline's own NotFittedError, as its predict's)
     check_is_fitted(model)
     return model
 

@@ -8,11 +8,18 @@ lists.
 from collections.abc import Mapping
 
 from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from .preprocessing import SequenceVectorizer
 
 __all__ = ["SequencePipeline", "make_sequence_pipeline"]
+
+
+def _final_step_has(name):
+    """Whether the last step has ``name`` (as scikit-learn's ``Pipeline`` delegates
+    ``predict_proba``): a pipeline ending in a grid model has no ``predict_marginals``."""
+    return lambda pipeline: hasattr(pipeline.steps[-1][1], name)
 
 
 class SequencePipeline(Pipeline):
@@ -138,10 +145,12 @@ class SequencePipeline(Pipeline):
         return _in_input_form(super().predict(X, **params), X)
 
     def _final_input(self, X):
+        check_is_fitted(self)  # (the pipeline's NotFittedError, as predict's)
         for _, _, transformer in self._iter(with_final=False):
             X = transformer.transform(X)
         return X
 
+    @available_if(_final_step_has("predict_marginals"))
     def predict_marginals(self, X, **params):
         """The last step's ``predict_marginals`` (temperature 1) on the transformed ``X``.
 
@@ -158,6 +167,7 @@ class SequencePipeline(Pipeline):
         """
         return self.steps[-1][1].predict_marginals(self._final_input(X), **params)
 
+    @available_if(_final_step_has("predict_topk"))
     def predict_topk(self, X, k=5, **params):
         """The ``k`` best labellings of each sequence and their scores: the last step's
         ``predict_topk`` on the transformed ``X``.
@@ -182,6 +192,7 @@ class SequencePipeline(Pipeline):
             labels = [rows.tolist() for rows in labels]
         return labels, scores
 
+    @available_if(_final_step_has("sequence_confidence"))
     def sequence_confidence(self, X, **params):
         """The last step's ``sequence_confidence`` on the transformed ``X``.
 
@@ -198,6 +209,7 @@ class SequencePipeline(Pipeline):
         """
         return self.steps[-1][1].sequence_confidence(self._final_input(X), **params)
 
+    @available_if(_final_step_has("calibrate_temperature"))
     def calibrate_temperature(self, X, y, **params):
         """Calibrate the last step's ``predict_proba`` on held-out data (its
         ``calibrate_temperature`` on the transformed ``X``).

@@ -175,7 +175,7 @@ def test_errors(chain_model, pipeline):
     for function in (state_features, transition_table, start_end_table):
         with pytest.raises(NotFittedError):
             function(StructSVMCuttingPlane())
-        with pytest.raises(NotFittedError):
+        with pytest.raises(NotFittedError, match="This Pipeline instance"):
             function(make_pipeline(SequenceVectorizer(), StructSVMCuttingPlane()))
         with pytest.raises(TypeError, match="needs a sklstruct estimator or a Pipeline"):
             function(LogisticRegression().fit([[0.0], [1.0]], [0, 1]))

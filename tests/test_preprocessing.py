@@ -241,3 +241,17 @@ def test_a_pickle_does_not_keep_the_feature_names_once_read():
     restored = pickle.loads(pickle.dumps(vec))
     assert restored.feature_names_ == names
     assert list(restored.get_feature_names_out()) == [str(name) for name in names]
+
+
+def test_an_unfitted_sequence_pipeline_names_itself_in_every_method():
+    from sklstruct import StructSVMCuttingPlane
+    from sklstruct.pipeline import make_sequence_pipeline
+
+    pipeline = make_sequence_pipeline(StructSVMCuttingPlane())
+    X, y = [[{"w": "a"}, {"w": "b"}]], [["x", "y"]]
+    calls = {"predict": (X,), "predict_proba": (X,), "predict_marginals": (X,),
+             "predict_topk": (X,), "sequence_confidence": (X,), "score": (X, y),
+             "calibrate_temperature": (X, y)}
+    for name, args in calls.items():
+        with pytest.raises(NotFittedError, match="This SequencePipeline instance"):
+            getattr(pipeline, name)(*args)
