@@ -100,7 +100,7 @@ def test_lowercase_and_keys():
 def test_bad_input_is_a_clear_error():
     with pytest.raises(ValueError, match="token 2 of sentence 0 has no 'postag'"):
         ArcFeatures(features_from="all").fit([[{"form": "a", "postag": "X"}, {"form": "b"}]])
-    with pytest.raises(TypeError, match="token 1 of sentence 0 must be a dict"):
+    with pytest.raises(TypeError, match=r"X\[0\]\[0\] \(token 1 of sentence 0\) must be a dict"):
         ArcFeatures(features_from="all").fit([["a", "b"]])
     for value in (float("nan"), 3, None):  # (never turned into a string)
         with pytest.raises(TypeError, match="token 2 of sentence 0: 'form' must be a str"):

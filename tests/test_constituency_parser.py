@@ -135,7 +135,7 @@ def test_trees_that_do_not_fit_are_refused(fitted, toy):
     parser = ConstituencyParser(learner=StructSVMCuttingPlane())
     with pytest.raises(ValueError, match="does not span the sentence"):
         parser.fit([X[0]], [y[1]])
-    with pytest.raises(ValueError, match="2 sentences and y 1 trees"):
+    with pytest.raises(ValueError, match="2 sentences but y has 1 trees"):
         parser.fit(X[:2], y[:1])
     with pytest.raises(ValueError, match="X\\[0\\] is empty"):
         parser.fit([[]], [y[0]])
@@ -452,3 +452,13 @@ def test_parsing_needs_no_nltk(fitted, toy, monkeypatch):
     assert fitted.predict(X_test[:2])
     with pytest.raises(ImportError, match="needs nltk"):
         clone(fitted).set_params(output="nltk").fit(X[:20], y[:20]).predict(X_test[:1])
+
+
+def test_every_parser_asks_for_y_in_scikit_learns_words():
+    from sklstruct.parsing import DependencyParser, PCFGParser
+
+    X, _ = toy_treebank(4, seed=0)
+    for parser in (DependencyParser(), ConstituencyParser(), PCFGParser()):
+        with pytest.raises(ValueError, match="requires y to be passed, but the target y is "
+                                             "None"):
+            parser.fit(X, None)

@@ -152,8 +152,8 @@ class ArcFeatures(PartRowsTransformerMixin, TransformerMixin, BaseEstimator,
                 columns[key].append(_ROOT)
             for j, token in enumerate(sentence):
                 if not isinstance(token, Mapping):
-                    raise TypeError(f"token {j + 1} of sentence {i} must be a dict of its "
-                                    f"columns, got {type(token).__name__}.")
+                    raise TypeError(f"X[{i}][{j}] (token {j + 1} of sentence {i}) must be a "
+                                    f"dict of its columns, got {type(token).__name__}.")
                 for key in keys:
                     if key not in token:
                         raise ValueError(

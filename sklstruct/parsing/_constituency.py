@@ -45,10 +45,11 @@ class _TreeParser(BaseEstimator):
         """``(tokens, trees)``: every sentence's ``(words, tags)`` and its tree, checked to
         span its words."""
         if y is None:
-            raise ValueError(f"{type(self).__name__} requires y, the trees of the sentences.")
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
+                             "is None (y: the trees of the sentences).")
         y = check_sentences(y, "y")
         if len(X) != len(y):
-            raise ValueError(f"X has {len(X)} sentences and y {len(y)} trees.")
+            raise ValueError(f"X has {len(X)} sentences but y has {len(y)} trees.")
         tokens, trees = [], []
         for i, (sentence, tree) in enumerate(zip(X, y)):
             words, tags = sentence_tokens(sentence, f"X[{i}]")
@@ -122,7 +123,7 @@ class _TreeParser(BaseEstimator):
         check_is_fitted(self, "grammar_")
         X, y = check_sentences(X), check_sentences(y, "y")
         if len(X) != len(y):
-            raise ValueError(f"X has {len(X)} sentences and y {len(y)} trees.")
+            raise ValueError(f"X has {len(X)} sentences but y has {len(y)} trees.")
         tokens = [sentence_tokens(sentence, f"X[{i}]") for i, sentence in enumerate(X)]
         predicted = self._parse(X, tokens)
         return bracket_scores([as_tree(tree, f"y[{i}]", allow_empty=True)

@@ -162,6 +162,9 @@ class DependencyParser(PartsParser):
         """
         self._validate_params()
         self._warn_unused_learner_C()
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y "
+                             "is None (y: the trees of the sentences).")
         X, y, weights = weighted_sentences(check_sentences(X), y, sample_weight,
                                            check=self._check_trees)
         lengths = self._lengths(X)
