@@ -192,6 +192,15 @@ def test_a_labelling_that_is_not_a_tree_is_refused():
         structure.pairwise_statistics(batch, bad)
     with pytest.raises(ValueError, match="n \\(n \\+ 1\\) / 2"):
         structure.pairwise_statistics(SequenceBatch(batch.X[:2], np.array([0, 2])), Y[:2])
+    # the compiled kernels too: every span labelled (n (n - 1) / 2 rules for a buffer of
+    # n - 1 entries) wrote past the buffer and corrupted the heap
+    grammar = Grammar(top=[0], bottom=[0], lexical=[True], phrasal=[True], root=[True],
+                      rules=[[0, 0, 0]])
+    rows = 60 * 61 // 2  # (60 words)
+    tree = ConstituencyTree(grammar).bind(4, 2)
+    kernels = tree.example_kernels(SequenceBatch(np.zeros((rows, 4)), np.array([0, rows])))
+    with pytest.raises(ValueError, match="not a tree of the grammar"):
+        kernels.pairwise_statistics_example(0, np.ones(rows, dtype=np.int64))
 
 
 def test_bind_checks_its_configuration():

@@ -160,10 +160,24 @@ cdef class CFGKernels(ExampleKernels):
                                g.top[labels[_span_at(n, k, end)] - 1])
                 if q < 0:
                     continue
+                if count == self.max_pairwise_entries:
+                    return count  # (a labelling that is not a tree; the buffers end here)
                 index[count] = g.rule_index[q]
                 value[count] = 1.0
                 count += 1
         return count
+
+    def pairwise_statistics_example(self, intp_t i, labels):
+        """Dense pairwise statistics (rule counts) of a labelling of example ``i``, which
+        must be a tree of the grammar (``ValueError`` otherwise)."""
+        from sklstruct._inference.cfg import check_span_tree
+
+        lo, length = self._example(i)
+        lab = np.asarray(labels)
+        if lab.shape != (length,) or lab.dtype.kind not in "iu":
+            raise ValueError("labels do not match the example.")
+        check_span_tree(lab.astype(np.int64) - 1, self.n_words[i:i + 1], self.grammar)
+        return ExampleKernels.pairwise_statistics_example(self, i, lab)
 
     cdef double marginals(self, intp_t i, const double* node_pot, const double* pair_pot,
                           double* node_marg, double* pair_marg) noexcept nogil:
