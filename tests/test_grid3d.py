@@ -502,3 +502,19 @@ def test_grid_model_beats_voxel_by_voxel_classification():
     test_X = np.vstack([x.reshape(-1, 3) for x in X[4:]])
     test_y = np.concatenate([m.ravel() for m in y[4:]])
     assert model.score(X[4:], y[4:]) > svc.score(test_X, test_y) + 0.05
+
+
+def test_shapes_whose_product_overflows_are_refused():
+    """9 x 2049638230412172402 wraps to 2 in int64: the shape passed for a volume of two
+    voxels and the compiled cut wrote far outside its workspace (a bus error)."""
+    huge = (9, 2049638230412172402)
+    batch = SequenceBatch(np.zeros((2, 2)), np.array([0, 2]))
+    structure = Grid3DStructure(slice_shape=huge, edge_features="potts").bind(2, 2)
+    with pytest.raises(ValueError, match="more than 2\\*\\*62"):
+        structure.decode(batch, np.zeros((2, 2)), np.zeros(3))
+    with pytest.raises(ValueError, match="more than 2\\*\\*62"):
+        grid3d_map(np.zeros((2, 2)), [1, *huge], np.zeros((2, 3)))
+    sliced = SequenceBatch(np.zeros((2, 2)), np.array([0, 2]), slice_shapes=np.array([huge]))
+    with pytest.raises(ValueError, match="more than 2\\*\\*62"):
+        Grid3DStructure(edge_features="potts").bind(2, 2).decode(sliced, np.zeros((2, 2)),
+                                                                  np.zeros(3))

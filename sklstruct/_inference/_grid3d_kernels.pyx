@@ -9,6 +9,8 @@ and its pairwise statistics are minus the edge features summed over the cut edge
 
 import numpy as np
 
+from sklstruct._inference._validation import shape_products
+
 from libc.stdlib cimport free, malloc
 
 from sklstruct._inference._graph cimport grid3d_cut, grid3d_int_work, grid3d_work
@@ -48,7 +50,8 @@ cdef class Grid3DKernels(ExampleKernels):
         self.shapes = np.ascontiguousarray(shapes, dtype=np.int64)
         n_volumes = self.offsets.shape[0] - 1
         if self.shapes.shape != (n_volumes, 3) or np.any(self.shapes < 1) or np.any(
-                self.shapes.prod(axis=1) != np.diff(self.offsets)):
+                shape_products(self.shapes, "the shape of a volume")
+                != np.diff(self.offsets)):
             raise ValueError("shapes must hold one (n_slices, n_rows, n_cols) per volume, "
                              "each with as many voxels as the volume.")
         if edge_features.shape[0] != self.offsets[n_volumes]:

@@ -40,6 +40,30 @@ def as_int_array(value, name):
     return array
 
 
+def shape_products(shapes, what="a shape"):
+    """The product of every row of ``shapes`` (positive integers), in int64; a product
+    beyond ``2**62``, which int64 arithmetic would wrap (to a small number that can pass
+    for the data's size), is a ``ValueError``.
+
+    Parameters
+    ----------
+    shapes : ndarray of int of shape (n, d)
+    what : str, default="a shape"
+        The name of a row in the error.
+
+    Returns
+    -------
+    products : ndarray of int64 of shape (n,)
+    """
+    shapes = np.asarray(shapes, dtype=np.int64)
+    approximate = shapes.astype(np.float64).prod(axis=1)
+    if np.any(approximate > 2.0 ** 62):
+        bad = int(np.flatnonzero(approximate > 2.0 ** 62)[0])
+        raise ValueError(f"{what} {tuple(int(s) for s in shapes[bad])} holds more than "
+                         "2**62 elements.")
+    return shapes.prod(axis=1)
+
+
 def check_sentence_lengths(lengths, unit="word"):
     """Validate sentence lengths (at least one ``unit`` each) and return them as a
     contiguous int64 array."""

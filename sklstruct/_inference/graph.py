@@ -35,7 +35,7 @@ import scipy.sparse as sp
 
 from . import _graph, _graph_kernels
 from ._validation import (as_float_array, as_int_array, check_n_jobs, run_chunks,
-                          split_into_chunks)
+                          shape_products, split_into_chunks)
 
 __all__ = [
     "check_graph",
@@ -700,8 +700,11 @@ def _check_shapes(shapes, n_voxels):
     if array.dtype.kind not in "iu":
         raise TypeError(f"shapes must hold integers, got dtype {array.dtype}.")
     if array.ndim == 1 and array.shape[0] == 3:
-        size = int(np.prod(array))
-        if np.any(array < 1) or n_voxels % size:
+        if np.any(array < 1):
+            raise ValueError(f"shape {tuple(int(s) for s in array)} must have positive "
+                             "sizes.")
+        size = int(shape_products(array[np.newaxis], "shape")[0])
+        if n_voxels % size:
             raise ValueError(f"shape {tuple(int(s) for s in array)} must have positive sizes "
                              f"and tile the {n_voxels} voxels.")
         array = np.tile(array, (n_voxels // size, 1))
@@ -713,7 +716,10 @@ def _check_shapes(shapes, n_voxels):
         raise ValueError(f"volume {bad} has shape {tuple(int(s) for s in array[bad])}; every "
                          "size must be at least 1.")
     array = np.ascontiguousarray(array, dtype=np.int64)
-    offsets = np.concatenate(([0], np.cumsum(np.prod(array, axis=1)))).astype(np.int64)
+    sizes = shape_products(array, "the shape of a volume")
+    if sizes.astype(np.float64).sum() > 2.0 ** 62:
+        raise ValueError("the volumes of shapes hold more than 2**62 voxels.")
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
     if offsets[-1] != n_voxels:
         raise ValueError(f"the volumes of shapes hold {offsets[-1]} voxels, unary has "
                          f"{n_voxels} rows.")

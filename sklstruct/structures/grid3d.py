@@ -6,6 +6,7 @@ import numbers
 import numpy as np
 
 from .._inference._grid3d_kernels import Grid3DKernels
+from .._inference._validation import shape_products
 from .._inference.graph import grid3d_map
 from ._lattice import LatticeStructure
 
@@ -122,7 +123,9 @@ class Grid3DStructure(LatticeStructure):
                         f"volume {i} has slices of shape {tuple(batch.slice_shapes[i].tolist())} "
                         f"but the structure has slice_shape={tuple(expected.tolist())}.")
             slice_shapes = np.tile(expected, (batch.n_sequences, 1))
-        sizes = slice_shapes.prod(axis=1)
+        if np.any(slice_shapes < 1):
+            raise ValueError("every slice shape must have positive sizes.")
+        sizes = shape_products(slice_shapes, "a slice shape")
         lengths = batch.lengths
         bad = np.flatnonzero(lengths % sizes)
         if bad.size:
