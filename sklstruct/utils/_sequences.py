@@ -572,9 +572,10 @@ def check_sparse_arrays(X, name="X"):
     scipy checks a CSR, CSC or BSR matrix's index pointers and column (row) indices only when
     the matrix is built; arrays changed afterwards (``X.indices[0] = 10**6``) reach its own
     conversions and products unchecked, and so the compiled code, which reads the weights at
-    those indices. Checked: the pointers grow from 0 to at most the stored entries, and the
-    indices (COO: rows and columns) lie in the matrix's shape. O(stored entries); other
-    formats pass.
+    those indices. Checked: the pointers grow from 0 to at most the stored entries, as many
+    values are stored as the pointers use, and the indices (COO: rows and columns, of one
+    length with the values) lie in the matrix's shape. O(stored entries); other formats
+    pass.
     """
     fmt = getattr(X, "format", None)
     if fmt in ("csr", "csc", "bsr"):
@@ -588,12 +589,19 @@ def check_sparse_arrays(X, name="X"):
             raise ValueError(f"{name} is a {fmt.upper()} matrix whose indptr does not grow from "
                              "0 to at most its stored entries (its arrays were changed after "
                              "it was built?).")
+        if np.shape(X.data)[0] < indptr[-1]:
+            raise ValueError(f"{name} is a {fmt.upper()} matrix with {np.shape(X.data)[0]} "
+                             f"stored values for the {int(indptr[-1])} entries of its indptr "
+                             "(its arrays were changed after it was built?).")
         used = indices[:indptr[-1]]
         if used.shape[0] and (used.min() < 0 or used.max() >= n_minor):
             raise ValueError(f"{name} is a {fmt.upper()} matrix with indices outside "
                              f"[0, {n_minor}) (its arrays were changed after it was built?): "
                              f"min {int(used.min())}, max {int(used.max())}.")
-    elif fmt == "coo" and X.nnz:
+    elif fmt == "coo" and (X.row.shape[0] or X.col.shape[0] or np.shape(X.data)[0]):
+        if not X.row.shape[0] == X.col.shape[0] == np.shape(X.data)[0]:
+            raise ValueError(f"{name} is a COO matrix whose rows, columns and values differ "
+                             "in length (its arrays were changed after it was built?).")
         for axis, index in enumerate((X.row, X.col)):
             if index.min() < 0 or index.max() >= X.shape[axis]:
                 raise ValueError(f"{name} is a COO matrix with {('row', 'column')[axis]} "
