@@ -147,3 +147,15 @@ def test_a_failed_fit_leaves_the_last_fits_features(monkeypatch):
         spans.fit([["cats", "sleep"]])  # (untagged: other vocabulary and tagged_)
     assert vars(spans).keys() == state.keys()
     assert spans.vocabulary_ is state["vocabulary_"] and spans.tagged_ is True
+
+
+def test_gold_arcs_must_form_trees():
+    """A token headed by itself (or a cycle) gave arcs of no tree, silently."""
+    from sklstruct.datasets import make_dependency_treebank
+
+    treebank = make_dependency_treebank(5, random_state=0)
+    heads = [np.asarray(h).copy() for h in treebank.heads]
+    heads[2][1] = 2
+    with pytest.raises(ValueError, match="sentence 2 are not a tree: token 2 is its own head"):
+        ArcFeatures(features_from="gold").fit(treebank.sentences, heads)
+    ArcFeatures(features_from="gold").fit(treebank.sentences, treebank.heads)

@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from .._inference.dependency import check_heads
 from ..structures.dependency import DependencyTree
 from . import _arc_features_fast as _fast
 from ._dependency_targets import split_trees
@@ -280,6 +281,9 @@ def _codes(values):
 
 
 def _gold_heads(y, lengths):
-    """The heads of the trees ``y``, concatenated, checked against the sentence lengths."""
+    """The heads of the trees ``y``, concatenated, checked to form a tree of every sentence
+    (a token headed by itself or a cycle would give arcs of no tree)."""
     heads, _ = split_trees(y, lengths=lengths)
-    return np.concatenate(heads).astype(np.int64) if heads else np.zeros(0, dtype=np.int64)
+    heads = np.concatenate(heads).astype(np.int64) if heads else np.zeros(0, dtype=np.int64)
+    check_heads(heads, lengths[lengths > 0])  # (an empty sentence has no heads)
+    return heads
