@@ -327,6 +327,11 @@ def test_viterbi_sparse_bad_input():
     bad.indices[0] = 99
     with pytest.raises(ValueError, match="column index out of range"):
         chain.viterbi_sparse(bad, weights, offsets, transition)
+    bad = X.copy()  # (an int64 index that int32 would wrap into range)
+    bad.indices = bad.indices.astype(np.int64)
+    bad.indices[0] = -2**32 + 1
+    with pytest.raises(ValueError, match="column index out of range"):
+        chain.viterbi_sparse(bad, weights, offsets, transition)
     with pytest.raises(ValueError, match="NaN"):
         chain.viterbi_sparse(X, np.where(weights > 1, np.nan, weights), offsets, transition)
     with pytest.raises(ValueError, match="offsets must end"):

@@ -356,14 +356,16 @@ def _check_csr_product(X, weights, check_finite):
     indptr = np.ascontiguousarray(X.indptr, dtype=np.int64)
     if n_features > np.iinfo(np.int32).max:
         raise ValueError("X has more than 2**31 - 1 columns.")
-    indices = np.ascontiguousarray(X.indices, dtype=np.int32)
-    data = np.ascontiguousarray(X.data, dtype=np.float64)
+    raw_indices = np.asarray(X.indices)
     if indptr.shape[0] != n_tokens + 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0) \
-            or indptr[-1] > min(indices.shape[0], data.shape[0]):
+            or indptr[-1] > min(raw_indices.shape[0], np.shape(X.data)[0]):
         raise ValueError("X is not a valid CSR matrix (its row pointers).")
     stored = int(indptr[-1])
-    if stored and (indices[:stored].min() < 0 or indices[:stored].max() >= n_features):
+    # (checked before the indices are narrowed to int32, which would wrap -2**32 + 5 to 5)
+    if stored and (raw_indices[:stored].min() < 0 or raw_indices[:stored].max() >= n_features):
         raise ValueError("X is not a valid CSR matrix (a column index out of range).")
+    indices = np.ascontiguousarray(raw_indices, dtype=np.int32)
+    data = np.ascontiguousarray(X.data, dtype=np.float64)
     if check_finite and not (np.isfinite(weights).all() and np.isfinite(data).all()):
         raise ValueError("X and weights must not contain NaN or infinite values.")
     return indptr, indices, data, weights
