@@ -531,3 +531,17 @@ def _bad_calls():
 def test_bad_input_is_refused(name, function, args, kwargs, error, match):
     with pytest.raises(error, match=match):
         function(*args, **kwargs)
+
+
+def test_lengths_whose_span_counts_overflow_are_refused():
+    """Eight sentences of 2**62 words counted 0 span rows in int64: the chart was
+    allocated empty and the CKY wrote past it (a segfault)."""
+    from sklstruct._inference import cfg as cfg_kernels
+    from sklstruct.structures import Grammar
+
+    grammar = Grammar(top=[0, 1], bottom=[0, 1], lexical=[True, True],
+                      phrasal=[True, True], root=[True, True], rules=[[0, 0, 0]])
+    with pytest.raises(ValueError, match="more than 2\\*\\*31 - 1"):
+        cfg_kernels.cky_decode(np.zeros((1, 2)), [2**62] * 8 + [1], grammar)
+    with pytest.raises(ValueError, match="more than 2\\*\\*62 spans"):
+        cfg_kernels.span_offsets([2**30] * 9)

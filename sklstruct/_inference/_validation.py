@@ -75,6 +75,11 @@ def check_sentence_lengths(lengths, unit="word"):
         what = "is empty" if array[first] == 0 else f"has length {int(array[first])}"
         raise ValueError(f"sentence {first} {what}; every sentence needs at least one "
                          f"{unit}.")
+    if array.shape[0] and array.max() > 2**31 - 1:
+        # (a parse chart has n (n + 1) / 2 or n ** 2 rows, whose counts would wrap in int64)
+        first = int(np.flatnonzero(array > 2**31 - 1)[0])
+        raise ValueError(f"sentence {first} has {int(array[first])} {unit}s, more than "
+                         "2**31 - 1.")
     return np.ascontiguousarray(array, dtype=np.int64)
 
 

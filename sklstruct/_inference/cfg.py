@@ -129,7 +129,10 @@ def span_offsets(lengths):
         Sentence ``i`` has the span rows ``offsets[i]:offsets[i + 1]``.
     """
     lengths = check_sentence_lengths(lengths, "word")
-    return np.concatenate(([0], np.cumsum(lengths * (lengths + 1) // 2))).astype(np.int64)
+    spans = lengths * (lengths + 1) // 2
+    if spans.astype(np.float64).sum() > 2.0 ** 62:  # (a total that int64 would wrap)
+        raise ValueError("the sentences have more than 2**62 spans in all.")
+    return np.concatenate(([0], np.cumsum(spans))).astype(np.int64)
 
 
 # ----------------------------------------------------------------------------- grammar
@@ -328,7 +331,7 @@ def _check_span_scores(span_scores, lengths, grammar):
         raise TypeError(f"span_scores must hold real numbers, got dtype {array.dtype}.")
     if array.ndim != 2:
         raise ValueError(f"span_scores must be 2-D, got an array of shape {array.shape}.")
-    offsets = np.concatenate(([0], np.cumsum(lengths * (lengths + 1) // 2)))
+    offsets = span_offsets(lengths)
     if array.shape != (offsets[-1], grammar.n_labels):
         raise ValueError(
             f"span_scores must have shape ({offsets[-1]}, {grammar.n_labels}): one row per "
