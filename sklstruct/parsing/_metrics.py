@@ -392,9 +392,11 @@ class _ParseScorer(_MetadataRequester):
 
     __metadata_request__score = {"estimator": UNUSED, "sample_weight": False}
 
-    def __init__(self, name, metric):
+    def __init__(self, name, metric, doc=None):
         self._name = name
         self._metric = metric
+        if doc is not None:  # (what the API pages and the doctests read of this scorer)
+            self.__doc__ = doc
 
     def __repr__(self):
         return self._name
@@ -439,15 +441,15 @@ def _bracket_f1(y_true, y_pred, sample_weight=None):
                           sample_weight=sample_weight)["f1"]
 
 
-attachment_scorer = _ParseScorer("attachment_scorer", _uas)
-"""Scorer for ``GridSearchCV(scoring=...)`` and ``cross_validate``: unlabelled attachment.
+attachment_scorer = _ParseScorer("attachment_scorer", _uas, doc="""\
+Scorer for ``GridSearchCV(scoring=...)`` and ``cross_validate``: unlabelled attachment.
 
 Called as ``attachment_scorer(estimator, X, y, sample_weight=None)``, it returns the UAS
 of ``estimator.predict(X)`` against ``y`` over all tokens (see
 :func:`attachment_scores`; ``sample_weight``, one weight per sentence, weighs its tokens).
-``y`` and the predictions are lists with one item per sentence, each either an array of
-heads or a pair ``(heads, relations)`` (a tuple or list of two 1-D sequences), whose
-relations are ignored.
+``y`` and the predictions are lists with one item per sentence: all arrays of heads, or
+all pairs ``(heads, relations)`` (tuples or lists of two 1-D sequences), whose relations
+are ignored.
 
 Examples
 --------
@@ -456,13 +458,13 @@ Examples
 ...     def predict(self, X):
 ...         return [list(range(2, len(tokens) + 1)) + [0] for tokens in X]
 >>> X = [["Dogs", "bark"], ["Cats", "sleep", "a", "lot"]]
->>> y = [[2, 0], ([2, 0, 4, 2], ["nsubj", "root", "det", "obl"])]
+>>> y = [([2, 0], ["nsubj", "root"]), ([2, 0, 4, 2], ["nsubj", "root", "det", "obl"])]
 >>> attachment_scorer(Chain(), X, y)
 0.666...
-"""
+""")
 
-bracket_f1_scorer = _ParseScorer("bracket_f1_scorer", _bracket_f1)
-"""Scorer for ``GridSearchCV(scoring=...)`` and ``cross_validate``: labelled bracket F1.
+bracket_f1_scorer = _ParseScorer("bracket_f1_scorer", _bracket_f1, doc="""\
+Scorer for ``GridSearchCV(scoring=...)`` and ``cross_validate``: labelled bracket F1.
 
 Called as ``bracket_f1_scorer(estimator, X, y, sample_weight=None)``, it returns the
 evalb F1 of ``estimator.predict(X)`` against ``y`` (see :func:`bracket_scores`; one weight
@@ -480,4 +482,4 @@ Examples
 >>> y = [tree_from_string("(S (NP (NN Dogs)) (VP (NN bark)))")]
 >>> bracket_f1_scorer(Flat(), [["Dogs", "bark"]], y)
 0.5
-"""
+""")
