@@ -192,3 +192,53 @@ def test_an_interrupt_while_joining_the_threads_leaves_none_running():
         signal.signal(signal.SIGALRM, previous)
     assert threading.active_count() == before
     assert len(started) == 5
+
+
+def _interrupted_start(monkeypatch):
+    """``Thread.start`` that starts its thread and then raises KeyboardInterrupt, once: a
+    Ctrl-C delivered while ``Thread.start`` waits for the new thread to run."""
+    original = threading.Thread.start
+
+    def start(self):
+        original(self)
+        monkeypatch.setattr(threading.Thread, "start", original)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+
+
+def test_an_interrupt_while_starting_a_thread_leaves_no_work_running(monkeypatch):
+    """A Ctrl-C in Thread.start came before the run's try: its worker went on taking tasks
+    (all ten) after the call had raised."""
+    from sklstruct._inference._validation import run_chunks
+
+    done = []
+
+    def task(k):
+        time.sleep(0.05)
+        done.append(k)
+        return k
+
+    _interrupted_start(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        run_chunks(task, [(k,) for k in range(10)], 2)
+    count = len(done)
+    time.sleep(0.3)
+    assert len(done) == count <= 1
+
+
+def test_an_interrupt_while_starting_the_lp_thread_cancels_the_solve(monkeypatch):
+    """The solve's thread started outside the try that cancels it: HiGHS ran on after the
+    interrupt, and the interpreter aborted at exit while it still ran."""
+    pytest.importorskip("highspy")
+    from sklstruct._solvers.lp import IncrementalLP
+
+    rng = np.random.default_rng(0)
+    A = sp.random(600, 1200, density=0.05, random_state=0, format="csr")
+    lp = IncrementalLP(rng.uniform(1, 2, 1200), backend="highspy")
+    lp.add_rows(-A, -np.ones(600))
+    before = threading.active_count()
+    _interrupted_start(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        lp.solve()
+    assert threading.active_count() == before  # (the solve's thread has ended)

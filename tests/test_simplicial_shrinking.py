@@ -1,6 +1,7 @@
 """Shrinking in M3NSimplicialDecomposition's compiled passes: certificates that give every
 example's gap, sweeps over the examples whose gap exceeds a threshold."""
 
+import threading
 import warnings
 
 import numpy as np
@@ -276,3 +277,38 @@ def test_two_stage_visits_where_examples_share_few_features():
     assert not MultiPointFrankWolfeState(bound, batch, Y, 0.3, 3, cached=False).two_stage
     with pytest.raises(ValueError, match="outside"):
         _multi_point_fast.shared_entry_fraction(batch, 4)
+
+
+def test_an_interrupt_while_starting_the_second_thread_stops_it(monkeypatch):
+    """The pipelined pass queued its second thread's job before the try that stops it: a
+    Ctrl-C in the pool's Thread.start left that job spinning for a go it never got, and
+    the pass's close hung on it."""
+    import concurrent.futures
+
+    X, y = _sparse_chains(150, seed=5)
+    bound, batch, Y = _bound(ChainStructure(), X, y)
+    state = MultiPointFrankWolfeState(bound, batch, Y, 0.3, 3, cached=False)
+    assert state.two_stage
+    original = concurrent.futures.ThreadPoolExecutor.submit
+
+    def submit(self, fn, *args, **kwargs):
+        original(self, fn, *args, **kwargs)  # (queued, its thread started)
+        monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", original)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", submit)
+    outcome = []
+    runner = threading.Thread(target=lambda: outcome.append(_interrupted_pass(state)),
+                              daemon=True)
+    runner.start()
+    runner.join(30)
+    assert not runner.is_alive(), "the interrupted pass hung"
+    assert outcome == ["interrupted"]
+
+
+def _interrupted_pass(state):
+    try:
+        state.run_pass(np.arange(150), n_jobs=2)
+    except KeyboardInterrupt:
+        return "interrupted"
+    return "finished"

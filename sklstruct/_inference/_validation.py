@@ -218,18 +218,25 @@ def run_chunks(function, tasks, n_threads):
         finally:
             finished.release()
 
-    threads = [threading.Thread(target=worker)
-               for _ in range(min(n_threads, len(tasks)) - 1)]
-    for thread in threads:
-        thread.start()
-    waiting = len(threads)
+    threads, waiting = [], 0
     try:
+        for _ in range(min(n_threads, len(tasks)) - 1):
+            threads.append(threading.Thread(target=worker))
+            try:
+                threads[-1].start()
+            except Exception:  # (not started: "can't start new thread")
+                threads.pop()
+                raise
+            except BaseException:  # (Ctrl-C in Thread.start's wait: the thread runs)
+                waiting += 1
+                raise
+            waiting += 1
         work()
         while waiting:
             finished.acquire()
             waiting -= 1
-    except BaseException as exc:  # (Ctrl-C outside a task: while waiting for the others)
-        errors.append(exc)  # the other threads take no new task ...
+    except BaseException as exc:  # (Ctrl-C outside a task: while starting or waiting for
+        errors.append(exc)  # the others) the other threads take no new task ...
         while waiting:  # ... and end with the task under way
             finished.acquire()
             waiting -= 1

@@ -149,11 +149,13 @@ class IncrementalLP:
             highs.run()
             return
         self._cancel[0] = False
-        errors, done = [], threading.Event()
+        errors, began, done = [], threading.Event(), threading.Event()
 
         def run():
+            began.set()
             try:
-                highs.run()
+                if not self._cancel[0]:  # (cancelled while the thread was starting)
+                    highs.run()
             except BaseException as exc:  # (raised in the calling thread below)
                 errors.append(exc)
             finally:
@@ -161,14 +163,19 @@ class IncrementalLP:
 
         # (an Event, not Thread.join: a signal's exception in join marks the thread as
         # stopped while it runs on (CPython 3.11); the interpreter then aborts if it exits
-        # while HiGHS still runs)
-        threading.Thread(target=run, daemon=True).start()
+        # while HiGHS still runs. Thread.start waits too, so an exception can come from it,
+        # the thread started or not: the cancel flag is set before ``began`` is read, and
+        # the thread sets ``began`` before it reads the flag, so a thread that began is
+        # waited for and one that had not yet begun skips the solve.)
+        thread = threading.Thread(target=run, daemon=True)
         try:
+            thread.start()
             while not done.wait(0.05):
                 pass
         except BaseException:
             self._cancel[0] = True
-            done.wait()  # the solve stops at its next simplex iteration
+            if began.is_set():
+                done.wait()  # the solve stops at its next simplex iteration
             raise
         if errors:
             raise errors[0]

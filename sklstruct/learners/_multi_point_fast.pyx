@@ -1508,16 +1508,20 @@ cdef class _Pipeline:
             sks_store_release(<long long*> &self.go, 2)
             sks_store_release(<long long*> &self.stop, 0)
             sks_store_release(<long long*> &self.exited, 0)
-            with gil:
-                self.worker = self.threads.submit(_serve_partials, self)
         try:
+            if threaded:
+                # (inside the try: a Ctrl-C in the pool's Thread.start, after the job was
+                # queued, must still stop the job that its thread then runs)
+                with gil:
+                    self.worker = self.threads.submit(_serve_partials, self)
             return self.run_visits(master, progress, threaded)
         finally:
             if threaded:
                 sks_store_release(<long long*> &self.stop, 1)
                 with gil:
-                    self.worker.result()
-                    self.worker = None
+                    if self.worker is not None:
+                        self.worker.result()
+                        self.worker = None
             if self.done > 0:  # (the marks hold the last summed example's features)
                 self.scorer.clear_marks(&self.h[(self.done - 1) % 2])
 
