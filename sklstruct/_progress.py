@@ -68,8 +68,11 @@ class Certificate:
     FIELDS = ("primal", "dual", "gap", "time", "oracle_calls")
 
     def __init__(self, name, *, tol, max_iter, max_time=None, verbose=0, callback=None,
-                 model_at=None, unit="pass", extra_fields=()):
+                 model_at=None, unit="pass", extra_fields=(), warns=True):
         self.name, self.tol, self.max_iter, self.max_time = name, float(tol), max_iter, max_time
+        # (False for an inner fit whose caller judges its outcome: no ConvergenceWarning,
+        # without the process-wide warnings filters that catch_warnings changes)
+        self.warns = warns
         self.verbose, self.callback, self.model_at = verbose, callback, model_at
         self.unit = unit
         self.fields = self.FIELDS + tuple(extra_fields)
@@ -171,7 +174,8 @@ class Certificate:
     def precision_lost(self, why):
         """Stop the fit with a warning: the learner cannot make progress in floating point."""
         self.stop_reason = "precision"
-        warn_user(f"{self.name} stopped early: {why}.", ConvergenceWarning)
+        if self.warns:
+            warn_user(f"{self.name} stopped early: {why}.", ConvergenceWarning)
         if self._last_check is not None and not self._last_printed:
             self._print(*self._last_check[:1], self._last_check[1], True,
                         *self._last_check[2:])  # (verbose: the last line of the fit)
@@ -188,7 +192,7 @@ class Certificate:
         (learners whose budget is their stopping rule).
         """
         self.n_iter = int(n_iter)
-        if warn and self.stop_reason in (None, "max_time"):
+        if warn and self.warns and self.stop_reason in (None, "max_time"):
             what = what or f"a relative duality gap of {self.tol}"
             units = self.unit + ("es" if self.unit.endswith("s") else "s")
             if self.stop_reason == "max_time":

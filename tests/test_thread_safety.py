@@ -1,5 +1,7 @@
 """A fitted model read by one thread while another refits it."""
 
+import threading
+
 import numpy as np
 
 from sklstruct import ChainStructure, StructSVMCuttingPlane
@@ -57,3 +59,27 @@ def test_concurrent_predict_and_refit_never_mix_models():
         refits = pool.submit(refit, None)
         assert pool.submit(predict, None).result()
         refits.result()
+
+
+def test_concurrent_fits_leave_the_warnings_filters_alone():
+    """The inner fits of L1M3N (the default radius's EM, the EM's M-steps) silenced their
+    ConvergenceWarnings with warnings.catch_warnings, which saves and restores the
+    process's filters: fits in two threads interleaved them and left an "ignore
+    ConvergenceWarning" filter in place for good."""
+    import warnings
+
+    from sklstruct import L1M3N
+
+    X, y = make_chain_data(n_sequences=12, seed=0)
+    before = list(warnings.filters)
+
+    def work():
+        for _ in range(4):
+            L1M3N(solver="subgradient", max_iter=5).fit(X, y)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert warnings.filters == before

@@ -14,7 +14,6 @@ digest of its content (``download_if_missing=True``, the default; see ``_fetch.p
 import gzip
 import numbers
 import os
-import warnings
 import zlib
 from importlib import resources
 
@@ -128,6 +127,9 @@ def _read_gzip_lines(path, encoding):
     return text.removeprefix("\ufeff").splitlines()
 
 
+_NUMERIC_FIELD_CHARACTERS = str.maketrans("", "", "0123456789-\t")
+
+
 def _parse_ocr_letters(path):
     """Parse ``letter.data.gz`` into per-letter columns sorted by letter id.
 
@@ -148,14 +150,15 @@ def _parse_ocr_letters(path):
         raise ValueError(f"{path}: malformed line (expected 134 tab-separated fields).")
     n_letters = len(parts)
     n_numeric = 4 + _N_PIXELS
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            numeric = np.fromstring(
-                "\t".join(p[2] for p in parts), dtype=np.int64, sep="\t"
-            )
-        except ValueError as exc:
-            raise ValueError(f"{path}: non-numeric pixel or index field.") from exc
+    text = "\t".join(p[2] for p in parts)
+    # (numpy stops at the first other character, with a DeprecationWarning: refused here,
+    # without catch_warnings, whose filters are the process's, not this thread's)
+    if text.translate(_NUMERIC_FIELD_CHARACTERS):
+        raise ValueError(f"{path}: non-numeric pixel or index field.")
+    try:
+        numeric = np.fromstring(text, dtype=np.int64, sep="\t")
+    except ValueError as exc:
+        raise ValueError(f"{path}: non-numeric pixel or index field.") from exc
     if numeric.size != n_letters * n_numeric:
         raise ValueError(
             f"{path}: expected {n_numeric + 2} fields per line with integer "

@@ -1,10 +1,8 @@
 """The l1-regularised (primal sparse) max-margin Markov network (Zhu, Xing and Zhang 2008)."""
 
 import numbers
-import warnings
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 from ..._input import weighted_examples
 from ..._progress import Certificate
@@ -277,13 +275,12 @@ class L1M3N(BaseStructuredClassifier):
         # counts this time too)
         certificate = Certificate(self._progress_label(), tol=float(self.tol),
                                   max_iter=DEFAULT_MAX_ITER["em"], max_time=self.max_time,
-                                  unit="iteration", extra_fields=("n_nonzero", "C_P1"))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            w, _ = fit_em_variational(self.structure_, batch, Y, C=float(self.C),
-                                      threshold=self.threshold, n_jobs=self.n_jobs,
-                                      certificate=certificate,
-                                      **({} if weights is None else {"sample_weight": weights}))
+                                  unit="iteration", extra_fields=("n_nonzero", "C_P1"),
+                                  warns=False)
+        w, _ = fit_em_variational(self.structure_, batch, Y, C=float(self.C),
+                                  threshold=self.threshold, n_jobs=self.n_jobs,
+                                  certificate=certificate,
+                                  **({} if weights is None else {"sample_weight": weights}))
         radius = l1_norm(w)
         if radius == 0.0:
             warn_user(f"{type(self).__name__}(solver='subgradient'): the default radius is "
