@@ -245,3 +245,38 @@ def test_an_uncaught_interrupt_of_a_solve_exits_cleanly(tmp_path):
     assert "terminate called" not in result.stderr
     # (an uncaught KeyboardInterrupt ends the process by SIGINT; the abort was SIGABRT)
     assert result.returncode == -signal.SIGINT, result.stderr[-500:]
+
+
+def test_highs_instances_leave_the_process_stdout_alone():
+    """The banner of HiGHS's first instance was silenced by pointing fd 1 at /dev/null
+    around every construction: concurrent fits interleaved the redirections and left fd 1
+    on /dev/null for good, and with fd 1 closed the fit failed (EBADF)."""
+    import subprocess
+    import sys
+    import threading
+
+    pytest.importorskip("highspy")
+
+    def descriptor():
+        status = os.fstat(1)
+        return status.st_dev, status.st_ino
+
+    before = descriptor()
+
+    def build():
+        for _ in range(30):
+            IncrementalLP(np.ones(4), backend="highspy")
+
+    threads = [threading.Thread(target=build) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert descriptor() == before
+    code = ("import os, numpy as np\n"
+            "from sklstruct._solvers.lp import IncrementalLP\n"
+            "os.close(1)\n"
+            "IncrementalLP(np.ones(4), backend='highspy')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert result.returncode == 0, result.stderr

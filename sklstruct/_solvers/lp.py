@@ -24,19 +24,28 @@ def highspy_available():
     return True
 
 
+_banner_lock = threading.Lock()
+_banner_printed = False
+
+
 def _quiet_highs():
-    """A ``highspy.Highs`` instance without its start-up banner (printed to fd 1)."""
+    """A ``highspy.Highs`` instance without HiGHS's start-up banner.
+
+    The first instance of a process prints the banner to fd 1, from compiled code: fd 1
+    points to ``/dev/null`` while it is built, once per process and under a lock (a
+    redirection of the process's fd 1 by concurrent fits would interleave and leave it on
+    ``/dev/null``; other threads' output meanwhile is lost, for that moment only). The
+    later instances print nothing.
+    """
+    global _banner_printed
     import highspy
 
-    sys.stdout.flush()
-    saved = os.dup(1)
-    with open(os.devnull, "wb") as devnull:
-        os.dup2(devnull.fileno(), 1)
-        try:
+    with _banner_lock:
+        if _banner_printed:
             highs = highspy.Highs()
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
+        else:
+            highs = _without_stdout(highspy.Highs)
+            _banner_printed = True
     highs.setOptionValue("output_flag", False)
     # Without presolve: the working-set LPs are wide (two columns per weight) and mostly
     # re-solved from the previous basis. On CoNLL-2000's L1M3N (18M columns, 8,936 rows)
@@ -44,6 +53,22 @@ def _quiet_highs():
     # a cancelled solve; on 200 OCR words the fit's LP time was the same either way.
     highs.setOptionValue("presolve", "off")
     return highs
+
+
+def _without_stdout(make):
+    """``make()`` with fd 1 on ``/dev/null`` (as it is, if fd 1 is closed)."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # (fd 1 closed, as in some daemons: nothing to silence)
+        return make()
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            return make()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _cancel_flag(highs):
