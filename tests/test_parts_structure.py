@@ -84,7 +84,7 @@ def test_the_shifted_max_oracle_is_decoding_on_loss_shifted_scores(structure):
 def test_parsers_share_their_parameters(parser, features):
     params = parser().get_params(deep=False)
     assert {"C", "learner", "features"} <= set(params)
-    assert parser(C=0.5, learner=StructSVMCuttingPlane(C=7.0))._learner_for("auto").C == 0.5
+    assert parser(C=0.5, learner=StructSVMCuttingPlane(C=7.0))._learner_for("auto", "tree").C == 0.5
     with pytest.raises(TypeError, match="structure parameter"):
-        parser(learner=features())._learner_for("auto")
+        parser(learner=features())._learner_for("auto", "tree")
     assert hasattr(features, "transform_flat") and hasattr(features, "transform")
