@@ -194,13 +194,15 @@ def test_an_interrupt_while_joining_the_threads_leaves_none_running():
     assert len(started) == 5
 
 
-def _interrupted_start(monkeypatch):
-    """``Thread.start`` that starts its thread and then raises KeyboardInterrupt, once: a
-    Ctrl-C delivered while ``Thread.start`` waits for the new thread to run."""
+def _interrupted_start(monkeypatch, started=True):
+    """``Thread.start`` that raises KeyboardInterrupt once: after starting its thread (a
+    Ctrl-C delivered while ``Thread.start`` waits for the new thread to run) or, with
+    ``started=False``, before (one delivered before the thread exists)."""
     original = threading.Thread.start
 
     def start(self):
-        original(self)
+        if started:
+            original(self)
         monkeypatch.setattr(threading.Thread, "start", original)
         raise KeyboardInterrupt
 
@@ -219,12 +221,25 @@ def test_an_interrupt_while_starting_a_thread_leaves_no_work_running(monkeypatch
         done.append(k)
         return k
 
-    _interrupted_start(monkeypatch)
-    with pytest.raises(KeyboardInterrupt):
-        run_chunks(task, [(k,) for k in range(10)], 2)
-    count = len(done)
-    time.sleep(0.3)
-    assert len(done) == count <= 1
+    start = threading.Thread.start
+    for started in (True, False):  # (before the thread exists: nothing to wait for)
+        done.clear()
+        outcome = []
+
+        def call():
+            try:
+                run_chunks(task, [(k,) for k in range(10)], 2)
+            except KeyboardInterrupt:
+                outcome.append("interrupted")
+
+        caller = threading.Thread(target=call, daemon=True)  # (a hang fails, not blocks)
+        _interrupted_start(monkeypatch, started)
+        start(caller)
+        caller.join(10)
+        assert not caller.is_alive() and outcome == ["interrupted"]
+        count = len(done)
+        time.sleep(0.3)
+        assert len(done) == count <= 1
 
 
 def test_an_interrupt_while_starting_the_lp_thread_cancels_the_solve(monkeypatch):

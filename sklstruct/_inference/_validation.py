@@ -209,42 +209,41 @@ def run_chunks(function, tasks, n_threads):
 
     # The calling thread waits on a semaphore that each worker releases at its end, not in
     # Thread.join: a signal's exception in join (CPython 3.11) marks the thread as stopped
-    # while it runs on, so that later joins return at once.
+    # while it runs on, so that later joins return at once. Thread.start waits too, so a
+    # signal's exception can also come from it, before or after the thread began: each
+    # worker counts itself in (``begun``) before it reads ``errors``, and the calling
+    # thread sets ``errors`` before it reads the count, so every worker that began is
+    # waited for, and one that begins later finds ``errors`` set and takes no task.
     finished = threading.Semaphore(0)
+    begun = [0]
 
     def worker():
         try:
+            with lock:
+                begun[0] += 1
             work()
         finally:
             finished.release()
 
-    threads, waiting = [], 0
+    threads, ended = [], 0
     try:
         for _ in range(min(n_threads, len(tasks)) - 1):
             threads.append(threading.Thread(target=worker))
-            try:
-                threads[-1].start()
-            except Exception:  # (not started: "can't start new thread")
-                threads.pop()
-                raise
-            except BaseException:  # (Ctrl-C in Thread.start's wait: the thread runs)
-                waiting += 1
-                raise
-            waiting += 1
+            threads[-1].start()
         work()
-        while waiting:
+        while ended < len(threads):
             finished.acquire()
-            waiting -= 1
+            ended += 1
     except BaseException as exc:  # (Ctrl-C outside a task: while starting or waiting for
         errors.append(exc)  # the others) the other threads take no new task ...
-        while waiting:  # ... and end with the task under way
+        with lock:
+            count = begun[0]
+        while ended < count:  # ... and end with the task under way
             finished.acquire()
-            waiting -= 1
+            ended += 1
         raise
-    finally:
-        if not waiting:
-            for thread in threads:
-                thread.join()
+    for thread in threads:
+        thread.join()
     if errors:
         raise errors[0]
     return results
