@@ -459,6 +459,7 @@ def test_every_parser_asks_for_y_in_scikit_learns_words():
 
     X, _ = toy_treebank(4, seed=0)
     for parser in (DependencyParser(), ConstituencyParser(), PCFGParser()):
-        with pytest.raises(ValueError, match="requires y to be passed, but the target y is "
-                                             "None"):
-            parser.fit(X, None)
+        for sample_weight in (None, [0.0, 1.0, 1.0, 1.0]):
+            with pytest.raises(ValueError, match="requires y to be passed, but the target y "
+                                                 "is None"):
+                parser.fit(X, None, sample_weight=sample_weight)

@@ -35,7 +35,7 @@ def weighted_sentences(X, y, sample_weight, check=None):
     if sample_weight is None:
         return X, y, None
     weights = check_sequence_weights(sample_weight, len(X))  # (finite, >= 0, not all 0)
-    if np.all(weights > 0):
+    if np.all(weights > 0) or y is None:  # (y=None: the fit's own error)
         return X, y, weights
     y = check_sentences(y, "y")
     if len(y) != len(X):
