@@ -159,3 +159,7 @@ def test_gold_arcs_must_form_trees():
     with pytest.raises(ValueError, match="sentence 2 are not a tree: token 2 is its own head"):
         ArcFeatures(features_from="gold").fit(treebank.sentences, heads)
     ArcFeatures(features_from="gold").fit(treebank.sentences, treebank.heads)
+    # an empty sentence before it: the error still names the caller's position
+    with pytest.raises(ValueError, match="sentence 3 are not a tree: token 2 is its own head"):
+        ArcFeatures(features_from="gold").fit([[]] + list(treebank.sentences),
+                                              [np.zeros(0, dtype=int)] + heads)

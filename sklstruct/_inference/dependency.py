@@ -199,7 +199,7 @@ def tree_marginals(scores, lengths, projective=True, single_root=False, n_jobs=N
     return marginals, log_partition
 
 
-def check_heads(heads, lengths, projective=False, single_root=False):
+def check_heads(heads, lengths, projective=False, single_root=False, names=None):
     """Raise a ValueError naming the first sentence whose heads do not form a tree.
 
     Parameters
@@ -213,6 +213,9 @@ def check_heads(heads, lengths, projective=False, single_root=False):
         Also require that no two arcs cross (the root placed before the first token).
     single_root : bool, default=False
         Also require exactly one token attached to the root.
+    names : array-like of int of shape (n_sentences,), default=None
+        The sentences' indices in the messages (e.g. their positions in a list that also
+        holds empty sentences, which ``lengths`` leaves out); ``0, 1, ...`` by default.
 
     Raises
     ------
@@ -248,18 +251,19 @@ def check_heads(heads, lengths, projective=False, single_root=False):
         return
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     sentence = np.repeat(np.arange(lengths.shape[0]), lengths)
+    names = np.arange(lengths.shape[0]) if names is None else np.asarray(names)
     position = np.arange(n_tokens) - starts[sentence] + 1
     out_of_range = (heads < 0) | (heads > lengths[sentence])
     if out_of_range.any():
         t = int(np.flatnonzero(out_of_range)[0])
         raise ValueError(
-            f"heads of sentence {sentence[t]} are not a tree: token {position[t]} has head "
+            f"heads of sentence {names[sentence[t]]} are not a tree: token {position[t]} has head "
             f"{heads[t]}, outside 0..{lengths[sentence[t]]}."
         )
     heads = heads.astype(np.int64)
     if np.any(heads == position):
         t = int(np.flatnonzero(heads == position)[0])
-        raise ValueError(f"heads of sentence {sentence[t]} are not a tree: token "
+        raise ValueError(f"heads of sentence {names[sentence[t]]} are not a tree: token "
                          f"{position[t]} is its own head.")
     # nodes: sentence i's root at starts[i] + i, its token m at starts[i] + i + m
     root_node = starts + np.arange(lengths.shape[0])
@@ -272,20 +276,20 @@ def check_heads(heads, lengths, projective=False, single_root=False):
     cyclic = parent[token_node] != root_node[sentence]
     if cyclic.any():
         t = int(np.flatnonzero(cyclic)[0])
-        raise ValueError(f"heads of sentence {sentence[t]} are not a tree: token "
+        raise ValueError(f"heads of sentence {names[sentence[t]]} are not a tree: token "
                          f"{position[t]} does not reach the root (a cycle).")
     if single_root:
         root_children = np.bincount(sentence[heads == 0], minlength=lengths.shape[0])
         if np.any(root_children != 1):
             i = int(np.flatnonzero(root_children != 1)[0])
-            raise ValueError(f"heads of sentence {i} have {root_children[i]} tokens attached "
-                             f"to the root; single_root asks for exactly one.")
+            raise ValueError(f"heads of sentence {names[i]} have {root_children[i]} tokens "
+                             "attached to the root; single_root asks for exactly one.")
     if projective:
         crossing = _first_crossing(heads, lengths, starts)
         if crossing is not None:
             i, a, b = crossing
-            raise ValueError(f"heads of sentence {i} are not projective: the arcs into tokens "
-                             f"{a} and {b} cross.")
+            raise ValueError(f"heads of sentence {names[i]} are not projective: the arcs into "
+                             f"tokens {a} and {b} cross.")
 
 
 def _first_crossing(heads, lengths, starts):

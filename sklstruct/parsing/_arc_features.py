@@ -285,5 +285,6 @@ def _gold_heads(y, lengths):
     (a token headed by itself or a cycle would give arcs of no tree)."""
     heads, _ = split_trees(y, lengths=lengths)
     heads = np.concatenate(heads).astype(np.int64) if heads else np.zeros(0, dtype=np.int64)
-    check_heads(heads, lengths[lengths > 0])  # (an empty sentence has no heads)
+    words = np.flatnonzero(lengths > 0)  # (an empty sentence has no heads)
+    check_heads(heads, lengths[words], names=words)
     return heads
