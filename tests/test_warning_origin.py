@@ -50,6 +50,15 @@ def test_parser_and_metric_warnings_name_the_callers_line():
         assert w.filename == __file__
     for w in _caught(lambda: chunk_f1_score([["O"]], [["O"]]), UndefinedMetricWarning):
         assert w.filename == __file__
+    # SequencePipeline runs scikit-learn's Pipeline.fit, which calls the estimator: the
+    # user's line, all the same
+    from sklstruct.pipeline import make_sequence_pipeline
+
+    dicts = [[{"w": "a"}, {"w": "b"}], [{"w": "b"}, {"w": "a"}, {"w": "c"}]]
+    labels = [["x", "y"], ["y", "x", "x"]]
+    pipeline = make_sequence_pipeline(M3NSimplicialDecomposition(max_iter=1))
+    for w in _caught(lambda: pipeline.fit(dicts, labels), ConvergenceWarning):
+        assert w.filename == __file__
     # under cross-validation the scorer's warning names scikit-learn's line, not ours
     X, y = make_chain_data(n_sequences=8, seed=0)
     for w in _caught(lambda: cross_validate(M3NSimplicialDecomposition(max_iter=1), X, y,
