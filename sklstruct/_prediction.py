@@ -23,14 +23,26 @@ from .utils._warnings import warn_user
 
 def _has_marginal_oracle(estimator):
     """True unless ``estimator`` is fitted with a structure that has no marginal oracle (the
-    grids), so that ``hasattr(model, "predict_proba")`` tells meta-estimators the truth; the
-    ``AttributeError`` then says why."""
+    grids, whose exact marginals are intractable), so that ``hasattr(model,
+    "predict_proba")`` tells meta-estimators the truth; the ``AttributeError`` then says
+    why."""
     structure = estimator.__dict__.get("structure_")
     if structure is not None and type(structure).marginals is BaseStructure.marginals:
         raise AttributeError(
-            f"{type(structure).__name__} has no marginal oracle (exact marginals of a grid "
-            "are intractable), so the model has no probabilities; decision_function gives "
-            "its per-node scores.")
+            f"{type(structure).__name__} has no marginal oracle, so the model has no "
+            "probabilities; decision_function gives its per-node scores.")
+    return True
+
+
+def _has_chain_form(estimator):
+    """True unless ``estimator`` is fitted with a structure that has no chain form (``as_chain``:
+    chains and the multiclass form have one), which k-best decoding and sequence
+    confidences need."""
+    structure = estimator.__dict__.get("structure_")
+    if structure is not None and type(structure).as_chain is BaseStructure.as_chain:
+        raise AttributeError(
+            f"{type(structure).__name__} is not a chain: k-best decoding and sequence "
+            "confidences are for chain and multiclass models.")
     return True
 
 
@@ -193,6 +205,7 @@ class PredictionMixin:
         batch, form = model._prediction_batch(X, lengths, sequence_ids)
         return model._format_output(model._marginals(batch, model.temperature_), batch, form)
 
+    @available_if(_has_chain_form)
     def predict_topk(self, X, k=5, lengths=None, sequence_ids=None):
         """The ``k`` highest-scoring labellings of each sequence, with their scores.
 
@@ -249,6 +262,7 @@ class PredictionMixin:
             i += 1
         return label_list, score_list
 
+    @available_if(_has_chain_form)
     def sequence_confidence(self, X, lengths=None, sequence_ids=None):
         """Probability of each predicted labelling under the model's Gibbs distribution.
 

@@ -418,8 +418,11 @@ def test_bad_input_at_prediction_is_refused():
         with pytest.raises(AttributeError) as error:
             getattr(model, name)
         assert "no marginal oracle" in str(error.value.__cause__)
-    with pytest.raises(ValueError, match="not volumes"):
-        model.predict_topk(X)
+    for name in ("predict_topk", "sequence_confidence"):  # (no chain form)
+        assert not hasattr(model, name)
+        with pytest.raises(AttributeError) as error:
+            getattr(model, name)
+        assert "is not a chain" in str(error.value.__cause__)
     w = model.w_.copy()
     w[model.structure_.nonnegative_] = -1.0
     batch, _, _ = model._validate_input(X, None, reset=False)
