@@ -7,6 +7,7 @@ into one matrix per sequence without a vocabulary, by feature hashing), and
 """
 
 import itertools
+import math
 import numbers
 import operator
 from array import array
@@ -342,8 +343,10 @@ def _check_sequence(i, sequence, fitting):
 
 def _check_token(token):
     if not isinstance(token, Mapping):
+        hint = " (a token as a list of feature names, as crfsuite also takes: give " \
+            "{name: 1.0 for name in token})" if isinstance(token, (list, tuple)) else ""
         raise TypeError(f"Every token must be a dict of features; got "
-                        f"{type(token).__name__}.")
+                        f"{type(token).__name__}{hint}.")
 
 
 def _non_string_value(key, value, i, t):
@@ -351,12 +354,23 @@ def _non_string_value(key, value, i, t):
     ``(False, strings)`` for an iterable of strings (each a one-hot feature); an error
     for ``None`` and other values."""
     if isinstance(value, (numbers.Number, np.number, np.bool_)):
-        return True, float(value)
+        value = float(value)
+        if not math.isfinite(value):
+            raise ValueError(f"Feature {key!r} of token {t} of sequence {i} is {value}; "
+                             "feature values must be finite.")
+        return True, value
     if value is None:
         raise ValueError(
             f"Feature {key!r} of token {t} of sequence {i} is None; leave the feature out of "
             "the token's dict (absent) or give it a string, number or boolean value.")
-    if isinstance(value, Iterable) and not isinstance(value, Mapping):
+    if isinstance(value, (bytes, bytearray)):
+        raise TypeError(f"Feature {key!r} has a bytes value; decode it to a str (a string "
+                        "value is one-hot encoded).")
+    if isinstance(value, Mapping):
+        raise TypeError(f"Feature {key!r} has a dict value; flatten it into features of "
+                        f"their own (e.g. '{key}:name' keys, as crfsuite names a nested "
+                        "dict's features).")
+    if isinstance(value, Iterable):
         items = list(value)
         for item in items:
             if not isinstance(item, str):
@@ -418,6 +432,8 @@ def _encode_tokens(X, string_ids, number_ids, fitting):
                             continue
                         index = number_ids[key] = n_ids
                         n_ids += 1
+                    if value == 0.0:  # (a column of its own, but no stored zero)
+                        continue
                     if values is None and value != 1.0:
                         values = array("d", [1.0]) * len(indices)
                     indices.append(index)
@@ -496,7 +512,7 @@ def _encode_known(X, string_columns, number_columns, hash_tables):
                 is_number, value = _non_string_value(key, value, i, t)
                 if is_number:
                     column = number_columns.get(key)
-                    if column is None:
+                    if column is None or value == 0.0:  # (no stored zero)
                         continue
                     if values is None and value != 1.0:
                         values = array("d", [1.0]) * len(slots)

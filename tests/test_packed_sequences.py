@@ -119,8 +119,34 @@ def test_vectorizer_bad_values():
         SequenceVectorizer().fit([[{"a": "x"}, {"b": None}]])
     with pytest.raises(TypeError, match="only strings can be one-hot"):
         SequenceVectorizer().fit([[{"a": ["x", 1]}]])
-    with pytest.raises(TypeError, match="value of type dict"):
+    # the forms sklearn-crfsuite also takes: messages that say what to give instead
+    with pytest.raises(TypeError, match="dict value; flatten it"):
         SequenceVectorizer().fit([[{"a": {"b": 1}}]])
+    with pytest.raises(TypeError, match="bytes value; decode it"):
+        SequenceVectorizer().fit([[{"a": b"x"}]])
+    with pytest.raises(TypeError, match="a list of feature names"):
+        SequenceVectorizer().fit([[["a=x", "bias"]]])
+    for bad in (np.nan, np.inf):
+        with pytest.raises(ValueError, match="Feature 'b' of token 0 of sequence 1 is"):
+            SequenceVectorizer().fit([[{"a": "x"}], [{"b": bad}]])
+
+
+def test_vectorizer_stores_no_zeros():
+    """A False or 0.0 value keeps its column but stores no entry: the tutorial features of
+    CoNLL-2002 are 35% False booleans, which DictVectorizer stores as zeros."""
+    from sklearn.feature_extraction import DictVectorizer
+
+    X = [[{"w": "a", "upper": False, "n": 0.0}, {"w": "b", "upper": True, "n": 2.5}],
+         [{"w": "c", "upper": False}]]
+    vectorizer = SequenceVectorizer()
+    matrices = vectorizer.fit_transform(X)
+    reference = DictVectorizer().fit(t for s in X for t in s)
+    assert list(vectorizer.get_feature_names_out()) == list(reference.get_feature_names_out())
+    stacked = sp.vstack(matrices).tocsr()
+    np.testing.assert_array_equal(stacked.toarray(),
+                                  reference.transform([t for s in X for t in s]).toarray())
+    assert stacked.nnz == np.count_nonzero(stacked.toarray()) == 5
+    assert sp.vstack(vectorizer.transform(X)).nnz == 5
 
 
 # ------------------------------------------------------------------ the container
