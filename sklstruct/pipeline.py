@@ -47,7 +47,9 @@ class SequencePipeline(Pipeline):
     ----------
     state_features_ : dict
         Non-zero weights of (feature name, label) pairs, as sklearn-crfsuite's
-        ``CRF.state_features_``.
+        ``CRF.state_features_``; the names are the vectoriser's (``name=value`` for a
+        string value where crfsuite writes ``name:value``; ``SequenceVectorizer(separator=":")``
+        gives crfsuite's).
     transition_features_ : dict
         Transition weights of (from label, to label) pairs of a chain model, as
         sklearn-crfsuite's ``CRF.transition_features_``.
