@@ -1464,6 +1464,9 @@ cdef class _Pipeline:
             raise ValueError("pipelined visits need the uncached mode.")
         if n_threads > 1:
             self.threads = ThreadPoolExecutor(1)
+            # (its thread started here, before any pass: a pass's submit then reuses it and
+            # starts none, so a Ctrl-C cannot come from a Thread.start inside the pass)
+            self.threads.submit(int).result()
         self.slow_waits = PIPELINE_SLOW_WAITS
         self.slow_rounds = SLOW_WAIT_ROUNDS
         self.n_fallbacks = 0
