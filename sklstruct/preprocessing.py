@@ -791,7 +791,15 @@ class HashingSequenceVectorizer(TransformerMixin, BaseEstimator,
             if isinstance(value, str):
                 yield f"{name}{separator}{value}", 1
             elif isinstance(value, (numbers.Number, np.number)):
-                yield name, value
+                if not math.isfinite(value):
+                    raise ValueError(f"Feature {name!r} is {value}; feature values must be "
+                                     "finite.")
+                if value != 0:  # (no stored zero, as SequenceVectorizer)
+                    yield name, value
+            elif isinstance(value, (bytes, bytearray, Mapping)):
+                raise TypeError(f"Feature {name!r} has a {type(value).__name__} value; give "
+                                "a string (decode bytes; flatten a dict into features of "
+                                "their own).")
             elif hasattr(value, "__iter__"):
                 for item in value:
                     if not isinstance(item, str):

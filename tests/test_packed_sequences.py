@@ -147,6 +147,14 @@ def test_vectorizer_stores_no_zeros():
                                   reference.transform([t for s in X for t in s]).toarray())
     assert stacked.nnz == np.count_nonzero(stacked.toarray()) == 5
     assert sp.vstack(vectorizer.transform(X)).nnz == 5
+    from sklstruct.preprocessing import HashingSequenceVectorizer
+
+    hashed = HashingSequenceVectorizer(n_features=2**12).transform(X)
+    assert sum(m.nnz for m in hashed) == 5  # (w three times, upper and n once each)
+    with pytest.raises(ValueError, match="Feature 'n' is nan"):
+        HashingSequenceVectorizer().transform([[{"n": np.nan}]])
+    with pytest.raises(TypeError, match="bytes value"):
+        HashingSequenceVectorizer().transform([[{"n": b"x"}]])
 
 
 # ------------------------------------------------------------------ the container
