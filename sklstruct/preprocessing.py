@@ -349,16 +349,18 @@ def _check_token(token):
                         f"{type(token).__name__}{hint}.")
 
 
+def _check_finite(value, key, i, t):
+    if not math.isfinite(value):
+        raise ValueError(f"Feature {key!r} of token {t} of sequence {i} is {value}; feature "
+                         "values must be finite.")
+
+
 def _non_string_value(key, value, i, t):
     """A feature value other than a string: ``(True, float)`` for a number or a boolean,
     ``(False, strings)`` for an iterable of strings (each a one-hot feature); an error
     for ``None`` and other values."""
     if isinstance(value, (numbers.Number, np.number, np.bool_)):
-        value = float(value)
-        if not math.isfinite(value):
-            raise ValueError(f"Feature {key!r} of token {t} of sequence {i} is {value}; "
-                             "feature values must be finite.")
-        return True, value
+        return True, float(value)  # (checked finite once known: transform ignores others)
     if value is None:
         raise ValueError(
             f"Feature {key!r} of token {t} of sequence {i} is None; leave the feature out of "
@@ -432,6 +434,7 @@ def _encode_tokens(X, string_ids, number_ids, fitting):
                             continue
                         index = number_ids[key] = n_ids
                         n_ids += 1
+                    _check_finite(value, key, i, t)
                     if value == 0.0:  # (a column of its own, but no stored zero)
                         continue
                     if values is None and value != 1.0:
@@ -512,7 +515,10 @@ def _encode_known(X, string_columns, number_columns, hash_tables):
                 is_number, value = _non_string_value(key, value, i, t)
                 if is_number:
                     column = number_columns.get(key)
-                    if column is None or value == 0.0:  # (no stored zero)
+                    if column is None:
+                        continue
+                    _check_finite(value, key, i, t)
+                    if value == 0.0:  # (no stored zero)
                         continue
                     if values is None and value != 1.0:
                         values = array("d", [1.0]) * len(slots)
@@ -790,7 +796,7 @@ class HashingSequenceVectorizer(TransformerMixin, BaseEstimator,
         for name, value in token.items():
             if isinstance(value, str):
                 yield f"{name}{separator}{value}", 1
-            elif isinstance(value, (numbers.Number, np.number)):
+            elif isinstance(value, (numbers.Number, np.number, np.bool_)):
                 if not math.isfinite(value):
                     raise ValueError(f"Feature {name!r} is {value}; feature values must be "
                                      "finite.")

@@ -129,6 +129,11 @@ def test_vectorizer_bad_values():
     for bad in (np.nan, np.inf):
         with pytest.raises(ValueError, match="Feature 'b' of token 0 of sequence 1 is"):
             SequenceVectorizer().fit([[{"a": "x"}], [{"b": bad}]])
+        fitted = SequenceVectorizer().fit([[{"a": 1.0}]])
+        with pytest.raises(ValueError, match="Feature 'a' of token 0 of sequence 0 is"):
+            fitted.transform([[{"a": bad}]])
+        # a feature transform does not know is left out, whatever its value
+        assert fitted.transform([[{"a": 2.0, "zz": bad}]])[0].nnz == 1
 
 
 def test_vectorizer_stores_no_zeros():

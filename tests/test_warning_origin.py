@@ -50,6 +50,11 @@ def test_parser_and_metric_warnings_name_the_callers_line():
         assert w.filename == __file__
     for w in _caught(lambda: chunk_f1_score([["O"]], [["O"]]), UndefinedMetricWarning):
         assert w.filename == __file__
+    # code run with globals whose __name__ is not a module name (exec) warns all the same
+    for w in _caught(lambda: exec("chunk_f1_score([['O']], [['O']])",
+                                  {"__name__": 5, "chunk_f1_score": chunk_f1_score}),
+                     UndefinedMetricWarning):
+        assert w.filename == "<string>"
     # SequencePipeline runs scikit-learn's Pipeline.fit, which calls the estimator: the
     # user's line, all the same
     from sklstruct.pipeline import make_sequence_pipeline

@@ -22,7 +22,8 @@ _DECORATOR_NAMES = ("wrapper", "wrapped")
 
 
 def _module_of(frame):
-    return frame.f_globals.get("__name__", "") or ""
+    name = frame.f_globals.get("__name__")
+    return name if isinstance(name, str) else ""  # (exec'd code may give any value)
 
 
 def _is_ours(module):
