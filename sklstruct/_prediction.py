@@ -6,7 +6,6 @@ through :class:`~sklstruct._input.InputMixin` and asks the fitted structure for 
 outputs follow the input's form.
 """
 
-
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import minimize_scalar

@@ -1,6 +1,5 @@
 """First-order arc-factored dependency trees over candidate-arc rows."""
 
-
 import numpy as np
 from scipy.special import logsumexp, softmax
 

@@ -6,7 +6,6 @@ Each shard's data live in a dask actor (:class:`_Shard`) on the worker that hold
 interface of the local oracle, so that :func:`~._one_slack.solve_one_slack` runs unchanged.
 """
 
-
 import numbers
 
 import numpy as np

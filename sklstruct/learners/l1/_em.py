@@ -9,7 +9,6 @@ cutting plane on a rescaled structure (structures without compiled kernels). See
 estimator's docstring for the forms, the stopping rules and the certified bound.
 """
 
-
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
