@@ -20,29 +20,27 @@ from .utils._sequences import flatten_labels, image_rows, volume_rows
 from .utils._warnings import warn_user
 
 
-def _has_marginal_oracle(estimator):
-    """True unless ``estimator`` is fitted with a structure that has no marginal oracle (the
-    grids, whose exact marginals are intractable), so that ``hasattr(model,
-    "predict_proba")`` tells meta-estimators the truth; the ``AttributeError`` then says
-    why."""
-    structure = estimator.__dict__.get("structure_")
-    if structure is not None and type(structure).marginals is BaseStructure.marginals:
-        raise AttributeError(
-            f"{type(structure).__name__} has no marginal oracle, so the model has no "
-            "probabilities; decision_function gives its per-node scores.")
-    return True
+def _fitted_structure_has(method, why):
+    """An ``available_if`` check: True unless the estimator is fitted with a structure that
+    does not give ``method`` (leaves :class:`BaseStructure`'s), so that ``hasattr`` tells
+    meta-estimators the truth; the ``AttributeError`` then gives the structure and ``why``."""
+    def check(estimator):
+        structure = estimator.__dict__.get("structure_")
+        if structure is not None and \
+                getattr(type(structure), method) is getattr(BaseStructure, method):
+            raise AttributeError(f"{type(structure).__name__} {why}")
+        return True
+    return check
 
 
-def _has_chain_form(estimator):
-    """True unless ``estimator`` is fitted with a structure that has no chain form (``as_chain``:
-    chains and the multiclass form have one), which k-best decoding and sequence
-    confidences need."""
-    structure = estimator.__dict__.get("structure_")
-    if structure is not None and type(structure).as_chain is BaseStructure.as_chain:
-        raise AttributeError(
-            f"{type(structure).__name__} is not a chain: k-best decoding and sequence "
-            "confidences are for chain and multiclass models.")
-    return True
+# the grids give no marginals (their exact marginals are intractable)
+_has_marginal_oracle = _fitted_structure_has(
+    "marginals", "has no marginal oracle, so the model has no probabilities; "
+    "decision_function gives its per-node scores.")
+# k-best decoding and sequence confidences run on a chain form (chains, multiclass)
+_has_chain_form = _fitted_structure_has(
+    "as_chain", "is not a chain: k-best decoding and sequence confidences are for chain and "
+    "multiclass models.")
 
 
 class PredictionMixin:
